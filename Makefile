@@ -1,0 +1,53 @@
+# Everyday commands. `make up` runs the platform on this machine; `make test` is the test command.
+SHELL := /bin/bash
+PY := .venv/bin/python
+FRONTEND := frontend
+
+.PHONY: up down restart setup build test test-python test-frontend test-slow test-e2e smoke lint format \
+        migrations-check bench logs
+
+up:            ## install what is missing, migrate, load demo data, start everything, print URL + logins
+	@scripts/up.sh
+
+down:          ## stop what `make up` started
+	@scripts/down.sh
+
+restart: down up
+
+setup:         ## Python venv + Debian packages + frontend build, nothing started
+	@source scripts/lib.sh && ensure_debs && ensure_venv && ensure_frontend
+
+build:         ## build the frontend bundles
+	@source scripts/lib.sh && ensure_frontend
+
+test: build test-frontend test-python   ## the README's test command: the default suite
+
+test-python:   ## pytest on real PostgreSQL, Redis, Chromium, Xvfb, Whisper, torch (not `slow`)
+	@scripts/test.sh
+
+test-frontend: ## eslint, tsc --noEmit, vitest
+	@if [[ -f $(FRONTEND)/package.json ]]; then cd $(FRONTEND) && npm run --silent lint && npm run --silent typecheck && npm run --silent test; fi
+
+test-slow:     ## long suites: 100k-case fuzzing, training runs
+	@scripts/test.sh -m slow
+
+smoke:         ## `make up` in isolation: login page + authenticated API call, then `make down`
+	@scripts/test.sh -m smoke
+
+test-e2e:      ## only the browser end-to-end tests
+	@scripts/test.sh -m e2e
+
+lint:          ## ruff lint + format check
+	@$(PY) -m ruff check . && $(PY) -m ruff format --check .
+
+format:
+	@$(PY) -m ruff check --fix . && $(PY) -m ruff format .
+
+migrations-check: ## fail if models and migrations disagree
+	@DJANGO_SETTINGS_MODULE=webapp.settings.test $(PY) manage.py makemigrations --check --dry-run
+
+bench:         ## make bench NAME=export [QUICK=1]
+	@$(PY) manage.py bench $(NAME) $(if $(QUICK),--quick,)
+
+logs:
+	@tail -n 50 -f var/log/*.log

@@ -1,0 +1,32 @@
+// Formatting of numbers and times for tables.
+
+export function percent(fraction: number | null | undefined, digits = 0): string {
+  if (fraction === null || fraction === undefined || !Number.isFinite(fraction)) return "—";
+  return `${(fraction * 100).toFixed(digits)} %`;
+}
+
+export function reward(value: number | null): string {
+  return value === null ? "—" : value.toFixed(2);
+}
+
+export function validation(value: number | null): string {
+  if (value === null) return "not validated";
+  return value === 1 ? "V = 1" : "V = 0";
+}
+
+/** "just now", "5 min ago", "3 h ago", "2 d ago", else the date (ISO, no locale surprises). */
+export function ago(iso: string | null, now: Date = new Date()): string {
+  if (iso === null) return "—";
+  const then = new Date(iso);
+  if (Number.isNaN(then.getTime())) return "—";
+  const seconds = Math.max(0, (now.getTime() - then.getTime()) / 1000);
+  if (seconds < 60) return "just now";
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`;
+  if (seconds < 86400) return `${Math.floor(seconds / 3600)} h ago`;
+  if (seconds < 30 * 86400) return `${Math.floor(seconds / 86400)} d ago`;
+  return then.toISOString().slice(0, 10);
+}
+
+export function truncate(text: string, max = 80): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}

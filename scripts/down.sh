@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# `make down`: stop every process `make up` started (PostgreSQL and Redis are left running).
+source "$(dirname "$0")/lib.sh"
+shopt -s nullglob
+for pidfile in "$RUN_DIR"/*.pid; do
+  name=$(basename "$pidfile" .pid)
+  pid=$(cat "$pidfile")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    echo "stopped $name"
+  fi
+  rm -f "$pidfile"
+done

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# `make up`: install what is missing, migrate, load demo data, start every process on this machine,
+# print the URL and the demo logins. Idempotent: a second run only starts what is not running.
+source "$(dirname "$0")/lib.sh"
+
+HOST="${FLYWHEEL_HOST:-127.0.0.1}"
+PORT="${FLYWHEEL_PORT:-8000}"
+export DJANGO_SETTINGS_MODULE="${DJANGO_SETTINGS_MODULE:-webapp.settings.dev}"
+export PUBLIC_BASE_URL="${PUBLIC_BASE_URL:-http://$HOST:$PORT}"
+
+ensure_debs
+ensure_venv
+ensure_frontend
+ensure_postgres
+ensure_redis
+ensure_database
+
+cd "$ROOT"
+say "migrating"
+"$PY" manage.py migrate --noinput >/dev/null
+"$PY" manage.py collectstatic --noinput >/dev/null
+say "loading demo data"
+"$PY" manage.py demo_setup > "$VAR/demo_logins.txt"
+"$PY" manage.py policy_init --promote >/dev/null
+
+# start NAME CMD...: run CMD in its own session with a pid file and a log; skip if already running.
+start() {
+  local name=$1; shift
+  # Variables set on the call (NAME=value start ...) reach the process through the environment.
+  local pidfile="$RUN_DIR/$name.pid"
+  if [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    echo "   $name already running (pid $(cat "$pidfile"))"; return
+  fi
+  setsid nohup "$@" >> "$LOG_DIR/$name.log" 2>&1 < /dev/null &
+  echo $! > "$pidfile"
+  echo "   started $name (pid $!, log var/log/$name.log)"
+}
+
+say "starting processes"
+CELERY=("$VENV/bin/celery" -A webapp)
+# uvicorn applies backpressure to streamed responses (daphne buffers them), keeping exports flat in memory.
+start web "$VENV/bin/uvicorn" --host "$HOST" --port "$PORT" --no-access-log webapp.asgi:application
+start worker-default "${CELERY[@]}" worker -n default@%h -Q default,export -c 2 -l info
+start worker-env "${CELERY[@]}" worker -n env@%h -Q env -c 2 -l info
+start worker-asr "${CELERY[@]}" worker -n asr@%h -Q asr -c 1 -l info
+start worker-rollout "${CELERY[@]}" worker -n rollout@%h -Q rollout -c 2 -l info
+start worker-train "${CELERY[@]}" worker -n train@%h -Q train -c 1 -l info
+start beat "${CELERY[@]}" beat -l info --schedule "$VAR/celerybeat-schedule"
+# The env host: one process owning the live environments (threads pool: every call reaches it).
+FLYWHEEL_ENV_HOST=envhost1 start envhost1 "${CELERY[@]}" worker -n envhost1@%h -Q env.envhost1 -P threads -c 8 -l info
+start vnc-proxy "$PY" -m workers.envs.vnc.proxy --listen "${VNC_PROXY_LISTEN:-127.0.0.1:6080}" \
+  --redis-url "${REDIS_URL:-redis://127.0.0.1:6379/0}"
+start policy "$PY" manage.py serve_policy --port "${POLICY_PORT:-8100}"
+if [[ -x scripts/up-extra.sh ]]; then source scripts/up-extra.sh; fi
+
+for _ in $(seq 1 60); do
+  curl -fsS -o /dev/null "http://$HOST:$PORT/login/" 2>/dev/null && break; sleep 0.5
+done
+curl -fsS -o /dev/null "http://$HOST:$PORT/login/" || die "the web server did not answer; see var/log/web.log"
+
+say "Flywheel is up: http://$HOST:$PORT/   (API docs: http://$HOST:$PORT/api/docs/)"
+cat "$VAR/demo_logins.txt"
+echo "Stop everything with: make down"

@@ -1,0 +1,167 @@
+"""`manage.py import_tasks` and `POST /api/tasks/import/` (admins only)."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
+from django.urls import include, path
+
+from webapp.store.models import Task, TaskPool
+
+pytestmark = pytest.mark.django_db
+
+# The lead includes import_views from webapp/store/api/urls.py; this urlconf works before and after.
+urlpatterns = [
+    path("api/", include("webapp.store.api.import_views")),
+    path("api/", include("webapp.store.api.urls")),
+]
+URL = "/api/tasks/import/"
+
+
+def osworld(task_id: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": task_id,
+        "snapshot": "os",
+        "instruction": f"Do {task_id}",
+        "config": [],
+        "related_apps": ["os"],
+        "evaluator": {
+            "func": "check_include_exclude",
+            "result": {"type": "vm_command_line", "command": "echo ok", "shell": True},
+            "expected": {"type": "rule", "rules": {"include": ["ok"], "exclude": []}},
+        },
+        **extra,
+    }
+
+
+# ---------------------------------------------------------------- command
+
+
+def test_command_imports_and_prints_counts(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text(json.dumps(osworld("a")))
+    out = StringIO()
+    call_command("import_tasks", str(tmp_path / "a.json"), "--pool", "cmd", "--create-pool", stdout=out)
+    assert "pool 'cmd' (pool created): 1 created, 0 updated" in out.getvalue()
+    out = StringIO()
+    call_command("import_tasks", str(tmp_path), "--pool", "cmd", "--miniwob", "click-test", stdout=out)
+    assert "1 created, 1 updated" in out.getvalue()
+    assert set(Task.objects.values_list("external_id", flat=True)) == {"a", "click-test"}
+
+
+def test_command_prints_issues_and_fails(tmp_path: Path) -> None:
+    bad = osworld("b")
+    bad["evaluator"].pop("func")
+    (tmp_path / "b.json").write_text(json.dumps(bad))
+    err = StringIO()
+    with pytest.raises(CommandError, match="nothing imported: 1 issue"):
+        call_command("import_tasks", str(tmp_path / "b.json"), "--pool", "cmd", "--create-pool", stderr=err)
+    assert f"{tmp_path / 'b.json'}: evaluator.func: missing" in err.getvalue()
+    assert not TaskPool.objects.exists()
+
+
+def test_command_reports_unsupported_tasks(tmp_path: Path) -> None:
+    task = osworld(
+        "gui", config=[{"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["https://x.org"]}}]
+    )
+    (tmp_path / "gui.json").write_text(json.dumps(task))
+    out = StringIO()
+    call_command(
+        "import_tasks", str(tmp_path), "--pool", "cmd", "--create-pool", "--format", "osworld", stdout=out
+    )
+    assert "1 task(s) cannot run locally and were imported disabled" in out.getvalue()
+    assert Task.objects.get(external_id="gui").enabled is False
+
+
+# ---------------------------------------------------------------- API
+
+
+def _upload(name: str, data: bytes) -> SimpleUploadedFile:
+    return SimpleUploadedFile(name, data, content_type="application/octet-stream")
+
+
+@pytest.mark.urls(__name__)
+def test_admin_imports_then_reimports(api: Any) -> None:
+    client = api("admin")
+    body = {"pool": "up", "create_pool": "true", "file": _upload("t.json", json.dumps(osworld("t")).encode())}
+    response = client.post(URL, body, format="multipart")
+    assert response.status_code == 201, response.content
+    assert (response.data["created"], response.data["updated"]) == (1, 0)
+    assert response.data["tasks"][0]["external_id"] == "t"
+    assert response.data["tasks"][0]["pool"] == "up"
+
+    body = {"pool": "up", "file": _upload("t.json", json.dumps(osworld("t", instruction="Again")).encode())}
+    response = client.post(URL, body, format="multipart")
+    assert response.status_code == 200
+    assert (response.data["created"], response.data["updated"]) == (0, 1)
+    assert Task.objects.get(external_id="t").instruction == "Again"
+
+
+@pytest.mark.urls(__name__)
+def test_admin_uploads_archive_and_miniwob_names(api: Any) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("os/a.json", json.dumps(osworld("a")))
+        zf.writestr("list.jsonl", json.dumps({"id": "j", "instruction": "x", "env_kind": "browser"}))
+    body = {
+        "pool": "arch",
+        "create_pool": "true",
+        "file": _upload("tasks.zip", buffer.getvalue()),
+        "miniwob": "click-test, click-link",
+    }
+    response = api("admin").post(URL, body, format="multipart")
+    assert response.status_code == 201, response.content
+    assert response.data["created"] == 4
+    assert {t["external_id"] for t in response.data["tasks"]} == {"a", "j", "click-test", "click-link"}
+
+
+@pytest.mark.urls(__name__)
+def test_bad_upload_returns_issues_and_writes_nothing(api: Any) -> None:
+    bad = osworld("b")
+    bad["evaluator"].pop("func")
+    body = {"pool": "up", "create_pool": "true", "file": _upload("tasks/abc.json", json.dumps(bad).encode())}
+    response = api("admin").post(URL, body, format="multipart")
+    assert response.status_code == 400
+    assert response.data["issues"] == [
+        {
+            "file": "abc.json",
+            "field": "evaluator.func",
+            "reason": "missing",
+            "message": "abc.json: evaluator.func: missing",
+        }
+    ]
+    assert not TaskPool.objects.exists()
+
+
+@pytest.mark.urls(__name__)
+def test_missing_file_and_names_is_400(api: Any) -> None:
+    response = api("admin").post(URL, {"pool": "up"}, format="multipart")
+    assert response.status_code == 400
+    assert "give a file" in json.dumps(response.data)
+
+
+@pytest.mark.urls(__name__)
+def test_oversized_upload_is_413(api: Any, settings: Any) -> None:
+    settings.TASK_IMPORT_MAX_UPLOAD_BYTES = 1000
+    body = {"pool": "up", "create_pool": "true", "file": _upload("big.json", b" " * 5000)}
+    response = api("admin").post(URL, body, format="multipart")
+    assert response.status_code == 413
+    assert "limit is 1000 bytes" in response.data["detail"]
+    assert not TaskPool.objects.exists()
+
+
+@pytest.mark.urls(__name__)
+@pytest.mark.parametrize(("role", "expected"), [("annotator", 403), ("reviewer", 403), ("researcher", 403),
+                                                ("nobody", 403), (None, 403)])  # fmt: skip
+def test_import_forbidden_for_other_roles(api: Any, role: str | None, expected: int) -> None:
+    body = {"pool": "up", "create_pool": "true", "file": _upload("t.json", json.dumps(osworld("t")).encode())}
+    response = api(role).post(URL, body, format="multipart")
+    assert response.status_code == expected
+    assert not Task.objects.exists()

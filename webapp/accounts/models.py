@@ -1,0 +1,1 @@
+"""Roles are Django groups (see `roles.py`); accounts has no tables of its own."""

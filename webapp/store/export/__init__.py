@@ -1,0 +1,1 @@
+"""Trajectory export: streamed JSONL (constant memory) and archive formats for export jobs."""

@@ -1,0 +1,20 @@
+"""Task importers (SPEC §5): OSWorld JSON, MiniWoB++ from the wheel, JSONL / CSV task lists.
+
+All-or-nothing: every input is read and validated first; only then is anything written, in one
+transaction. Problems come back as `ImportIssue(file, field, reason)` inside `TaskImportError`.
+"""
+
+from webapp.store.importers.services import FORMATS, records_collect, task_import_run, tasks_import
+from webapp.store.importers.types import ImportIssue, ImportResult, SourceFile, TaskImportError, TaskRecord
+
+__all__ = [
+    "FORMATS",
+    "ImportIssue",
+    "ImportResult",
+    "SourceFile",
+    "TaskImportError",
+    "TaskRecord",
+    "records_collect",
+    "task_import_run",
+    "tasks_import",
+]

@@ -1,0 +1,229 @@
+"""Task import: parse and validate everything first, then write in one transaction (all-or-nothing).
+
+Re-importing an id already in the pool updates that task (upsert by pool + external_id): its
+definition and difficulty inputs change, its success statistics and assignments stay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path, PurePosixPath
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from webapp.store.importers.miniwob import miniwob_records
+from webapp.store.importers.osworld import parse_osworld
+from webapp.store.importers.sources import is_archive, read_archive, read_paths
+from webapp.store.importers.tabular import parse_csv, parse_jsonl
+from webapp.store.importers.types import (
+    ImportIssue,
+    ImportResult,
+    SourceFile,
+    TaskImportError,
+    TaskRecord,
+)
+from webapp.store.models import Task, TaskPool
+from webapp.store.services import task_difficulty_score
+
+Parser = Callable[[SourceFile], tuple[list[TaskRecord], list[ImportIssue]]]
+
+FORMATS = ("auto", "osworld", "jsonl", "csv")
+_PARSERS: dict[str, Parser] = {"osworld": parse_osworld, "jsonl": parse_jsonl, "csv": parse_csv}
+_EXTENSIONS = {".json": "osworld", ".jsonl": "jsonl", ".csv": "csv"}
+_WRITTEN_FIELDS = [
+    "instruction", "env_kind", "source", "setup", "verifier", "difficulty_steps", "difficulty_cross_page",
+    "difficulty_prerequisites", "difficulty_exceptions", "difficulty", "importance", "tags", "enabled",
+    "supported", "unsupported_reasons", "updated_at",
+]  # fmt: skip
+
+
+def _format_of(name: str) -> str | None:
+    member = name.rsplit("!", 1)[-1]
+    return _EXTENSIONS.get(PurePosixPath(member).suffix.lower())
+
+
+def _wanted(fmt: str) -> Callable[[str], bool]:
+    if fmt == "auto":
+        return lambda name: _format_of(name) is not None
+    return lambda name: _format_of(name) == fmt
+
+
+def _parse(files: list[SourceFile], fmt: str) -> tuple[list[TaskRecord], list[ImportIssue]]:
+    records: list[TaskRecord] = []
+    issues: list[ImportIssue] = []
+    for source in files:
+        kind = fmt if fmt != "auto" else _format_of(source.name)
+        if kind is None:
+            issues.append(
+                ImportIssue(
+                    source.name, "", "unknown file type; use .json (OSWorld), .jsonl, .csv or an archive"
+                )
+            )
+            continue
+        got, problems = _PARSERS[kind](source)
+        records += got
+        issues += problems
+    return records, issues
+
+
+def _duplicates(records: list[TaskRecord]) -> list[ImportIssue]:
+    first_seen: dict[str, str] = {}
+    issues = []
+    for record in records:
+        if record.external_id in first_seen:
+            issues.append(
+                ImportIssue(
+                    record.origin,
+                    "id",
+                    f"duplicate id {record.external_id!r}, also in {first_seen[record.external_id]}",
+                )
+            )
+        else:
+            first_seen[record.external_id] = record.origin
+    return issues
+
+
+def records_collect(
+    *,
+    paths: Iterable[Path] = (),
+    uploads: Iterable[SourceFile] = (),
+    fmt: str = "auto",
+    miniwob: list[str] | None = None,
+) -> list[TaskRecord]:
+    """Read and validate every input; raises TaskImportError listing every issue found.
+
+    `uploads` are in-memory files (an archive is opened); `miniwob=None` adds no MiniWoB++ task,
+    `[]` adds every task in the wheel, a list of names adds those.
+    """
+    if fmt not in FORMATS:
+        raise TaskImportError(
+            [ImportIssue("format", "format", f"{fmt!r} is not one of {', '.join(FORMATS)}")]
+        )
+    wanted = _wanted(fmt)
+    files, issues = read_paths(list(paths), wanted)
+    for upload in uploads:
+        if is_archive(upload.name):
+            got, problems = read_archive(upload.name, upload.data, wanted)
+            files += got
+            issues += problems
+        else:
+            files.append(upload)
+    records, problems = _parse(files, fmt)
+    issues += problems
+    if miniwob is not None:
+        wob_records, problems = miniwob_records(miniwob)
+        records += wob_records
+        issues += problems
+    issues += _duplicates(records)
+    if not records and not issues:
+        issues.append(
+            ImportIssue(
+                "import", "", "nothing to import: give files, a folder, an archive or MiniWoB++ tasks"
+            )
+        )
+    if issues:
+        raise TaskImportError(issues)
+    return records
+
+
+def _pool_for_import(pool_name: str, create_pool: bool) -> tuple[TaskPool, bool]:
+    name = pool_name.strip()
+    if not name or len(name) > 200:
+        raise TaskImportError([ImportIssue("pool", "name", "must be 1–200 characters")])
+    if create_pool:
+        return TaskPool.objects.get_or_create(name=name)
+    pool = TaskPool.objects.filter(name=name).first()
+    if pool is None:
+        raise TaskImportError(
+            [ImportIssue("pool", "name", f"no pool named {name!r}; create it first (or --create-pool)")]
+        )
+    return pool, False
+
+
+def _apply(task: Task, record: TaskRecord, *, is_new: bool) -> Task:
+    task.instruction = record.instruction
+    task.env_kind = record.env_kind
+    task.source = record.source
+    task.setup = record.setup
+    task.verifier = record.verifier
+    task.difficulty_steps = record.difficulty_steps
+    task.difficulty_cross_page = record.difficulty_cross_page
+    task.difficulty_prerequisites = record.difficulty_prerequisites
+    task.difficulty_exceptions = record.difficulty_exceptions
+    task.difficulty = task_difficulty_score(
+        steps=record.difficulty_steps,
+        cross_page=record.difficulty_cross_page,
+        prerequisites=record.difficulty_prerequisites,
+        exceptions=record.difficulty_exceptions,
+    )
+    task.importance = record.importance
+    task.tags = record.tags
+    if record.enabled is not None:
+        enabled = record.enabled
+    elif is_new or not task.supported:
+        enabled = True  # new, or was disabled only because it was unsupported
+    else:
+        enabled = task.enabled
+    task.enabled = enabled and record.supported
+    task.supported = record.supported
+    task.unsupported_reasons = record.unsupported_reasons
+    task.updated_at = timezone.now()
+    return task
+
+
+def tasks_import(*, pool_name: str, create_pool: bool, records: list[TaskRecord]) -> ImportResult:
+    """Upsert validated records into the pool in one transaction; raises TaskImportError on refusal."""
+    try:
+        with transaction.atomic():
+            pool, pool_created = _pool_for_import(pool_name, create_pool)
+            ids = [r.external_id for r in records]
+            existing = {
+                t.external_id: t
+                for t in Task.objects.select_for_update().filter(pool=pool, external_id__in=ids)
+            }
+            new = [
+                _apply(Task(pool=pool, external_id=r.external_id), r, is_new=True)
+                for r in records
+                if r.external_id not in existing
+            ]
+            changed = [
+                _apply(existing[r.external_id], r, is_new=False) for r in records if r.external_id in existing
+            ]
+            Task.objects.bulk_create(new)
+            Task.objects.bulk_update(changed, _WRITTEN_FIELDS, batch_size=500)
+    except IntegrityError as exc:
+        raise TaskImportError(
+            [ImportIssue("pool", "name", f"another import wrote this pool at the same time; retry ({exc})")]
+        ) from exc
+    by_id = {t.external_id: t.pk for t in [*new, *changed]}
+    return ImportResult(
+        created=len(new),
+        updated=len(changed),
+        unsupported=sum(1 for r in records if not r.supported),
+        task_ids=[by_id[i] for i in ids],
+        pool_created=pool_created,
+    )
+
+
+def task_import_run(
+    *,
+    pool_name: str,
+    create_pool: bool = False,
+    paths: Iterable[Path] = (),
+    uploads: Iterable[SourceFile] = (),
+    fmt: str = "auto",
+    miniwob: list[str] | None = None,
+) -> ImportResult:
+    """Collect, validate and write. Nothing is written unless every input is valid."""
+    records = records_collect(paths=paths, uploads=uploads, fmt=fmt, miniwob=miniwob)
+    return tasks_import(pool_name=pool_name, create_pool=create_pool, records=records)
+
+
+def tasks_set_enabled(*, task_ids: list[int], enabled: bool) -> tuple[int, int]:
+    """Enable or disable tasks. Unsupported tasks stay disabled; returns (changed, skipped_unsupported)."""
+    qs = Task.objects.filter(pk__in=task_ids)
+    if not enabled:
+        return qs.update(enabled=False, updated_at=timezone.now()), 0
+    skipped = qs.filter(supported=False).count()
+    return qs.filter(supported=True).update(enabled=True, updated_at=timezone.now()), skipped

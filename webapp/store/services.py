@@ -1,0 +1,248 @@
+"""Writes to the store. Media is written to storage before its row; a failed row write removes it."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from webapp.store.events import ExportJobProgress, publish_export_progress
+from webapp.store.models import (
+    TERMINAL_JOB_STATUSES,
+    Checkpoint,
+    DecisionKind,
+    ExportFormat,
+    ExportJob,
+    JobStatus,
+    Step,
+    Task,
+    Trajectory,
+    TrajectorySource,
+    TrajectoryStatus,
+)
+
+
+class StoreError(ValueError):
+    """A write to the store was refused; the message says why."""
+
+
+# ---------------------------------------------------------------- tasks
+
+
+def task_difficulty_score(*, steps: int, cross_page: bool, prerequisites: int, exceptions: bool) -> float:
+    """Seed 000 §2.4.1 rubric folded into 0..1: more steps, cross-page work, prerequisites and
+    exception handling each make a task harder. Steps saturate at 30 (the RL step cap)."""
+    score = 0.4 * min(max(steps, 0), 30) / 30
+    score += 0.2 * (1.0 if cross_page else 0.0)
+    score += 0.2 * min(max(prerequisites, 0), 5) / 5
+    score += 0.2 * (1.0 if exceptions else 0.0)
+    return round(score, 4)
+
+
+def task_rescore(*, task: Task) -> Task:
+    task.difficulty = task_difficulty_score(
+        steps=task.difficulty_steps,
+        cross_page=task.difficulty_cross_page,
+        prerequisites=task.difficulty_prerequisites,
+        exceptions=task.difficulty_exceptions,
+    )
+    task.save(update_fields=["difficulty", "updated_at"])
+    return task
+
+
+def task_record_outcome(*, task_id: int, success: bool) -> None:
+    """Update the running success statistics atomically (no read-modify-write race)."""
+    Task.objects.filter(pk=task_id).update(
+        attempts=F("attempts") + 1, successes=F("successes") + (1 if success else 0)
+    )
+    Task.objects.filter(pk=task_id, attempts__gt=0).update(success_rate=F("successes") * 1.0 / F("attempts"))
+
+
+# ---------------------------------------------------------------- trajectories and steps
+
+
+def trajectory_create(
+    *,
+    task: Task,
+    source: str,
+    annotator: Any = None,
+    run_id: int | None = None,
+    checkpoint: Checkpoint | None = None,
+    policy_version: str = "",
+    metadata: dict[str, Any] | None = None,
+) -> Trajectory:
+    if source not in TrajectorySource.values:
+        raise StoreError(f"unknown trajectory source {source!r}; expected one of {TrajectorySource.values}")
+    return Trajectory.objects.create(
+        task=task,
+        env_kind=task.env_kind,
+        source=source,
+        annotator=annotator,
+        run_id=run_id,
+        checkpoint=checkpoint,
+        policy_version=policy_version or (checkpoint.version if checkpoint else ""),
+        metadata=metadata or {},
+    )
+
+
+def _screenshot_name(trajectory_id: int, index: int, image_format: str) -> str:
+    ext = "png" if image_format == "png" else "jpg"
+    return f"screenshots/t{trajectory_id}/{index:05d}-{uuid.uuid4().hex[:8]}.{ext}"
+
+
+def step_append(
+    *,
+    trajectory: Trajectory,
+    screenshot: bytes | None = None,
+    image_format: str = "jpeg",
+    screenshot_name: str = "",
+    fields: dict[str, Any],
+) -> Step:
+    """Append the next step. The screenshot is stored first; if the row cannot be written the file is
+    deleted again, so a failure leaves neither a half row nor an orphan file.
+
+    `fields` are Step model fields (thought, action_text, action, candidates, decision, ...); `index`
+    defaults to the next free index. `screenshot_name` references a file already in storage (e.g. the
+    observation an annotation session stored when it became current) instead of writing bytes.
+    """
+    unknown = set(fields) - {f.name for f in Step._meta.get_fields()}
+    if unknown:
+        raise StoreError(f"unknown step fields: {sorted(unknown)}")
+    if "decision" in fields and fields["decision"] not in DecisionKind.values:
+        raise StoreError(f"unknown decision {fields['decision']!r}; expected one of {DecisionKind.values}")
+    index = fields.pop("index", None)
+    if index is None:
+        index = trajectory.num_steps
+    saved_name = ""
+    if screenshot_name:
+        if screenshot:
+            raise StoreError("give screenshot bytes or a stored screenshot name, not both")
+        if not default_storage.exists(screenshot_name):
+            raise StoreError(f"no stored file {screenshot_name!r}")
+    if screenshot:
+        saved_name = default_storage.save(
+            _screenshot_name(trajectory.pk, index, image_format), ContentFile(screenshot)
+        )
+    try:
+        with transaction.atomic():
+            step = Step.objects.create(
+                trajectory=trajectory, index=index, screenshot=saved_name or screenshot_name, **fields
+            )
+            Trajectory.objects.filter(pk=trajectory.pk, num_steps__lte=index).update(num_steps=index + 1)
+    except IntegrityError as exc:
+        if saved_name:
+            default_storage.delete(saved_name)
+        raise StoreError(f"step {index} of trajectory {trajectory.pk} could not be written: {exc}") from exc
+    except BaseException:
+        if saved_name:
+            default_storage.delete(saved_name)
+        raise
+    trajectory.num_steps = max(trajectory.num_steps, index + 1)
+    return step
+
+
+def trajectory_finish(
+    *, trajectory: Trajectory, status: str, final_reward: float | None, success: bool | None = None
+) -> Trajectory:
+    """Close a trajectory once; the task's success statistics count it exactly once."""
+    if status == TrajectoryStatus.RUNNING:
+        raise StoreError("a trajectory cannot be finished as 'running'")
+    changed = Trajectory.objects.filter(pk=trajectory.pk, status=TrajectoryStatus.RUNNING).update(
+        status=status, final_reward=final_reward, finished_at=timezone.now()
+    )
+    trajectory.refresh_from_db()
+    if changed == 1 and status == TrajectoryStatus.COMPLETED and final_reward is not None:
+        task_record_outcome(
+            task_id=trajectory.task_id, success=bool(success if success is not None else final_reward > 0)
+        )
+    return trajectory
+
+
+def trajectory_validate(*, trajectory: Trajectory, value: int, validator: str) -> Trajectory:
+    """Record V(s) ∈ {0, 1}, who decided it, and route the trajectory (V=1 → SFT, V=0 → CT)."""
+    if value not in (0, 1):
+        raise StoreError(f"V(s) must be 0 or 1, got {value!r}")
+    trajectory.validation = value
+    trajectory.validator = validator
+    trajectory.validated_at = timezone.now()
+    trajectory.route = "sft" if value == 1 else "ct"
+    trajectory.save(update_fields=["validation", "validator", "validated_at", "route"])
+    return trajectory
+
+
+# ---------------------------------------------------------------- export jobs
+
+
+def export_job_create(*, user: Any, format: str, filters: dict[str, Any]) -> ExportJob:
+    if format not in ExportFormat.values:
+        raise StoreError(f"unknown export format {format!r}; expected one of {ExportFormat.values}")
+    job = ExportJob.objects.create(created_by=user, format=format, filters=filters)
+    from webapp.store.tasks import export_job_execute
+
+    transaction.on_commit(lambda: export_job_execute.delay(job.pk))
+    return job
+
+
+def _publish(job: ExportJob) -> None:
+    payload: ExportJobProgress = {
+        "type": "export.progress",
+        "job_id": job.pk,
+        "status": job.status,
+        "progress": job.progress,
+        "done_trajectories": job.done_trajectories,
+        "total_trajectories": job.total_trajectories,
+        "error": job.error,
+    }
+    publish_export_progress(payload)
+
+
+def export_job_claim(*, job_id: int) -> ExportJob | None:
+    """Move a queued job to running; returns None unless exactly this call claimed it."""
+    claimed = ExportJob.objects.filter(pk=job_id, status=JobStatus.QUEUED).update(
+        status=JobStatus.RUNNING, started_at=timezone.now()
+    )
+    if claimed != 1:
+        return None
+    job = ExportJob.objects.get(pk=job_id)
+    _publish(job)
+    return job
+
+
+def export_job_progress(*, job: ExportJob, done: int, total: int) -> bool:
+    """Record progress; returns False when the job was cancelled meanwhile (the caller stops)."""
+    progress = 100.0 * done / total if total else 100.0
+    updated = ExportJob.objects.filter(pk=job.pk, status=JobStatus.RUNNING).update(
+        done_trajectories=done, total_trajectories=total, progress=progress
+    )
+    job.done_trajectories, job.total_trajectories, job.progress = done, total, progress
+    if updated:
+        _publish(job)
+    return updated == 1
+
+
+def export_job_finish(*, job: ExportJob, status: str, archive_name: str = "", error: str = "") -> ExportJob:
+    if status not in TERMINAL_JOB_STATUSES:
+        raise StoreError(f"{status!r} is not a terminal job status")
+    fields: dict[str, Any] = {"status": status, "error": error[:5000], "finished_at": timezone.now()}
+    if archive_name:
+        fields["archive"] = archive_name
+    if status == JobStatus.SUCCEEDED:
+        fields["progress"] = 100.0
+    ExportJob.objects.filter(pk=job.pk).exclude(status__in=TERMINAL_JOB_STATUSES).update(**fields)
+    job.refresh_from_db()
+    _publish(job)
+    return job
+
+
+def export_job_cancel(*, job: ExportJob) -> ExportJob:
+    ExportJob.objects.filter(pk=job.pk).exclude(status__in=TERMINAL_JOB_STATUSES).update(
+        status=JobStatus.CANCELLED, finished_at=timezone.now(), error="cancelled by user"
+    )
+    job.refresh_from_db()
+    _publish(job)
+    return job

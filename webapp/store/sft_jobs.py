@@ -1,0 +1,363 @@
+"""Expert demonstrations into the store, and SFT of a checkpoint on stored trajectories.
+
+- `demos_collect`: play the scripted MiniWoB++ expert (workers/policy/expert.py) and store every
+  successful episode as a trajectory with source `import`: screenshots in media storage, the element
+  list the policy would read in `Step.rl["elements"]`, the episode's own instruction in
+  `Trajectory.metadata["instruction"]` (MiniWoB++ generates it per episode; the Task row only holds a
+  placeholder).
+- `sft_examples_from`: one `SFTExample` per stored step, the prompt rebuilt exactly as the embedded
+  policy builds it at inference time, the target `Thought: …\\nAction: …` (loss on those tokens only).
+- `checkpoint_sft_from_store`: train a checkpoint on the trajectories selected by the export API's
+  filters (source / route / pool / ...) and register the child `Checkpoint` with parent and metrics.
+- `SftJob`: the same as a background job on the `train` queue with progress and status.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from webapp.store import services as store
+from webapp.store.checkpoints import checkpoint_dir, checkpoint_register
+from webapp.store.models import (
+    TERMINAL_JOB_STATUSES,
+    Checkpoint,
+    JobStatus,
+    SftJob,
+    Task,
+    Trajectory,
+    TrajectorySource,
+    TrajectoryStatus,
+)
+
+log = logging.getLogger(__name__)
+DEMO_POOL = "miniwob-demos"
+EXPERT_VERSION = "scripted-expert"
+VERSION_RE = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+
+
+class SftError(ValueError):
+    """SFT or demonstration collection was refused; the message says why."""
+
+
+# ------------------------------------------------------------------ demonstrations
+
+
+def _miniwob_task(name: str, pool_name: str) -> Task:
+    """The Task row for a MiniWoB++ task (any pool), imported into `pool_name` when missing."""
+    task = Task.objects.filter(source="miniwob", external_id=name).order_by("pk").first()
+    if task is not None:
+        return task
+    from webapp.store.importers.miniwob import miniwob_records
+    from webapp.store.importers.services import tasks_import
+
+    records, issues = miniwob_records([name])
+    if issues:
+        raise SftError("; ".join(issue.message for issue in issues))
+    result = tasks_import(pool_name=pool_name, create_pool=True, records=records)
+    return Task.objects.get(pk=result.task_ids[0])
+
+
+def demos_collect(
+    *,
+    task_names: Iterable[str],
+    episodes: int,
+    seed_start: int = 0,
+    env: Any | None = None,
+    pool_name: str = DEMO_POOL,
+    progress: Callable[[str, int, bool], None] | None = None,
+) -> list[Trajectory]:
+    """Store `episodes` expert episodes per task (seeds seed_start..); failed or unplannable
+    episodes are not stored. Returns the stored trajectories."""
+    from workers.policy.expert import SUPPORTED_TASKS, ExpertError, plan_episode, to_action
+
+    names = list(dict.fromkeys(task_names))
+    unsupported = [n for n in names if n not in SUPPORTED_TASKS]
+    if unsupported:
+        raise SftError(f"no scripted expert for {unsupported}; supported: {list(SUPPORTED_TASKS)}")
+    if episodes < 1:
+        raise SftError("episodes must be >= 1")
+    tasks = {name: _miniwob_task(name, pool_name) for name in names}
+    own = env is None
+    if env is None:
+        from workers.envs.browser.miniwob import MiniWoBEnv
+
+        env = MiniWoBEnv(wait_s=0.0)
+    from webapp.store.taskspec import task_spec_wire
+    from workers.envs.base import TaskSpec
+
+    stored: list[Trajectory] = []
+    try:
+        for name, task in tasks.items():
+            spec = TaskSpec(**task_spec_wire(task))
+            for seed in range(seed_start, seed_start + episodes):
+                obs = env.reset(spec, seed=seed)
+                try:
+                    plan = plan_episode(name, env.expert_state()["utterance"], obs)
+                except ExpertError as exc:
+                    log.warning("expert cannot plan %s seed %s: %s", name, seed, exc)
+                    continue
+                steps: list[tuple[Any, str, str, Any]] = []
+                for thought, action_text in plan:
+                    action = to_action(action_text)
+                    steps.append((obs, thought, action_text, action))
+                    result = env.step(action)
+                    obs = result.observation
+                    if result.done:
+                        break
+                success = env.evaluate() > 0
+                if progress is not None:
+                    progress(name, seed, success)
+                if success:
+                    stored.append(_store_demo(task, seed, env.instruction, steps))
+    finally:
+        if own:
+            env.close()
+    return stored
+
+
+@transaction.atomic
+def _store_demo(
+    task: Task, seed: int, instruction: str, steps: list[tuple[Any, str, str, Any]]
+) -> Trajectory:
+    trajectory = store.trajectory_create(
+        task=task,
+        source=TrajectorySource.IMPORT,
+        policy_version=EXPERT_VERSION,
+        metadata={"seed": seed, "instruction": instruction, "origin": "scripted MiniWoB++ expert"},
+    )
+    for index, (obs, thought, action_text, action) in enumerate(steps):
+        store.step_append(
+            trajectory=trajectory,
+            screenshot=obs.screenshot,
+            image_format=obs.image_format,
+            fields={
+                "raw_text": f"Thought: {thought}\nAction: {action_text}",
+                "thought": thought,
+                "action_text": action_text,
+                "action": [action.to_json()],
+                "coord_convention": "screen",
+                "screen_width": obs.width,
+                "screen_height": obs.height,
+                "policy_version": EXPERT_VERSION,
+                "done": index == len(steps) - 1,
+                "rl": {"elements": [asdict(e) for e in obs.elements]},
+            },
+        )
+    return store.trajectory_finish(
+        trajectory=trajectory, status=TrajectoryStatus.COMPLETED, final_reward=1.0, success=True
+    )
+
+
+# ------------------------------------------------------------------ SFT on stored trajectories
+
+
+def trajectories_for_sft(filters: dict[str, Any]) -> QuerySet[Trajectory]:
+    """Trajectories selected by the export API's filters (`source`, `route`, `pool`, `pool_name`,
+    `min_reward`, ...); SftError on an invalid filter instead of silently selecting everything."""
+    from webapp.store.api.filters import TrajectoryFilter
+
+    filterset = TrajectoryFilter(filters, queryset=Trajectory.objects.all())
+    if not filterset.is_valid():
+        raise SftError(f"invalid filters: {dict(filterset.errors)}")
+    return filterset.qs.select_related("task")
+
+
+def sft_examples_from(trajectories: QuerySet[Trajectory]) -> list[Any]:
+    """One SFTExample per step that has a screenshot, an element list and an action; the prompt's
+    history holds every earlier step's action, as at inference time."""
+    from workers.envs.base import Element, Observation
+    from workers.policy.base import HistoryItem
+    from workers.policy.sft import example_from_step
+
+    examples = []
+    for trajectory in trajectories.prefetch_related("steps").iterator(chunk_size=100):
+        instruction = (trajectory.metadata or {}).get("instruction") or trajectory.task.instruction
+        history: list[Any] = []
+        for step in sorted(trajectory.steps.all(), key=lambda s: s.index):
+            elements = (step.rl or {}).get("elements")
+            if step.screenshot and isinstance(elements, list) and step.action_text:
+                with default_storage.open(step.screenshot.name, "rb") as fh:
+                    image = fh.read()
+                obs = Observation(
+                    screenshot=image,
+                    width=step.screen_width or 0,
+                    height=step.screen_height or 0,
+                    instruction=instruction,
+                    elements=tuple(Element(**e) for e in elements),
+                )
+                target = f"Thought: {step.thought}\nAction: {step.action_text}"
+                examples.append(example_from_step(obs, history, target))
+            history.append(HistoryItem(step.thought, step.action_text))
+    return examples
+
+
+def checkpoint_sft_from_store(
+    *,
+    base: Checkpoint,
+    version: str,
+    filters: dict[str, Any],
+    steps: int = 200,
+    lr: float = 1e-3,
+    batch_size: int = 16,
+    seed: int = 0,
+    progress: Callable[[dict[str, float]], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> Checkpoint:
+    """Fine-tune `base` on the selected trajectories and register `version` as its child."""
+    from workers.policy.base import PolicyError
+    from workers.policy.sft import sft_train
+
+    if not VERSION_RE.match(version):
+        raise SftError("version: 1-100 characters of letters, digits, '.', '_' or '-'")
+    if Checkpoint.objects.filter(version=version).exists():
+        raise SftError(f"a checkpoint {version!r} exists already")
+    if base.endpoint_url or not base.path:
+        raise SftError(f"checkpoint {base.version} is an external endpoint; SFT needs local weights")
+    if steps < 1:
+        raise SftError("steps must be >= 1")
+    examples = sft_examples_from(trajectories_for_sft(filters))
+    if not examples:
+        raise SftError(f"no trajectory steps with screenshot and element list match {filters}")
+    relative = Path("checkpoints") / version
+    target = Path(settings.MEDIA_ROOT) / relative
+    if target.exists():
+        raise SftError(f"{target} exists already")
+    try:
+        result = sft_train(
+            checkpoint_dir(base), examples, target, steps=steps, lr=lr, batch_size=batch_size, seed=seed,
+            version=version, progress_callback=progress, should_stop=should_stop,
+        )  # fmt: skip
+    except PolicyError as exc:
+        raise SftError(str(exc)) from exc
+    metrics = {
+        "sft": {
+            "filters": filters,
+            "examples": len(examples),
+            "steps": result["steps"],
+            "stopped": result["stopped"],
+            "lr": lr,
+            "batch_size": batch_size,
+            "loss_first": result["loss_first"],
+            "loss_last": result["loss_last"],
+            "seconds": round(result["seconds"], 2),
+        }
+    }
+    return checkpoint_register(
+        version=version,
+        path=str(relative),
+        parent=base,
+        metrics=metrics,
+        notes=f"SFT of {base.version} on {len(examples)} stored steps",
+    )
+
+
+# ------------------------------------------------------------------ jobs
+
+
+def sft_job_create(
+    *,
+    user: Any,
+    base: Checkpoint,
+    version: str,
+    filters: dict[str, Any],
+    steps: int,
+    lr: float = 1e-3,
+    batch_size: int = 16,
+    enqueue: bool = True,
+) -> SftJob:
+    """Validate now (filters, version, base), queue the job on `train` once the row is committed."""
+    if not VERSION_RE.match(version):
+        raise SftError("version: 1-100 characters of letters, digits, '.', '_' or '-'")
+    if (
+        Checkpoint.objects.filter(version=version).exists()
+        or SftJob.objects.filter(version=version)
+        .exclude(status__in=[JobStatus.FAILED, JobStatus.CANCELLED])
+        .exists()
+    ):
+        raise SftError(f"a checkpoint or SFT job {version!r} exists already")
+    if base.endpoint_url or not base.path:
+        raise SftError(f"checkpoint {base.version} is an external endpoint; SFT needs local weights")
+    if not trajectories_for_sft(filters).exists():
+        raise SftError(f"no trajectories match {filters}")
+    job = SftJob.objects.create(
+        created_by=user, base=base, version=version, filters=filters, steps=steps, lr=lr,
+        batch_size=batch_size,
+    )  # fmt: skip
+    if enqueue:
+        from webapp.store.tasks import sft_job_execute
+
+        queue = getattr(settings, "SFT_TRAIN_QUEUE", "train")
+        transaction.on_commit(lambda: sft_job_execute.apply_async((job.pk,), queue=queue))
+    return job
+
+
+def sft_job_claim(*, job_id: int) -> SftJob | None:
+    changed = SftJob.objects.filter(pk=job_id, status=JobStatus.QUEUED).update(
+        status=JobStatus.RUNNING, started_at=timezone.now()
+    )
+    return SftJob.objects.select_related("base").get(pk=job_id) if changed else None
+
+
+def sft_job_cancel(*, job: SftJob) -> SftJob:
+    SftJob.objects.filter(pk=job.pk).exclude(status__in=TERMINAL_JOB_STATUSES).update(
+        status=JobStatus.CANCELLED, finished_at=timezone.now()
+    )
+    job.refresh_from_db()
+    return job
+
+
+def sft_job_run(*, job_id: int) -> SftJob | None:
+    """Run a queued job to a terminal state (the Celery task's body). Cancelling a running job stops
+    training at the next step; the partial checkpoint is still registered."""
+    job = sft_job_claim(job_id=job_id)
+    if job is None:
+        return None
+
+    def progress(figures: dict[str, float]) -> None:
+        SftJob.objects.filter(pk=job.pk).update(progress=figures)
+
+    def should_stop() -> bool:
+        return SftJob.objects.filter(pk=job.pk, status=JobStatus.CANCELLED).exists()
+
+    try:
+        checkpoint = checkpoint_sft_from_store(
+            base=job.base, version=job.version, filters=job.filters, steps=job.steps, lr=job.lr,
+            batch_size=job.batch_size, progress=progress, should_stop=should_stop,
+        )  # fmt: skip
+    except Exception as exc:
+        log.exception("sft job %s failed", job_id)
+        SftJob.objects.filter(pk=job.pk).update(
+            status=JobStatus.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000], finished_at=timezone.now()
+        )
+    else:
+        SftJob.objects.filter(pk=job.pk).exclude(status=JobStatus.CANCELLED).update(
+            status=JobStatus.SUCCEEDED, finished_at=timezone.now()
+        )
+        SftJob.objects.filter(pk=job.pk).update(
+            result=checkpoint, examples=checkpoint.metrics["sft"]["examples"]
+        )
+    job.refresh_from_db()
+    return job
+
+
+__all__ = [
+    "SftError",
+    "checkpoint_sft_from_store",
+    "demos_collect",
+    "sft_examples_from",
+    "sft_job_cancel",
+    "sft_job_create",
+    "sft_job_run",
+    "trajectories_for_sft",
+]
