@@ -1,0 +1,85 @@
+"""The env host on real desktops (Xvfb + openbox): warm pool, leased calls, crash detection, replacement."""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+
+import pytest
+import redis
+
+from workers.actions.types import Action, Point
+from workers.envs.base import EnvCrashed
+from workers.envs.desktop.env import DesktopConfig, DesktopEnv
+from workers.envs.host import EnvHost, UnknownEnv
+from workers.envs.leases import LeaseRegistry
+from workers.envs.wire import observation_from_wire, step_result_from_wire
+
+
+def desktop() -> DesktopEnv:
+    return DesktopEnv(DesktopConfig(vnc=False, apps=(), display_range=(400, 460)))
+
+
+@pytest.fixture
+def host():
+    reg = LeaseRegistry(
+        redis.Redis.from_url("redis://127.0.0.1:6379/15"), prefix=f"test:host:{uuid.uuid4().hex}"
+    )
+    h = EnvHost(registry=reg, worker="w-test", factories={"desktop": desktop}, warm={"desktop": 1},
+                capacity={"desktop": 2})  # fmt: skip
+    yield h
+    h.shutdown()
+    reg.clear()
+
+
+TASK = {"task_id": "t1", "instruction": "Look at the desktop.", "kind": "desktop", "source": "custom"}
+
+
+def test_warm_pool_lease_and_act(host: EnvHost) -> None:
+    booted = host.maintain()["booted"]
+    assert len(booted) == 1 and host.registry.idle_count("desktop") == 1
+    assert host.maintain()["booted"] == []  # warm pool already full
+    lease = host.registry.acquire(kind="desktop", owner="test", task="t1")
+    assert lease is not None and lease.worker == "w-test"
+    host.maintain()  # the leased env no longer counts as idle: a second one boots
+    assert host.registry.idle_count("desktop") == 1 and len(host.envs) == 2
+
+    obs = observation_from_wire(host.call(lease.env_id, "reset", {"task": TASK})["observation"])
+    assert (obs.width, obs.height) == (1280, 800) and obs.screenshot[:2] == b"\xff\xd8"
+    result = step_result_from_wire(
+        host.call(lease.env_id, "step", {"action": Action(kind="click", point=Point(640, 400)).to_json()})
+    )
+    assert result.observation.screenshot[:2] == b"\xff\xd8" and "error" not in result.info
+    assert host.call(lease.env_id, "evaluate")["reward"] == 0.0
+    with pytest.raises(UnknownEnv):
+        host.call("desktop-nope", "observe")
+
+
+def test_killed_xvfb_is_detected_and_replaced(host: EnvHost) -> None:
+    host.maintain()
+    lease = host.registry.acquire(kind="desktop", owner="test")
+    assert lease is not None
+    env = host.envs[lease.env_id].env
+    host.call(lease.env_id, "reset", {"task": TASK})
+    assert isinstance(env, DesktopEnv)
+    os.kill(env._x.xvfb.pid, signal.SIGKILL)
+    env._x.xvfb.wait(timeout=5)
+    with pytest.raises(EnvCrashed):
+        host.call(lease.env_id, "observe")
+    assert host.registry.renew(lease_id=lease.lease_id) == "crashed"
+    assert lease.env_id not in host.envs and host.stats.crashed == 1
+    host.maintain()  # a replacement boots into the warm pool
+    assert host.registry.idle_count("desktop") == 1
+    assert host.registry.metrics()["crashed"] == 1
+
+
+def test_health_check_finds_a_dead_idle_env(host: EnvHost) -> None:
+    (env_id,) = host.maintain()["booted"]
+    env = host.envs[env_id].env
+    assert isinstance(env, DesktopEnv)
+    os.kill(env._x.xvfb.pid, signal.SIGKILL)
+    env._x.xvfb.wait(timeout=5)
+    result = host.maintain()
+    assert result["dead"] == [env_id] and len(result["booted"]) == 1
+    assert host.stats.replaced == 1

@@ -1,0 +1,256 @@
+"""OSWorld task import, set-up and evaluation on real terminal and desktop sessions."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workers.actions.types import Action, Point
+from workers.envs import osworld
+from workers.envs.base import TaskSpec
+from workers.envs.desktop import DesktopConfig, DesktopEnv
+from workers.envs.terminal import TerminalConfig, TerminalEnv
+
+EXAMPLES = {task["id"]: task for task in osworld.load_examples()}
+# The shell lines that solve each bundled example (typed into the terminal env).
+SOLUTIONS = {
+    "fw-os-001-make-dirs": "mkdir -p ~/projects/flywheel",
+    "fw-os-002-write-file": "echo 'Hello, Flywheel!' > ~/hello.txt",
+    "fw-os-003-make-executable": "chmod u+x ~/greet.sh",
+    "fw-os-004-count-lines": "wc -l < ~/data/records.csv > ~/line_count.txt",
+    "fw-os-005-rename": "mv ~/notes.txt ~/notes.markdown",
+}
+
+# Shaped like the real OSWorld `os` tasks: the focusing pyautogui click, `sudo -S`, ~/Desktop.
+REAL_SHAPED: dict[str, Any] = {
+    "id": "rename-dir-like-osworld",
+    "snapshot": "os",
+    "instruction": "Rename the directory todo_list_Jan_1 on my Desktop to todo_list_Jan_2.",
+    "source": "test",
+    "trajectory": "trajectories/",
+    "config": [
+        {
+            "type": "execute",
+            "parameters": {
+                "command": "echo 'password' | sudo -S mkdir ~/Desktop/todo_list_Jan_1",
+                "shell": True,
+            },
+        },
+        {
+            "type": "execute",
+            "parameters": {
+                "command": [
+                    "python",
+                    "-c",
+                    "import pyautogui; import time; pyautogui.click(960, 540); time.sleep(0.5);",
+                ]
+            },
+        },
+    ],
+    "related_apps": ["os"],
+    "evaluator": {
+        "func": "exact_match",
+        "result": {
+            "type": "vm_command_line",
+            "command": "[ -d ~/Desktop/todo_list_Jan_2 ] && echo 'Directory exists.' || echo 'Directory does not exist.'",
+            "shell": True,
+        },
+        "expected": {"type": "rule", "rules": {"expected": "Directory exists.\n"}},
+    },
+}
+
+
+@pytest.fixture
+def terminal(tmp_path: Path) -> Iterator[TerminalEnv]:
+    env = TerminalEnv(TerminalConfig(session_dir=tmp_path))
+    yield env
+    env.close()
+
+
+def test_bundled_examples_are_supported_everywhere() -> None:
+    assert len(EXAMPLES) == len(SOLUTIONS) == 5
+    for task in EXAMPLES.values():
+        assert osworld.check_supported(task, "desktop") == []
+        assert osworld.check_supported(task, "terminal") == []
+        spec = osworld.task_spec_from_json(task, kind="terminal")
+        assert spec.source == "osworld" and spec.instruction == task["instruction"]
+
+
+@pytest.mark.parametrize("task_id", sorted(SOLUTIONS))
+def test_example_scores_one_when_solved_and_zero_when_not(terminal: TerminalEnv, task_id: str) -> None:
+    spec = osworld.task_spec_from_json(EXAMPLES[task_id], kind="terminal")
+    terminal.reset(spec)
+    assert terminal.evaluate() == 0.0
+    result = terminal.step(Action("type", text=SOLUTIONS[task_id] + "\n"))
+    assert result.info["commands"][0]["returncode"] == 0, result.observation.terminal_output
+    assert terminal.evaluate() == 1.0
+    # reset runs the set-up again, which undoes the solution.
+    terminal.reset(spec)
+    assert terminal.evaluate() == 0.0
+
+
+def test_and_conj_needs_every_metric(terminal: TerminalEnv) -> None:
+    terminal.reset(osworld.task_spec_from_json(EXAMPLES["fw-os-003-make-executable"], kind="terminal"))
+    terminal.step(Action("type", text="chmod 755 ~/greet.sh && echo 'echo nope' > ~/greet.sh\n"))
+    report = osworld.evaluate_report(EXAMPLES["fw-os-003-make-executable"]["evaluator"], terminal)
+    assert [m.score for m in report.metrics] == [1.0, 0.0]
+    assert report.score == 0.0
+
+
+def test_real_shaped_task_runs_with_sudo_and_focus_click(terminal: TerminalEnv) -> None:
+    assert osworld.check_supported(REAL_SHAPED, "terminal") == []
+    terminal.reset(osworld.task_spec_from_json(REAL_SHAPED, kind="terminal"))
+    assert (terminal.session_dir / "Desktop" / "todo_list_Jan_1").is_dir()
+    assert terminal.evaluate() == 0.0
+    terminal.step(Action("type", text="cd Desktop\nmv todo_list_Jan_1 todo_list_Jan_2\n"))
+    assert terminal.evaluate() == 1.0
+
+
+def test_terminal_output_getter_reads_the_transcript(terminal: TerminalEnv) -> None:
+    task = copy.deepcopy(REAL_SHAPED)
+    task["evaluator"] = {
+        "func": "check_include_exclude",
+        "result": {"type": "vm_terminal_output"},
+        "expected": {"type": "rule", "rules": {"include": ["3\n"], "exclude": []}},
+    }
+    terminal.reset(osworld.task_spec_from_json(task, kind="terminal"))
+    assert terminal.evaluate() == 0.0
+    terminal.step(Action("type", text="printf 'a\\nb\\nc\\n' | wc -l\n"))
+    assert terminal.evaluate() == 1.0
+    assert osworld.check_supported(task, "desktop") != []
+
+
+def test_unsupported_features_are_named() -> None:
+    task = copy.deepcopy(REAL_SHAPED)
+    task["config"] += [
+        {
+            "type": "download",
+            "parameters": {"files": [{"url": "https://example.org/setup.sh", "path": "setup.sh"}]},
+        },
+        {"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["https://example.org"]}},
+        {
+            "type": "execute",
+            "parameters": {
+                "command": ["python", "-c", "import pyautogui; pyautogui.hotkey('ctrl', 'alt', 't')"]
+            },
+        },
+    ]
+    task["evaluator"] = {
+        "func": ["compare_table", "exact_match"],
+        "result": [
+            {"type": "vm_file", "path": "/home/user/a.xlsx"},
+            {"type": "vm_command_line", "command": "true"},
+        ],
+        "expected": [{"type": "cloud_file", "path": "x"}, {"type": "rule", "rules": {"expected": ""}}],
+        "conj": "xor",
+    }
+    problems = " | ".join(osworld.check_supported(task))
+    for needle in (
+        "needs the network",
+        "'chrome_open_tabs'",
+        "pyautogui",
+        "'compare_table'",
+        "'vm_file'",
+        "conj",
+        "rule",
+    ):
+        assert needle in problems, needle
+    with pytest.raises(osworld.OSWorldError):
+        osworld.task_spec_from_json(task)
+    assert osworld.check_supported({"config": "nope"}) == [
+        "missing field 'id'",
+        "missing field 'instruction'",
+        "missing field 'evaluator'",
+        "config must be a list of {type, parameters}",
+    ]
+
+
+def test_local_download_and_bad_rules(
+    terminal: TerminalEnv, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    source = tmp_path_factory.mktemp("assets") / "data.txt"
+    source.write_text("payload\n")
+    task = copy.deepcopy(EXAMPLES["fw-os-002-write-file"])
+    task["config"] = [
+        {
+            "type": "download",
+            "parameters": {"files": [{"url": f"file://{source}", "path": "/home/user/in/data.txt"}]},
+        }
+    ]
+    task["evaluator"]["expected"]["rules"] = {"wrong_key": 1}
+    terminal.reset(osworld.task_spec_from_json(task, kind="terminal"))
+    assert (terminal.session_dir / "in" / "data.txt").read_text() == "payload\n"
+    report = osworld.evaluate_report(task["evaluator"], terminal)
+    assert report.score == 0.0 and "bad rules" in (report.metrics[0].error or "")
+
+
+def test_desktop_end_to_end_by_typing_into_xterm(tmp_path: Path) -> None:
+    task = EXAMPLES["fw-os-003-make-executable"]
+    env = DesktopEnv(DesktopConfig(display_range=(110, 120), vnc=False, session_dir=tmp_path))
+    try:
+        spec = osworld.task_spec_from_json(task, kind="desktop")
+        env.reset(spec)
+        assert (tmp_path / "greet.sh").stat().st_mode & 0o777 == 0o644
+        assert env.evaluate() == 0.0
+        env.step(Action("click", point=Point(200, 200)))
+        env.step(Action("type", text="chmod u+x greet.sh\n"))
+        deadline = time.monotonic() + 10
+        while (tmp_path / "greet.sh").stat().st_mode & 0o100 == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert env.evaluate() == 1.0
+    finally:
+        env.close()
+
+
+def test_store_shape_and_bare_shape_specs_both_run(terminal: TerminalEnv) -> None:
+    task = EXAMPLES["fw-os-002-write-file"]
+    spec = osworld.task_spec_from_json(task, kind="terminal")
+    assert spec.setup["osworld"] == task["config"] and spec.verifier == {"osworld": task["evaluator"]}
+    bare = TaskSpec(
+        task_id="b",
+        instruction="",
+        kind="terminal",
+        source="osworld",
+        setup={"config": task["config"]},
+        verifier=task["evaluator"],
+    )
+    for candidate in (spec, bare):
+        terminal.reset(candidate)
+        assert terminal.evaluate() == 0.0
+        terminal.step(Action("type", text=SOLUTIONS["fw-os-002-write-file"] + "\n"))
+        assert terminal.evaluate() == 1.0
+
+
+def test_infeasible_task_is_solved_by_giving_up(terminal: TerminalEnv) -> None:
+    task = copy.deepcopy(REAL_SHAPED)
+    task["evaluator"] = {"func": "infeasible"}
+    assert osworld.check_supported(task, "terminal") == []
+    spec = osworld.task_spec_from_json(task, kind="terminal")
+    terminal.reset(spec)
+    terminal.step(Action("type", text="ls\n"))
+    assert terminal.evaluate() == 0.0
+    terminal.step(Action("call_user"))
+    assert terminal.evaluate() == 1.0
+    terminal.reset(spec)
+    terminal.step(Action("finished", text="done"))
+    assert terminal.evaluate() == 0.0
+
+
+def test_tools_the_vm_has_but_this_host_lacks_are_named() -> None:
+    task = copy.deepcopy(REAL_SHAPED)
+    task["evaluator"]["result"]["command"] = ["gsettings", "get", "org.gnome.desktop.session", "idle-delay"]
+    problems = osworld.check_supported(task)
+    assert problems == ["needs 'gsettings', which is not installed here"] or shutil.which("gsettings")
+    task["config"].append(
+        {
+            "type": "execute",
+            "parameters": {"command": "echo password | sudo -S chsh -s $(which zsh)", "shell": True},
+        }
+    )
+    assert any("'zsh'" in p for p in osworld.check_supported(task)) or shutil.which("zsh")

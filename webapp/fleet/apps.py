@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class FleetConfig(AppConfig):
+    name = "webapp.fleet"
+    label = "fleet"
+    verbose_name = "Environment fleet"

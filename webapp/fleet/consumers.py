@@ -1,0 +1,1 @@
+"""fleet consumers: the fleet panel (issue 8) reads and publishes through here."""

@@ -1,0 +1,1 @@
+"""fleet events: the fleet panel (issue 8) reads and publishes through here."""

@@ -1,0 +1,1 @@
+"""fleet selectors: the fleet panel (issue 8) reads and publishes through here."""

@@ -1,0 +1,173 @@
+"""The environment manager as Django sees it: leases through the Redis registry, reaping, and the
+durable record in PostgreSQL."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+
+import redis
+from django.conf import settings
+
+from webapp.fleet.models import EnvRecord, LeaseRecord
+from workers.envs.leases import Lease, LeaseRegistry
+
+log = logging.getLogger(__name__)
+_GROUP = "persist"
+
+
+@lru_cache(maxsize=1)
+def registry() -> LeaseRegistry:
+    return LeaseRegistry(redis.Redis.from_url(settings.REDIS_URL), prefix=settings.FLEET_REDIS_PREFIX)
+
+
+class NoEnvironmentAvailable(RuntimeError):
+    """Every environment of that kind is leased; try again or raise the warm-pool size."""
+
+
+def lease_acquire(*, kind: str, owner: str, task: str = "", ttl_s: float | None = None) -> Lease:
+    lease = registry().acquire(kind=kind, owner=owner, task=task, ttl_s=ttl_s or settings.FLEET_LEASE_TTL_S)
+    if lease is None:
+        raise NoEnvironmentAvailable(
+            f"no idle {kind} environment; {registry().metrics()['envs'].get(kind, {})}"
+        )
+    return lease
+
+
+class LeaseLost(RuntimeError):
+    """The lease was released, reclaimed after its heartbeat stopped, or its env crashed."""
+
+    def __init__(self, lease_id: str, state: str) -> None:
+        super().__init__(f"lease {lease_id} is {state}")
+        self.state = state
+
+
+class EnvCallFailed(RuntimeError):
+    """The env refused the call (bad action, unknown operation); the env itself is fine."""
+
+
+def env_call(
+    *, lease: Lease, op: str, payload: dict[str, Any] | None = None, timeout_s: float = 60.0
+) -> dict[str, Any]:
+    """Run `op` on the leased env in the worker that hosts it; renews the lease on the way.
+    Raises LeaseLost (also when the env crashed during the call) or EnvCallFailed."""
+    from webapp.fleet.tasks import env_call as env_call_task
+
+    state = registry().renew(lease_id=lease.lease_id)
+    if state != "active":
+        raise LeaseLost(lease.lease_id, state)
+    result = env_call_task.apply_async(args=[lease.env_id, op, payload], queue=f"env.{lease.worker}")
+    out: dict[str, Any] = result.get(timeout=timeout_s)
+    if out.get("crashed"):
+        raise LeaseLost(lease.lease_id, "crashed")
+    if not out.get("ok"):
+        raise EnvCallFailed(out.get("error", "unknown error"))
+    return out
+
+
+def lease_renew(*, lease_id: str) -> str:
+    return registry().renew(lease_id=lease_id)
+
+
+def lease_release(*, lease_id: str) -> bool:
+    return registry().release(lease_id=lease_id)
+
+
+def fleet_reap() -> list[str]:
+    """Reclaim expired leases and retire the envs of hosts that stopped sending heartbeats."""
+    reg = registry()
+    gone = reg.reap_dead_hosts()
+    if gone:
+        log.warning("retired %d envs of dead hosts", len(gone))
+    reclaimed = reg.reap()
+    if reclaimed:
+        log.info("reclaimed %d expired leases", len(reclaimed))
+    return reclaimed
+
+
+def _at(raw: bytes | None) -> datetime:
+    return datetime.fromtimestamp(float(raw or 0), tz=UTC)
+
+
+def fleet_persist_events(*, batch: int = 1000) -> int:
+    """Write the registry's new events to PostgreSQL. At-least-once from a consumer group; rows are
+    upserted by id, so a redelivered event changes nothing."""
+    reg = registry()
+    stream = f"{reg.prefix}:events"
+    try:
+        reg.r.xgroup_create(stream, _GROUP, id="0", mkstream=True)
+    except redis.ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+    total = 0
+    while True:
+        got = reg.r.xreadgroup(_GROUP, "persister", {stream: ">"}, count=batch)
+        if not got:
+            return total
+        entries = got[0][1]
+        for _entry_id, fields in entries:
+            _apply({k.decode(): v for k, v in fields.items()})
+        reg.r.xack(stream, _GROUP, *[entry_id for entry_id, _ in entries])
+        total += len(entries)
+
+
+def _apply(f: dict[str, bytes]) -> None:
+    event = f["event"].decode()
+    at = _at(f.get("at"))
+    env_id = f.get("env", b"").decode()
+    if event == "booted":
+        EnvRecord.objects.update_or_create(
+            env_id=env_id,
+            defaults={"kind": f["kind"].decode(), "worker": f.get("worker", b"").decode(), "state": "idle",
+                      "boot_s": float(f.get("boot_s") or 0), "updated_at": at},
+            create_defaults={"kind": f["kind"].decode(), "worker": f.get("worker", b"").decode(), "state": "idle",
+                             "boot_s": float(f.get("boot_s") or 0), "created_at": at, "updated_at": at},
+        )  # fmt: skip
+    elif event == "acquired":
+        LeaseRecord.objects.update_or_create(
+            lease_id=f["lease"].decode(),
+            defaults={"env_id": env_id, "kind": f["kind"].decode(), "owner": f.get("owner", b"").decode(),
+                      "task": f.get("task", b"").decode(), "acquired_at": at},
+        )  # fmt: skip
+        EnvRecord.objects.filter(env_id=env_id).update(state="leased", updated_at=at)
+    elif event in ("released", "reclaimed"):
+        LeaseRecord.objects.filter(lease_id=f["lease"].decode()).update(ended_at=at, outcome=event)
+        EnvRecord.objects.filter(env_id=env_id).exclude(state="crashed").update(state="idle", updated_at=at)
+    elif event == "crashed":
+        EnvRecord.objects.filter(env_id=env_id).update(
+            state="crashed", reason=f.get("reason", b"").decode(), updated_at=at
+        )
+        if f.get("lease"):
+            LeaseRecord.objects.filter(lease_id=f["lease"].decode()).update(outcome="crashed")
+    elif event == "retired":
+        EnvRecord.objects.filter(env_id=env_id).exclude(state="crashed").update(state="gone", updated_at=at)
+
+
+def vnc_token_mint(*, lease: Lease, session_key: str, user_id: int, read_only: bool) -> dict[str, Any]:
+    """A short-lived token for the VNC proxy, bound to this user and session. The caller has checked
+    that the user may watch (read_only) or drive the session. Only desktops stream over VNC."""
+    from workers.envs.vnc.server import VncTarget
+    from workers.envs.vnc.tokens import mint_token
+
+    info = env_call(lease=lease, op="info")
+    vnc = info.get("vnc")
+    if not vnc or "port" not in vnc:
+        raise EnvCallFailed(
+            f"the {lease.kind} environment has no VNC display; it streams screenshots instead"
+        )
+    target = VncTarget(host=vnc.get("host", "127.0.0.1"), port=int(vnc["port"]))
+    token = mint_token(registry().r, session_key, user_id, target, read_only, settings.VNC_TOKEN_TTL_S)
+    return {
+        "url": f"{settings.VNC_PROXY_PUBLIC_URL.rstrip('/')}/websockify?token={token}",
+        "token": token,
+        "read_only": read_only,
+        "expires_in_s": settings.VNC_TOKEN_TTL_S,
+    }
+
+
+def vnc_tokens_revoke(*, session_key: str) -> int:
+    from workers.envs.vnc.tokens import revoke_tokens
+
+    return revoke_tokens(registry().r, session_key)

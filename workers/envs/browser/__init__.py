@@ -1,0 +1,1 @@
+"""Browser sandboxes: a pooled Chromium (`pool`), MiniWoB++ (`miniwob`), shared page-env machinery."""

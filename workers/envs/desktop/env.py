@@ -1,0 +1,387 @@
+"""`DesktopEnv`: an Xvfb desktop with openbox, apps, XTEST input, mss screenshots and x11vnc (SPEC §3)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from Xlib.error import ConnectionClosedError, DisplayError
+
+from workers.actions.types import Action
+from workers.envs.base import EnvCrashed, EnvError, EnvKind, ImageFormat, Observation, StepResult, TaskSpec
+from workers.envs.desktop.apps import app_spec
+from workers.envs.desktop.capture import ScreenGrabber
+from workers.envs.desktop.dispatch import execute_action
+from workers.envs.desktop.frames import FrameRecorder
+from workers.envs.desktop.procs import has_descendant, spawn, stop, wait_until
+from workers.envs.desktop.settle import ScreenSettler
+from workers.envs.desktop.xinput import XInput
+from workers.envs.desktop.xserver import XServer
+from workers.envs.terminal.sandbox import CommandResult, run_host_command, sandbox_available
+from workers.envs.vnc.server import VncTarget, X11Vnc
+
+log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=1)
+def _sandbox_ok() -> bool:
+    ok = sandbox_available()
+    if not ok:
+        log.warning("namespaces unavailable: the desktop xterm runs an unconfined shell")
+    return ok
+
+
+@dataclass(frozen=True)
+class DesktopConfig:
+    """How a desktop session boots. One line per field:
+
+    - width/height: screen size in pixels.
+    - display_range: X display numbers [low, high) to pick a free one from.
+    - apps: apps started at reset unless the task names its own ('xterm', 'chromium', 'editor').
+    - vnc / vnc_port_range: start x11vnc and on which localhost ports.
+    - session_dir: the session's home (shared with its terminal); a temp dir (deleted on close) if None.
+    - image_format / jpeg_quality: default screenshot encoding.
+    - scroll_clicks: wheel clicks per scroll action; wait_s: how long `wait()` sleeps.
+    - settle_quiet_s / settle_max_s: after an action, wait until the screen was quiet (no X DAMAGE)
+      for settle_quiet_s, at most settle_max_s, before the screenshot; 0 grabs at once.
+    - confine_xterm: run the xterm's shell in the terminal sandbox (falls back, with a warning, where
+      namespaces are unavailable). Annotators with a read-write VNC token type into it.
+    - boot_timeout_s / app_timeout_s: readiness deadlines.
+    """
+
+    width: int = 1280
+    height: int = 800
+    display_range: tuple[int, int] = (100, 200)
+    apps: tuple[str, ...] = ("xterm",)
+    vnc: bool = True
+    vnc_port_range: tuple[int, int] = (5900, 6100)
+    session_dir: Path | None = None
+    image_format: ImageFormat = "jpeg"
+    jpeg_quality: int = 80
+    scroll_clicks: int = 5
+    wait_s: float = 1.0
+    settle_quiet_s: float = 0.05
+    settle_max_s: float = 0.5
+    boot_timeout_s: float = 10.0
+    app_timeout_s: float = 15.0
+    confine_xterm: bool = True
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+class DesktopEnv:
+    """A live desktop session implementing the Environment protocol.
+
+    Coordinates in actions are screen pixels (conversion from model conventions happens before).
+    After Xvfb dies every call except `close`/`is_alive` raises `EnvCrashed`.
+    """
+
+    kind: EnvKind = "desktop"
+
+    def __init__(self, config: DesktopConfig | None = None) -> None:
+        self.config = config or DesktopConfig()
+        self._x: XServer | None = None
+        self._vnc: X11Vnc | None = None
+        self._input: XInput | None = None
+        self._grabber: ScreenGrabber | None = None
+        self._settler: ScreenSettler | None = None
+        self._apps: list[subprocess.Popen[bytes]] = []
+        self._owns_dir = self.config.session_dir is None
+        self.session_dir: Path = self.config.session_dir or Path(tempfile.mkdtemp(prefix="flywheel-desktop-"))
+        self._log_dir = Path(tempfile.mkdtemp(prefix="flywheel-desktop-logs-"))
+        self._task: TaskSpec | None = None
+        self._steps = 0
+        self.last_action_kind: str | None = None  # OSWorld 'infeasible' is scored from it
+        self._mcp: Any = None
+        self._frames: FrameRecorder | None = None
+        self.boot_s: float | None = None
+
+    # lifecycle -------------------------------------------------------------------------------
+
+    def boot(self) -> float:
+        """Start Xvfb, openbox and (optionally) x11vnc; return the boot time in seconds."""
+        if self._x is not None:
+            return self.boot_s or 0.0
+        t0 = time.monotonic()
+        cfg = self.config
+        self.session_dir.mkdir(parents=True, exist_ok=True)
+        self._x = XServer(cfg.width, cfg.height, cfg.display_range, self._log_dir)
+        try:
+            self._x.start_xvfb(cfg.boot_timeout_s)
+            assert self._x.conn is not None
+            if cfg.vnc:
+                self._vnc = X11Vnc(self._x.display, cfg.vnc_port_range, self._log_dir)
+            self._x.start_wm(self.app_env(), cfg.boot_timeout_s)
+            if self._vnc is not None:
+                self._vnc.start(cfg.boot_timeout_s)
+            self._input = XInput(self._x.conn, cfg.width, cfg.height)
+            self._grabber = ScreenGrabber(self._x.display, cfg.jpeg_quality)
+            if cfg.settle_quiet_s > 0:
+                self._settler = ScreenSettler(self._x.display)
+        except BaseException:
+            self._shutdown()
+            raise
+        self.boot_s = time.monotonic() - t0
+        return self.boot_s
+
+    def reset(self, task: TaskSpec, seed: int | None = None) -> Observation:
+        """Boot (or reboot a used session), launch the task's apps, run its set-up steps.
+
+        A reboot empties the session directory when this env created it; a directory the caller
+        gave (shared with a terminal) is the caller's to manage.
+        """
+        if task.kind != "desktop":
+            raise EnvError(f"DesktopEnv cannot run a {task.kind!r} task")
+        if self._x is not None and (self._steps > 0 or self._task is not None):
+            self._shutdown()
+            if self._owns_dir:
+                shutil.rmtree(self.session_dir, ignore_errors=True)
+        self.boot()
+        self._task = task
+        self._steps = 0
+        self.last_action_kind = None
+        for name in task.setup.get("apps", self.config.apps):
+            self.launch(name)
+        if task.source == "osworld":
+            from workers.envs import osworld
+
+            osworld.run_setup(osworld.setup_steps(task), runner=self)
+        return self.observe()
+
+    def close(self) -> None:
+        self._shutdown()
+        shutil.rmtree(self._log_dir, ignore_errors=True)
+        if self._owns_dir:
+            shutil.rmtree(self.session_dir, ignore_errors=True)
+
+    def is_alive(self) -> bool:
+        return self._x is not None and self._x.alive()
+
+    # the protocol ----------------------------------------------------------------------------
+
+    def observe(self, image_format: ImageFormat | None = None) -> Observation:
+        self._check_alive()
+        assert self._grabber is not None and self._x is not None
+        clock = time.monotonic()
+        try:
+            data, timings = self._grabber.capture(image_format or self.config.image_format)
+        except Exception as exc:  # mss raises ScreenShotError; a dead server shows up here first
+            if not self.is_alive():
+                raise EnvCrashed(f"Xvfb {self._x.display} died") from exc
+            raise EnvError(f"screenshot failed: {exc}") from exc
+        return Observation(
+            screenshot=data,
+            width=self.config.width,
+            height=self.config.height,
+            image_format=image_format or self.config.image_format,
+            instruction=self._task.instruction if self._task else "",
+            clock=clock,
+            timings_ms=timings,
+        )
+
+    def step(self, action: Action) -> StepResult:
+        self._check_alive()
+        assert self._input is not None
+        self._steps += 1
+        self.last_action_kind = action.kind
+        t0 = time.perf_counter()
+        try:
+            done, info = execute_action(self, self._input, action)
+        except (ConnectionClosedError, DisplayError, BrokenPipeError) as exc:
+            raise EnvCrashed(f"X connection lost: {exc}") from exc
+        except EnvError as exc:
+            if not self.is_alive():
+                raise EnvCrashed("Xvfb died during the action") from exc
+            return StepResult(
+                observation=self.observe(), info={"error": str(exc), "action": action.to_json()}
+            )
+        input_ms = (time.perf_counter() - t0) * 1000
+        settle_ms = 0.0
+        if self._settler is not None and self.config.settle_quiet_s > 0:
+            try:
+                settle_ms = self._settler.wait(self.config.settle_quiet_s, self.config.settle_max_s) * 1000
+            except (ConnectionClosedError, DisplayError, OSError) as exc:
+                raise EnvCrashed(f"X connection lost while settling: {exc}") from exc
+        obs = self.observe()
+        info["timings_ms"] = {"input": input_ms, "settle": settle_ms, **obs.timings_ms}
+        return StepResult(observation=obs, done=done, info=info)
+
+    def evaluate(self) -> float:
+        """The task's verifier score: its OSWorld evaluator for source 'osworld'; 0.0 without one."""
+        self._check_alive()
+        if self._task is None or self._task.source != "osworld":
+            return 0.0
+        from workers.envs import osworld
+
+        evaluator = osworld.evaluator_of(self._task)
+        return 0.0 if evaluator is None else osworld.evaluate(evaluator, runner=self)
+
+    # session services ------------------------------------------------------------------------
+
+    @property
+    def display(self) -> str:
+        if self._x is None:
+            raise EnvError("desktop not booted")
+        return self._x.display
+
+    @property
+    def vnc_target(self) -> VncTarget | None:
+        return self._vnc.target if self._vnc is not None else None
+
+    def ensure_vnc(self) -> VncTarget | None:
+        """Restart x11vnc if it died (the port may change, so tokens must be minted again)."""
+        self._check_alive()
+        if self._vnc is None or self._vnc.alive():
+            return self.vnc_target
+        self._vnc.stop()
+        return self._vnc.start(self.config.boot_timeout_s)
+
+    @property
+    def xinput(self) -> XInput:
+        self._check_alive()
+        assert self._input is not None
+        return self._input
+
+    def app_env(self) -> dict[str, str]:
+        """Environment for processes on this desktop: its DISPLAY and the session dir as HOME."""
+        env = {
+            # /usr/sbin: the confined xterm's sandbox set-up needs mount and chroot.
+            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin") + ":/usr/sbin:/sbin",
+            "SANDBOX_TERM": "xterm",
+            "LANG": os.environ.get("LANG", "C.UTF-8"),
+            "DISPLAY": self.display,
+            "HOME": str(self.session_dir),
+            "XDG_RUNTIME_DIR": str(self._runtime_dir()),
+            "XDG_DOWNLOAD_DIR": str(self.session_dir / "Downloads"),
+        }
+        env.update(self.config.extra_env)
+        return env
+
+    def launch(self, name: str, wait: bool = True) -> None:
+        """Start a desktop app ('xterm', 'chromium', 'editor') and wait for its window."""
+        self._check_alive()
+        assert self._x is not None
+        confine = self.config.confine_xterm and name == "xterm" and _sandbox_ok()
+        spec = app_spec(name, self.session_dir, self.config.width, self.config.height, confine_shell=confine)
+        proc = spawn(
+            spec.argv, env=self.app_env(), cwd=self.session_dir, log=self._log_dir / f"{spec.name}.log"
+        )
+        self._apps.append(proc)
+        if wait:
+            self._x.wait_for_window(spec.wm_class, self.config.app_timeout_s)
+            if confine:
+                # The window maps before the sandboxed shell runs; input typed earlier is echoed twice.
+                wait_until(
+                    lambda: has_descendant(proc.pid, "bash"), self.config.app_timeout_s, "the xterm shell"
+                )
+
+    @property
+    def command_home(self) -> str:
+        return str(self.session_dir)
+
+    def run_command(
+        self,
+        command: str | list[str],
+        shell: bool = False,
+        timeout_s: float = 30.0,
+        separate_stderr: bool = False,
+    ) -> CommandResult:
+        """Run a command on the desktop host (DISPLAY set, cwd = session dir), as OSWorld setup does."""
+        self._check_alive()
+        return run_host_command(
+            command,
+            shell=shell,
+            cwd=self.session_dir,
+            env=self.app_env(),
+            timeout_s=timeout_s,
+            separate_stderr=separate_stderr,
+        )
+
+    def spawn_command(self, command: str | list[str], shell: bool = False) -> None:
+        """Start a long-running command (OSWorld 'launch') without waiting for it."""
+        self._check_alive()
+        if isinstance(command, str):
+            argv = ["/bin/sh", "-c", command]
+        else:
+            argv = ["/bin/sh", "-c", " ".join(command)] if shell else list(command)
+        self._apps.append(
+            spawn(argv, env=self.app_env(), cwd=self.session_dir, log=self._log_dir / "launch.log")
+        )
+
+    def mcp_toolbox(self) -> Any:
+        """The session's MCP client (started on first use)."""
+        if self._mcp is None:
+            from workers.envs.mcp_tools.client import McpToolbox
+
+            self._mcp = McpToolbox(self.session_dir)
+        return self._mcp
+
+    # internals -------------------------------------------------------------------------------
+
+    # take-over frames ----------------------------------------------------------------------
+
+    def frames_start(self) -> int:
+        """Start recording the screen in the background (take-over); returns frames so far (1)."""
+        self._check_alive()
+        assert self._x is not None
+        self.frames_stop()
+        self._frames = FrameRecorder(self._x.display, self.config.jpeg_quality).start()
+        if self._frames.error:
+            raise EnvError(self._frames.error)
+        return self._frames.count()
+
+    def frames_before(self, times: list[float]) -> list[bytes | None]:
+        """For each `time.monotonic()` stamp, the last recorded screen at or before it."""
+        if self._frames is None:
+            raise EnvError("no take-over recording: call frames_start() first")
+        return self._frames.before(times)
+
+    def frames_stop(self) -> None:
+        if self._frames is not None:
+            self._frames.stop()
+            self._frames = None
+
+    def _check_alive(self) -> None:
+        if self._x is None:
+            raise EnvError("desktop not booted; call reset() or boot() first")
+        if not self._x.alive():
+            raise EnvCrashed(f"Xvfb {self._x.display} is not running")
+
+    def _runtime_dir(self) -> Path:
+        path = self._log_dir / "runtime"
+        path.mkdir(mode=0o700, exist_ok=True)
+        return path
+
+    def _shutdown(self) -> None:
+        self.frames_stop()
+        if self._mcp is not None:
+            self._mcp.close()
+            self._mcp = None
+        for proc in self._apps:
+            stop(proc)
+        self._apps.clear()
+        if self._grabber is not None:
+            try:
+                self._grabber.close()
+            except Exception:
+                pass
+            self._grabber = None
+        if self._settler is not None:
+            self._settler.close()
+            self._settler = None
+        if self._vnc is not None:
+            self._vnc.stop()
+            self._vnc = None
+        if self._x is not None:
+            self._x.stop()
+            self._x = None
+        self._input = None
+        self._task = None
+        self._steps = 0

@@ -1,0 +1,259 @@
+"""Lease bookkeeping for the environment fleet, in Redis (seed 000 §2.2; issue 3 item 6).
+
+Redis is the authority for live state, so a worker restart loses nothing: every env, idle set, lease
+and expiry lives here, changed only by atomic Lua scripts. Every change is also appended to a stream
+(`<prefix>:events`) that the Django side persists to PostgreSQL in batches (durable record, and what
+rebuilds state if Redis itself is lost).
+
+Keys (prefix p):
+  p:env:<env_id>      hash  kind, worker, state (idle|leased|crashed|gone), lease, boot_s, task
+  p:idle:<kind>       set   idle env ids of that kind
+  p:lease:<lease_id>  hash  env, kind, owner, task, ttl, acquired, expires, state (active|crashed)
+  p:expiry            zset  lease_id -> expiry (unix seconds)
+  p:counters          hash  acquired, released, reclaimed, crashed, booted, renewed, refused
+  p:events            stream of {event, env, lease, kind, owner, task, at, ...}
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+_ACQUIRE = """
+local p, kind, owner, task, ttl, now, lease_id = KEYS[1], ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local env = redis.call('SPOP', p .. ':idle:' .. kind)
+if not env then
+  redis.call('HINCRBY', p .. ':counters', 'refused', 1)
+  return false
+end
+local worker = redis.call('HGET', p .. ':env:' .. env, 'worker')
+redis.call('HSET', p .. ':env:' .. env, 'state', 'leased', 'lease', lease_id, 'task', task)
+redis.call('HSET', p .. ':lease:' .. lease_id, 'env', env, 'kind', kind, 'owner', owner, 'task', task,
+           'ttl', ttl, 'acquired', now, 'expires', now + ttl, 'state', 'active', 'worker', worker)
+redis.call('ZADD', p .. ':expiry', now + ttl, lease_id)
+redis.call('HINCRBY', p .. ':counters', 'acquired', 1)
+redis.call('XADD', p .. ':events', 'MAXLEN', '~', 100000, '*', 'event', 'acquired', 'env', env, 'lease', lease_id,
+           'kind', kind, 'owner', owner, 'task', task, 'at', now)
+return {env, worker}
+"""
+
+_RENEW = """
+local p, lease_id, now = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local key = p .. ':lease:' .. lease_id
+local state = redis.call('HGET', key, 'state')
+if not state then return 'gone' end
+if state ~= 'active' then return state end
+local ttl = tonumber(redis.call('HGET', key, 'ttl'))
+redis.call('HSET', key, 'expires', now + ttl)
+redis.call('ZADD', p .. ':expiry', now + ttl, lease_id)
+redis.call('HINCRBY', p .. ':counters', 'renewed', 1)
+return 'active'
+"""
+
+_RELEASE = """
+local p, lease_id, now, outcome = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local key = p .. ':lease:' .. lease_id
+local env = redis.call('HGET', key, 'env')
+if not env then return false end
+-- A lease renewed after the reaper read the expiry set is not reclaimed.
+if outcome == 'reclaimed' and tonumber(redis.call('HGET', key, 'expires')) > now then return false end
+local kind = redis.call('HGET', key, 'kind')
+local lstate = redis.call('HGET', key, 'state')
+redis.call('DEL', key)
+redis.call('ZREM', p .. ':expiry', lease_id)
+local ekey = p .. ':env:' .. env
+-- The env goes back to the idle set unless it crashed meanwhile (or was retired).
+if lstate == 'active' and redis.call('HGET', ekey, 'state') == 'leased' then
+  redis.call('HSET', ekey, 'state', 'idle', 'lease', '', 'task', '')
+  redis.call('SADD', p .. ':idle:' .. kind, env)
+end
+redis.call('HINCRBY', p .. ':counters', outcome, 1)
+redis.call('XADD', p .. ':events', 'MAXLEN', '~', 100000, '*', 'event', outcome, 'env', env, 'lease', lease_id,
+           'kind', kind, 'at', now)
+return env
+"""
+
+_REGISTER = """
+local p, env, kind, worker, boot_s, now = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+redis.call('HSET', p .. ':env:' .. env, 'kind', kind, 'worker', worker, 'state', 'idle', 'lease', '', 'task', '',
+           'boot_s', boot_s, 'since', now)
+redis.call('SADD', p .. ':idle:' .. kind, env)
+redis.call('SADD', p .. ':envs', env)
+redis.call('HINCRBY', p .. ':counters', 'booted', 1)
+redis.call('XADD', p .. ':events', 'MAXLEN', '~', 100000, '*', 'event', 'booted', 'env', env, 'kind', kind,
+           'worker', worker, 'boot_s', boot_s, 'at', now)
+return 1
+"""
+
+_CRASHED = """
+local p, env, now, why = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local ekey = p .. ':env:' .. env
+local kind = redis.call('HGET', ekey, 'kind')
+if not kind then return false end
+local lease_id = redis.call('HGET', ekey, 'lease')
+redis.call('SREM', p .. ':idle:' .. kind, env)
+redis.call('HSET', ekey, 'state', 'crashed', 'reason', why)
+if lease_id and lease_id ~= '' then
+  -- The lessee learns of the crash on its next renew/step; the lease stays until released or reaped.
+  redis.call('HSET', p .. ':lease:' .. lease_id, 'state', 'crashed')
+end
+redis.call('HINCRBY', p .. ':counters', 'crashed', 1)
+redis.call('XADD', p .. ':events', 'MAXLEN', '~', 100000, '*', 'event', 'crashed', 'env', env, 'kind', kind,
+           'lease', lease_id or '', 'reason', why, 'at', now)
+return lease_id or ''
+"""
+
+_RETIRE = """
+local p, env, now = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local ekey = p .. ':env:' .. env
+local kind = redis.call('HGET', ekey, 'kind')
+if not kind then return false end
+redis.call('SREM', p .. ':idle:' .. kind, env)
+redis.call('SREM', p .. ':envs', env)
+redis.call('DEL', ekey)
+redis.call('XADD', p .. ':events', 'MAXLEN', '~', 100000, '*', 'event', 'retired', 'env', env, 'kind', kind, 'at', now)
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class Lease:
+    lease_id: str
+    env_id: str
+    worker: str
+    kind: str
+    owner: str
+    task: str
+
+
+class LeaseRegistry:
+    """Atomic lease operations over Redis; safe to use from many processes at once."""
+
+    def __init__(self, client: redis.Redis, prefix: str = "flywheel:fleet") -> None:
+        self.r = client
+        self.prefix = prefix
+        self._acquire = client.register_script(_ACQUIRE)
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+        self._register = client.register_script(_REGISTER)
+        self._crashed = client.register_script(_CRASHED)
+        self._retire = client.register_script(_RETIRE)
+
+    # -- environments (called by the worker that hosts them)
+    def register_env(self, *, env_id: str, kind: str, worker: str, boot_s: float) -> None:
+        self._register(keys=[self.prefix], args=[env_id, kind, worker, f"{boot_s:.4f}", time.time()])
+
+    def mark_crashed(self, *, env_id: str, reason: str) -> str | None:
+        """Take a dead env out of service; returns the id of the lease it had, if any."""
+        lease = self._crashed(keys=[self.prefix], args=[env_id, time.time(), reason[:500]])
+        return _s(lease) or None
+
+    def retire_env(self, *, env_id: str) -> None:
+        self._retire(keys=[self.prefix], args=[env_id, time.time()])
+
+    def host_heartbeat(self, *, worker: str, ttl_s: float) -> None:
+        """A host says it is alive; its envs are taken out of service once this lapses."""
+        self.r.set(f"{self.prefix}:host:{worker}", time.time(), px=int(ttl_s * 1000))
+
+    def retire_worker(self, *, worker: str, reason: str) -> list[str]:
+        """Take every env of `worker` out of service (its process is gone or restarting): leases on
+        them learn of it as a crash on their next renew. Returns the env ids."""
+        gone = []
+        for raw in self.r.smembers(f"{self.prefix}:envs"):
+            env_id = _s(raw)
+            if _s(self.r.hget(f"{self.prefix}:env:{env_id}", "worker") or b"") == worker:
+                self.mark_crashed(env_id=env_id, reason=reason)
+                self.retire_env(env_id=env_id)
+                gone.append(env_id)
+        return gone
+
+    def reap_dead_hosts(self) -> list[str]:
+        """Retire the envs of every host whose heartbeat lapsed (a killed worker, a lost machine)."""
+        workers = {
+            _s(self.r.hget(f"{self.prefix}:env:{_s(e)}", "worker") or b"")
+            for e in self.r.smembers(f"{self.prefix}:envs")
+        }
+        gone: list[str] = []
+        for worker in sorted(w for w in workers if w):
+            if not self.r.exists(f"{self.prefix}:host:{worker}"):
+                gone += self.retire_worker(worker=worker, reason=f"host {worker} stopped sending heartbeats")
+        return gone
+
+    # -- leases (called by services on behalf of annotation sessions and RL rollouts)
+    def acquire(self, *, kind: str, owner: str, task: str = "", ttl_s: float = 60.0) -> Lease | None:
+        """Lease an idle env of `kind`, or None when none is idle (the caller may ask for a boot)."""
+        lease_id = uuid.uuid4().hex
+        got = self._acquire(keys=[self.prefix], args=[kind, owner, task, ttl_s, time.time(), lease_id])
+        if not got:
+            return None
+        env_id, worker = (_s(x) for x in got)
+        return Lease(lease_id=lease_id, env_id=env_id, worker=worker, kind=kind, owner=owner, task=task)
+
+    def renew(self, *, lease_id: str) -> str:
+        """Heartbeat. Returns 'active', 'crashed' (env died: release and lease again) or 'gone'
+        (released or reclaimed)."""
+        return _s(self._renew(keys=[self.prefix], args=[lease_id, time.time()]))
+
+    def release(self, *, lease_id: str) -> bool:
+        return bool(self._release(keys=[self.prefix], args=[lease_id, time.time(), "released"]))
+
+    def reap(self, *, now: float | None = None, limit: int = 500) -> list[str]:
+        """Reclaim every lease whose expiry has passed; returns their ids. Idempotent and safe to
+        run from several processes (each lease is reclaimed by exactly one RELEASE script)."""
+        now = time.time() if now is None else now
+        due = self.r.zrangebyscore(f"{self.prefix}:expiry", "-inf", now, start=0, num=limit)
+        reclaimed = []
+        for raw in due:
+            lease_id = _s(raw)
+            if self._release(keys=[self.prefix], args=[lease_id, now, "reclaimed"]):
+                reclaimed.append(lease_id)
+        return reclaimed
+
+    # -- reads
+    def lease(self, lease_id: str) -> dict[str, str]:
+        return {_s(k): _s(v) for k, v in self.r.hgetall(f"{self.prefix}:lease:{lease_id}").items()}
+
+    def env(self, env_id: str) -> dict[str, str]:
+        return {_s(k): _s(v) for k, v in self.r.hgetall(f"{self.prefix}:env:{env_id}").items()}
+
+    def metrics(self) -> dict[str, Any]:
+        """Fleet figures: envs by kind and state, lease counters, boot times."""
+        by_kind: dict[str, dict[str, int]] = {}
+        boot: list[float] = []
+        env_ids = [_s(e) for e in self.r.smembers(f"{self.prefix}:envs")]
+        pipe = self.r.pipeline()
+        for env_id in env_ids:
+            pipe.hmget(f"{self.prefix}:env:{env_id}", "kind", "state", "boot_s")
+        for kind, state, boot_s in pipe.execute():
+            if kind is None:
+                continue
+            counts = by_kind.setdefault(_s(kind), {"idle": 0, "leased": 0, "crashed": 0})
+            counts[_s(state)] = counts.get(_s(state), 0) + 1
+            if boot_s:
+                boot.append(float(boot_s))
+        counters = {_s(k): int(v) for k, v in self.r.hgetall(f"{self.prefix}:counters").items()}
+        return {
+            "envs": by_kind,
+            "live": sum(c["idle"] + c["leased"] for c in by_kind.values()),
+            "leased": sum(c["leased"] for c in by_kind.values()),
+            "idle": sum(c["idle"] for c in by_kind.values()),
+            "crashed": sum(c["crashed"] for c in by_kind.values()),
+            "counters": counters,
+            "boot_s_mean": round(sum(boot) / len(boot), 3) if boot else None,
+        }
+
+    def idle_count(self, kind: str) -> int:
+        return int(self.r.scard(f"{self.prefix}:idle:{kind}"))
+
+    def clear(self) -> None:
+        """Delete every key of this registry (tests and benchmarks use their own prefix)."""
+        for key in self.r.scan_iter(f"{self.prefix}:*", count=1000):
+            self.r.delete(key)
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
