@@ -1,0 +1,301 @@
+"""A client for OpenAI-compatible chat servers (vLLM, or our own policy server) and `OpenAIPolicy`.
+
+Retries: connect/read errors, 429 and 5xx are retried with exponential backoff (`backoff_s · 2^k`,
+or the server's Retry-After when given, capped at `max_backoff_s`); any other 4xx raises
+`OpenAIHTTPError` at once with the server's own message.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from PIL import Image
+
+from workers.actions.types import Convention
+from workers.envs.base import Observation, TaskSpec
+from workers.policy.base import (
+    DEFAULT_MAX_SCREENSHOTS,
+    Candidate,
+    HistoryItem,
+    PolicyError,
+    instruction_of,
+    parse_text,
+    select_context,
+    split_response,
+)
+from workers.policy.prompts import ELEMENTS_HEADER, SUMMARY_HEADER, data_url, format_elements, render_template
+
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+class OpenAIHTTPError(PolicyError):
+    """The server answered with an error status; `message` is the server's own explanation."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+class OpenAIUnavailable(PolicyError):
+    """Transient failures (connection, timeouts, 429/5xx) persisted through every retry."""
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """A chat completion's JSON and the model version the server reported (header or body)."""
+
+    body: dict[str, Any]
+    model_version: str
+    attempts: int
+
+
+def _server_message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:500] or response.reason_phrase
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and "message" in error:
+        return str(error["message"])
+    if isinstance(error, str):
+        return error
+    return str(body)[:500]
+
+
+class OpenAIClient:
+    """Thin synchronous client; one `httpx.Client` (connection pooling) per instance."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s)
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+
+    def close(self) -> None:
+        self.http.close()
+
+    def request(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> tuple[httpx.Response, int]:
+        """Send with retries; returns the successful response and how many attempts it took."""
+        last: str = ""
+        for attempt in range(self.max_retries + 1):
+            try:
+                response = self.http.request(method, path, json=body)
+            except (httpx.TransportError, httpx.TimeoutException) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+                retry_after = None
+            else:
+                if response.status_code < 400:
+                    return response, attempt + 1
+                if response.status_code not in RETRY_STATUSES:
+                    raise OpenAIHTTPError(response.status_code, _server_message(response))
+                last = f"HTTP {response.status_code}: {_server_message(response)}"
+                retry_after = response.headers.get("Retry-After")
+            if attempt < self.max_retries:
+                time.sleep(self._delay(attempt, retry_after))
+        raise OpenAIUnavailable(f"{method} {path} failed after {self.max_retries + 1} attempts: {last}")
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        if retry_after is not None:
+            try:
+                return min(float(retry_after), self.max_backoff_s)
+            except ValueError:
+                pass
+        return min(self.backoff_s * 2**attempt, self.max_backoff_s)
+
+    def models(self) -> list[dict[str, Any]]:
+        response, _ = self.request("GET", "/v1/models")
+        return list(response.json().get("data", []))
+
+    def load_weights(self, path: str) -> dict[str, Any]:
+        """Our server's hot swap (vLLM builds expose other endpoints for this)."""
+        response, _ = self.request("POST", "/v1/load_weights", {"path": path})
+        return dict(response.json())
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        model: str,
+        n: int = 1,
+        temperature: float = 1.0,
+        max_tokens: int | None = None,
+        logprobs: bool = True,
+        top_logprobs: int | None = None,
+        **extra: Any,
+    ) -> ChatResult:
+        body: dict[str, Any] = {"model": model, "messages": messages, "n": n, "temperature": temperature}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        if logprobs:
+            body["logprobs"] = True
+            if top_logprobs:
+                body["top_logprobs"] = top_logprobs
+        body.update(extra)
+        response, attempts = self.request("POST", "/v1/chat/completions", body)
+        try:
+            payload = response.json()
+        except ValueError as exc:
+            raise PolicyError(f"server returned non-JSON: {response.text[:200]!r}") from exc
+        if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list):
+            raise PolicyError(f"server reply has no choices: {str(payload)[:200]}")
+        version = (
+            response.headers.get("X-Model-Version")
+            or payload.get("model_version")
+            or payload.get("system_fingerprint")
+            or str(payload.get("model", ""))
+        )
+        return ChatResult(payload, str(version), attempts)
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """How to talk to one model: prompt kind, coordinate convention, image resizing, extras.
+
+    - convention: how the model writes coordinates (UI-TARS 1.5: ABSOLUTE_RESIZED; 1.0: RELATIVE_1000;
+      the embedded model: SCREEN)
+    - smart_resize: send the screenshot resized by Qwen2.5-VL's smart_resize (the model then answers
+      in that image's pixels); otherwise the original image is sent
+    - include_elements: add the "Elements:" text part (required by the embedded model)
+    """
+
+    prompt: str = "computer"
+    convention: Convention = Convention.ABSOLUTE_RESIZED
+    smart_resize: bool = True
+    include_elements: bool = False
+    language: str = "English"
+    max_screenshots: int = DEFAULT_MAX_SCREENSHOTS
+    max_tokens: int | None = 512
+    top_logprobs: int | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+
+UI_TARS_15 = ModelProfile()
+EMBEDDED = ModelProfile(
+    convention=Convention.SCREEN,
+    smart_resize=False,
+    include_elements=True,
+    max_tokens=None,
+    extra_body={"return_tokens_as_token_ids": True},
+)
+
+
+def _resize(image: bytes, width: int, height: int, image_format: str) -> tuple[bytes, tuple[int, int]]:
+    """The screenshot as the model sees it after smart_resize, and that size (width, height)."""
+    from workers.actions.coords import smart_resize
+
+    new_h, new_w = smart_resize(height, width)
+    if (new_w, new_h) == (width, height):
+        return image, (width, height)
+    img = Image.open(io.BytesIO(image)).convert("RGB").resize((new_w, new_h), Image.Resampling.BICUBIC)
+    out = io.BytesIO()
+    img.save(out, format="PNG" if image_format == "png" else "JPEG", quality=90)
+    return out.getvalue(), (new_w, new_h)
+
+
+class OpenAIPolicy:
+    """`Policy` over any OpenAI-compatible server."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        profile: ModelProfile = UI_TARS_15,
+        client: OpenAIClient | None = None,
+        summary: str | None = None,
+    ) -> None:
+        self.client = client or OpenAIClient(base_url)
+        self.model = model
+        self.profile = profile
+        self.summary = summary
+
+    def _image(self, image: bytes, width: int, height: int, image_format: str) -> tuple[str, tuple[int, int]]:
+        if self.profile.smart_resize:
+            image, size = _resize(image, width, height, image_format)
+        else:
+            size = (width, height)
+        return data_url(image, image_format), size
+
+    def build_messages(
+        self, observation: Observation, history: list[HistoryItem], task: TaskSpec | None
+    ) -> tuple[list[dict[str, Any]], tuple[int, int]]:
+        """Chat messages in the UI-TARS layout (see prompts.py) and the image size the model sees."""
+        system = render_template(
+            self.profile.prompt, instruction_of(observation, task), self.profile.language
+        )
+        if self.summary:
+            system = f"{system.rstrip()}\n{SUMMARY_HEADER}{self.summary}\n"
+        messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": system}]}]
+        w, h = observation.width, observation.height
+        for step in select_context(history, self.profile.max_screenshots):
+            if step.with_screenshot and step.item.screenshot is not None:
+                url, _ = self._image(step.item.screenshot, w, h, step.item.image_format)
+                messages.append(
+                    {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}
+                )
+            messages.append({"role": "assistant", "content": step.item.text})
+        url, size = self._image(observation.screenshot, w, h, observation.image_format)
+        current: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": url}}]
+        if self.profile.include_elements:
+            current.append({"type": "text", "text": ELEMENTS_HEADER + format_elements(observation.elements)})
+        messages.append({"role": "user", "content": current})
+        return messages, size
+
+    def propose(
+        self,
+        observation: Observation,
+        history: list[HistoryItem],
+        task: TaskSpec | None = None,
+        n: int = 4,
+        temperature: float = 1.0,
+    ) -> list[Candidate]:
+        messages, size = self.build_messages(observation, history, task)
+        result = self.client.chat(
+            messages,
+            self.model,
+            n=n,
+            temperature=temperature,
+            max_tokens=self.profile.max_tokens,
+            logprobs=True,
+            top_logprobs=self.profile.top_logprobs,
+            **self.profile.extra_body,
+        )
+        return [self._candidate(choice, result.model_version, size) for choice in result.body["choices"]]
+
+    def _candidate(self, choice: dict[str, Any], version: str, size: tuple[int, int]) -> Candidate:
+        message = choice.get("message") or {}
+        text = str(message.get("content") or "")
+        thought, action = split_response(text)
+        logprobs = choice.get("logprobs") or {}
+        content = logprobs.get("content") if isinstance(logprobs, dict) else None
+        token_logprobs = [float(t["logprob"]) for t in content] if content else None
+        # vLLM's `return_tokens_as_token_ids` reports tokens as "token_id:N": keep the ids for RL.
+        token_ids = None
+        if content and all(str(t.get("token", "")).startswith("token_id:") for t in content):
+            token_ids = [int(str(t["token"]).split(":", 1)[1]) for t in content]
+        return Candidate(
+            thought=thought,
+            action_text=action,
+            parsed=parse_text(text, self.profile.convention),
+            logprob_sum=sum(token_logprobs) if token_logprobs is not None else None,
+            token_logprobs=token_logprobs,
+            model_version=version,
+            raw_text=text,
+            convention=self.profile.convention,
+            image_size=size,
+            token_ids=token_ids,
+        )

@@ -1,0 +1,289 @@
+"""Serve the embedded policy over the OpenAI-compatible API vLLM speaks (SPEC §7).
+
+    python -m workers.policy.server --checkpoint DIR --port P [--host 127.0.0.1]
+
+Endpoints:
+- `GET /v1/models`
+- `POST /v1/chat/completions`: `messages` (text + `image_url` data URLs), `n`, `temperature`,
+  `max_tokens`, `logprobs`, `top_logprobs`, `return_tokens_as_token_ids` (vLLM's flag: tokens are
+  reported as "token_id:N"); vLLM-shaped JSON back.
+- `POST /v1/load_weights` `{"path": DIR}`: hot-swap the checkpoint without a restart.
+Every response carries the loaded version in the `X-Model-Version` header; completions also carry it
+as `model_version` and `system_fingerprint`.
+
+Prompt format: the embedded model reads the chat layout documented in `workers.policy.prompts`
+(instruction after "## User Instruction\\n", the element list as a text part starting with
+"Elements:\\n" in the last user message, history as assistant messages, the screenshot as the last
+image) — exactly what `OpenAIPolicy(include_elements=True)` sends.
+
+Why the stdlib ThreadingHTTPServer: the model is one CPU-bound object behind a lock, so an async
+framework would buy nothing; requests parse and validate concurrently, generation is serialised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import threading
+import time
+import uuid
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from workers.policy.base import PolicyError
+from workers.policy.embedded.generation import Generated
+from workers.policy.embedded.policy import EmbeddedPolicy, load_checkpoint
+from workers.policy.prompts import embedded_prompt_from_messages
+
+log = logging.getLogger(__name__)
+MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_N = 64
+
+
+class BadRequest(ValueError):
+    """The request is malformed: answered with 400 and this message."""
+
+
+class PolicyService:
+    """The HTTP-independent part: request dict in, response dict out."""
+
+    def __init__(self, policy: EmbeddedPolicy, model_name: str, checkpoint: str) -> None:
+        self.policy = policy
+        self.model_name = model_name
+        self.checkpoint = checkpoint
+
+    @property
+    def version(self) -> str:
+        return self.policy.model_version
+
+    def models(self) -> dict[str, Any]:
+        card = {"id": self.model_name, "object": "model", "owned_by": "flywheel", "root": self.checkpoint}
+        return {"object": "list", "data": [{**card, "model_version": self.version}]}
+
+    def load_weights(self, body: dict[str, Any]) -> dict[str, Any]:
+        path = body.get("path")
+        if not isinstance(path, str) or not path:
+            raise BadRequest("'path' (a checkpoint directory) is required")
+        try:
+            model, _ = load_checkpoint(path)
+        except PolicyError as exc:
+            raise BadRequest(str(exc)) from exc
+        started = time.perf_counter()
+        self.policy.set_model(model)
+        self.checkpoint = str(Path(path))
+        return {
+            "model_version": self.version,
+            "path": self.checkpoint,
+            "swap_ms": (time.perf_counter() - started) * 1e3,
+        }
+
+    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        n = _int(body, "n", 1, 1, MAX_N)
+        temperature = _float(body, "temperature", 1.0, 0.0, 10.0)
+        top = _int(body, "top_logprobs", 0, 0, 20)
+        max_tokens = (
+            body.get("max_tokens")
+            if body.get("max_tokens") is not None
+            else body.get("max_completion_tokens")
+        )
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise BadRequest("'max_tokens' must be a positive integer")
+        want_logprobs = bool(body.get("logprobs", False))
+        as_ids = bool(body.get("return_tokens_as_token_ids", False))
+        try:
+            inputs = embedded_prompt_from_messages(body.get("messages"))
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from exc
+        try:
+            rows, version = self.policy.generate(
+                [inputs], n, temperature, top if want_logprobs else 0, max_tokens
+            )
+        except PolicyError as exc:
+            raise BadRequest(str(exc)) from exc
+        prompt_tokens = len(self.policy.encode_prompt(inputs.text))
+        choices = [self._choice(i, g, want_logprobs, as_ids) for i, g in enumerate(rows[0])]
+        completion_tokens = sum(len(g.token_ids) for g in rows[0])
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model_name,
+            "system_fingerprint": version,
+            "model_version": version,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+    def _choice(self, index: int, g: Generated, want_logprobs: bool, as_ids: bool) -> dict[str, Any]:
+        tok = self.policy.tokenizer
+        text_ids = [t for t in g.token_ids if t != tok.eos_id]
+        choice: dict[str, Any] = {
+            "index": index,
+            "message": {"role": "assistant", "content": tok.decode(text_ids)},
+            "finish_reason": "stop" if g.finished else "length",
+            "logprobs": None,
+        }
+        if want_logprobs:
+
+            def entry(token_id: int, logprob: float) -> dict[str, Any]:
+                text = f"token_id:{token_id}" if as_ids else tok.token_text(token_id)
+                return {"token": text, "logprob": logprob, "bytes": list(tok.decode([token_id]).encode())}
+
+            content = []
+            for pos, (token_id, logprob) in enumerate(zip(g.token_ids, g.logprobs, strict=True)):
+                item = entry(token_id, logprob)
+                item["top_logprobs"] = (
+                    [entry(t, lp) for t, lp in g.top_logprobs[pos]] if g.top_logprobs else []
+                )
+                content.append(item)
+            choice["logprobs"] = {"content": content}
+        return choice
+
+
+def _int(body: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise BadRequest(f"'{key}' must be an integer in [{low}, {high}]")
+    return value
+
+
+def _float(body: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise BadRequest(f"'{key}' must be a number in [{low}, {high}]")
+    return float(value)
+
+
+class Handler(BaseHTTPRequestHandler):
+    """Routes to the `PolicyService` on `self.server.service`; errors are OpenAI-shaped JSON."""
+
+    server: PolicyHTTPServer
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            self._send(HTTPStatus.OK, self.server.service.models())
+        elif self.path.rstrip("/") == "/health":
+            self._send(HTTPStatus.OK, {"status": "ok"})
+        else:
+            self._error(HTTPStatus.NOT_FOUND, f"no route GET {self.path}")
+
+    def do_POST(self) -> None:
+        routes = {
+            "/v1/chat/completions": self.server.service.chat,
+            "/v1/load_weights": self.server.service.load_weights,
+        }
+        route = routes.get(self.path.rstrip("/"))
+        if route is None:
+            self._error(HTTPStatus.NOT_FOUND, f"no route POST {self.path}")
+            return
+        try:
+            self._send(HTTPStatus.OK, route(self._json_body()))
+        except BadRequest as exc:
+            self._error(HTTPStatus.BAD_REQUEST, str(exc))
+        except Exception as exc:  # a bug must answer 500 and keep the server up
+            log.exception("request failed")
+            self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+
+    def _json_body(self) -> dict[str, Any]:
+        try:
+            length = int(self.headers.get("Content-Length", "0"))
+        except ValueError as exc:
+            raise BadRequest("bad Content-Length") from exc
+        if length <= 0 or length > MAX_BODY_BYTES:
+            raise BadRequest(f"body must be 1..{MAX_BODY_BYTES} bytes of JSON")
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise BadRequest(f"body is not valid JSON: {exc}") from exc
+        if not isinstance(body, dict):
+            raise BadRequest("body must be a JSON object")
+        return body
+
+    def _error(self, status: HTTPStatus, message: str) -> None:
+        kind = "invalid_request_error" if status < 500 else "server_error"
+        self._send(status, {"error": {"message": message, "type": kind, "code": int(status)}})
+
+    def _send(self, status: HTTPStatus, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("X-Model-Version", self.server.service.version)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+
+class PolicyHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], service: PolicyService) -> None:
+        self.service = service
+        super().__init__(address, Handler)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}"
+
+
+def start_server(
+    policy: EmbeddedPolicy,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    model_name: str = "flywheel-embedded",
+    checkpoint: str = "",
+) -> tuple[PolicyHTTPServer, threading.Thread]:
+    """Serve `policy` from a background thread; stop with `server.shutdown(); server.server_close()`."""
+    server = PolicyHTTPServer((host, port), PolicyService(policy, model_name, checkpoint))
+    thread = threading.Thread(target=server.serve_forever, name="policy-server", daemon=True)
+    thread.start()
+    return server, thread
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument(
+        "--checkpoint", required=True, help="checkpoint directory (config.json, model.safetensors)"
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--model-name", default="flywheel-embedded")
+    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO)
+    torch.set_num_threads(args.threads)
+    try:
+        policy = EmbeddedPolicy.from_pretrained(args.checkpoint)
+    except PolicyError as exc:
+        parser.error(str(exc))
+    server = PolicyHTTPServer((args.host, args.port), PolicyService(policy, args.model_name, args.checkpoint))
+    log.info("serving %s (version %s) on %s", args.checkpoint, policy.model_version, server.url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

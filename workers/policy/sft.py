@@ -1,0 +1,207 @@
+"""Supervised fine-tuning of the embedded policy on `Thought: ...\\nAction: ...` targets.
+
+Loss: mean negative log-likelihood of the target's thought + action tokens (prompt tokens carry no
+loss), under the grammar-constrained distribution that decoding samples from. Runs in resumable
+chunks: `out_dir` holds the HF checkpoint plus `trainer_state.pt` (optimizer, step); calling again
+with a larger `steps` continues where the last call stopped. Batches are drawn from a generator
+seeded with (seed, step), so a resumed run sees exactly the batches an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from workers.envs.base import Observation, TaskSpec
+from workers.policy.base import HistoryItem, PolicyError
+from workers.policy.embedded.generation import PromptBatch, score
+from workers.policy.embedded.grammar import Grammar, GrammarError
+from workers.policy.embedded.modeling import FlywheelPolicyModel
+from workers.policy.embedded.policy import EmbeddedPolicy, load_checkpoint, load_image
+from workers.policy.embedded.tokenizer import FlywheelTokenizer
+from workers.policy.prompts import EmbeddedInputs, build_embedded_prompt, format_elements
+
+STATE_FILE = "trainer_state.pt"
+VERSION_FILE = "flywheel_version.json"
+
+
+@dataclass(frozen=True)
+class SFTExample:
+    """One training pair: what the model reads (prompt text + screenshot) and the target response."""
+
+    inputs: EmbeddedInputs
+    target: str
+
+
+def example_from_step(
+    observation: Observation, history: list[HistoryItem], target: str, task: TaskSpec | None = None
+) -> SFTExample:
+    """Build the prompt exactly as `EmbeddedPolicy.inputs_for` does at inference time."""
+    instruction = task.instruction if task is not None and task.instruction else observation.instruction
+    text = build_embedded_prompt(
+        instruction, format_elements(observation.elements), [h.action for h in history]
+    )
+    return SFTExample(EmbeddedInputs(text, observation.screenshot), target)
+
+
+@dataclass
+class _Encoded:
+    pixels: torch.Tensor  # [3, H, W]
+    prompt: list[int]
+    response: list[int]
+
+
+def _encode(
+    examples: list[SFTExample], model: FlywheelPolicyModel, tokenizer: FlywheelTokenizer
+) -> list[_Encoded]:
+    grammar = Grammar(tokenizer, model.config.max_thought, model.config.max_text)
+    cfg = model.config
+    encoded = []
+    for i, ex in enumerate(examples):
+        try:
+            response = grammar.encode_response(ex.target)
+        except GrammarError as exc:
+            raise PolicyError(f"example {i}: {exc}") from exc
+        prompt = tokenizer.encode(ex.inputs.text)[: cfg.max_prompt_tokens]
+        encoded.append(
+            _Encoded(load_image(ex.inputs.image, cfg.image_width, cfg.image_height), prompt, response)
+        )
+    return encoded
+
+
+def _batch(items: list[_Encoded], pad_id: int) -> tuple[PromptBatch, list[list[int]]]:
+    longest = max(len(it.prompt) for it in items)
+    ids = torch.full((len(items), longest), pad_id, dtype=torch.long)
+    mask = torch.zeros(len(items), longest, dtype=torch.bool)
+    for row, it in enumerate(items):
+        ids[row, : len(it.prompt)] = torch.tensor(it.prompt)
+        mask[row, : len(it.prompt)] = True
+    return PromptBatch(torch.stack([it.pixels for it in items]), ids, mask), [it.response for it in items]
+
+
+def _load_start(
+    model: FlywheelPolicyModel | str | Path, out: Path
+) -> tuple[FlywheelPolicyModel, dict[str, Any] | None]:
+    """Resume from out_dir when it holds a trainer state, else start from the given model / dir."""
+    if (out / STATE_FILE).is_file() and (out / "config.json").is_file():
+        resumed, _ = load_checkpoint(out)
+        return resumed, torch.load(out / STATE_FILE, weights_only=False)
+    if isinstance(model, FlywheelPolicyModel):
+        return model, None
+    loaded, _ = load_checkpoint(model)
+    return loaded, None
+
+
+def save_checkpoint(
+    model: FlywheelPolicyModel, out: Path, version: str, parent: str, extra: dict[str, Any] | None = None
+) -> None:
+    """HF checkpoint dir + tokenizer + `flywheel_version.json` lineage record."""
+    model.config.flywheel_version = version
+    model.config.flywheel_parent = parent
+    model.save_pretrained(out)
+    FlywheelTokenizer().save_pretrained(out)
+    record = {"version": version, "parent": parent, "created": time.time(), **(extra or {})}
+    (out / VERSION_FILE).write_text(json.dumps(record, indent=2))
+
+
+def sft_train(
+    model: FlywheelPolicyModel | str | Path,
+    examples: list[SFTExample],
+    out_dir: str | Path,
+    steps: int | None = None,
+    epochs: float | None = None,
+    lr: float = 1e-3,
+    batch_size: int = 16,
+    seed: int = 0,
+    weight_decay: float = 0.01,
+    grad_clip: float = 1.0,
+    version: str | None = None,
+    progress_callback: Callable[[dict[str, float]], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    log_every: int = 10,
+) -> dict[str, Any]:
+    """Train until `steps` total optimizer steps (or `epochs` passes over the examples).
+
+    Returns JSON-serialisable metrics: steps, losses (every `log_every`), loss_first, loss_last,
+    seconds, version, parent, out_dir, stopped (True when `should_stop` ended the chunk early),
+    examples. A `FlywheelPolicyModel` passed in is trained in place (and also saved to `out_dir`);
+    load the result with `policy_from_result`. Cosine LR decay over the planned steps.
+    `progress_callback` gets {"step", "total", "loss", "lr"}.
+    """
+    if not examples:
+        raise PolicyError("no SFT examples")
+    if steps is None:
+        if epochs is None:
+            raise PolicyError("give steps or epochs")
+        steps = max(1, math.ceil(epochs * len(examples) / batch_size))
+    out = Path(out_dir)
+    start_model, state = _load_start(model, out)
+    tokenizer = FlywheelTokenizer()
+    parent = str(start_model.config.flywheel_version) if state is None else str(state["parent"])
+    version = version or (state["version"] if state else f"sft-{int(time.time())}-{seed}")
+    encoded = _encode(examples, start_model, tokenizer)
+    grammar = Grammar(tokenizer, start_model.config.max_thought, start_model.config.max_text)
+    optimizer = torch.optim.AdamW(start_model.parameters(), lr=lr, weight_decay=weight_decay)
+    first_step = 0
+    if state is not None:
+        optimizer.load_state_dict(state["optimizer"])
+        first_step = int(state["step"])
+    start_model.train()
+    losses: list[float] = []
+    started = time.perf_counter()
+    stopped = False
+    step = first_step
+    for step in range(first_step, steps):
+        if should_stop is not None and should_stop():
+            stopped = True
+            break
+        rng = torch.Generator().manual_seed(seed * 1_000_003 + step)
+        picks = torch.randint(len(encoded), (min(batch_size, len(encoded)),), generator=rng).tolist()
+        batch, responses = _batch([encoded[i] for i in picks], tokenizer.pad_id)
+        current_lr = lr * 0.5 * (1 + math.cos(math.pi * step / max(1, steps)))
+        for group in optimizer.param_groups:
+            group["lr"] = current_lr
+        scored = score(start_model, grammar, batch, responses, temperature=1.0)
+        loss = -(scored.logprobs.sum() / scored.mask.sum())
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(start_model.parameters(), grad_clip)
+        optimizer.step()
+        if step % log_every == 0 or step == steps - 1:
+            losses.append(loss.item())
+            if progress_callback is not None:
+                progress_callback({"step": step + 1, "total": steps, "loss": losses[-1], "lr": current_lr})
+    else:
+        step = steps
+    done_steps = step if stopped else steps
+    start_model.eval()
+    out.mkdir(parents=True, exist_ok=True)
+    save_checkpoint(start_model, out, version, parent, {"steps": done_steps, "examples": len(examples)})
+    torch.save(
+        {"optimizer": optimizer.state_dict(), "step": done_steps, "version": version, "parent": parent},
+        out / STATE_FILE,
+    )
+    return {
+        "steps": done_steps,
+        "losses": losses,
+        "loss_first": losses[0] if losses else None,
+        "loss_last": losses[-1] if losses else None,
+        "seconds": time.perf_counter() - started,
+        "version": version,
+        "parent": parent,
+        "out_dir": str(out),
+        "stopped": stopped,
+        "examples": len(examples),
+    }
+
+
+def policy_from_result(result: dict[str, Any], seed: int | None = None) -> EmbeddedPolicy:
+    """An `EmbeddedPolicy` over the checkpoint `sft_train` wrote (`result["out_dir"]`)."""
+    return EmbeddedPolicy.from_pretrained(result["out_dir"], seed=seed)
