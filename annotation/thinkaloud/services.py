@@ -1,0 +1,429 @@
+"""Writes of the think-aloud (issue 6): store uploaded chunks, transcribe them, align words to steps.
+
+Two passes, both on the `asr` Celery queue:
+- live: every uploaded chunk is transcribed on its own and all chunk words so far are re-aligned to
+  the session's steps, so a step shows what was said for it seconds after the chunk arrives (the
+  workspace cuts a chunk at every decision);
+- final (`recording_finish`): the whole recording is decoded onto one session-clock timeline and
+  transcribed in one go (Whisper gets the full context, no words cut at chunk edges), re-aligned,
+  optionally refined by an LLM, and re-encoded as one file for review playback.
+
+Steps the annotator edited (thought) or re-cut (moved words) keep their text through later passes.
+The jobs are idempotent (each pass recomputes from the stored chunks), run with acks_late and
+reject_on_worker_lost, so a worker killed mid-job loses nothing: the job is delivered again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import time
+import uuid
+from typing import Any, Literal
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import transaction
+
+from annotation import events
+from annotation.models import (
+    AnnotationSession,
+    SessionStatus,
+    ThinkAloudChunk,
+    ThinkAloudRecording,
+    ThinkAloudStatus,
+)
+from annotation.services.common import session_clock
+from annotation.thinkaloud.selectors import ALLOWED_TYPES, session_steps, thinkaloud_state
+from webapp.store.models import Step
+from workers.asr.align import AlignmentError, StepSpeech, align_words, move_boundary
+from workers.asr.types import Word
+
+log = logging.getLogger(__name__)
+
+UPLOAD_STATUSES = (SessionStatus.ACTIVE, SessionStatus.SUBMITTED)
+
+
+class ChunkRejected(ValueError):
+    """An upload that cannot be accepted; `status` is the HTTP status to answer with."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ThinkAloudConflict(RuntimeError):
+    """The request does not fit the recording's state (nothing recorded, no such step, ...)."""
+
+
+# ---------- words <-> JSON ----------
+
+
+def word_json(w: Word) -> dict[str, Any]:
+    """A word as Step.human_words stores it: {w, start, end, p}."""
+    return {"w": w.text, "start": round(w.start, 3), "end": round(w.end, 3), "p": round(w.probability, 4)}
+
+
+def word_of(d: dict[str, Any]) -> Word:
+    return Word(str(d["w"]), float(d["start"]), float(d["end"]), float(d.get("p", 1.0)))
+
+
+# ---------- upload ----------
+
+
+def base_type(content_type: str) -> str:
+    """`audio/webm;codecs=opus` -> `audio/webm`."""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def recording_get_or_create(session: AnnotationSession) -> ThinkAloudRecording:
+    recording, _ = ThinkAloudRecording.objects.get_or_create(session=session)
+    return recording
+
+
+def chunk_upload(
+    *,
+    session: AnnotationSession,
+    index: int,
+    start_clock: float,
+    data: bytes,
+    content_type: str,
+    clock_rtt_ms: float | None = None,
+) -> tuple[ThinkAloudChunk, bool]:
+    """Store one chunk and queue its live transcription; returns (chunk, created).
+
+    Idempotent by index: the same bytes at the same index again return the stored chunk (a retried
+    upload after a lost response); different bytes at a used index are refused (409).
+    Raises ChunkRejected with the HTTP status for anything that is not a usable chunk.
+    """
+    from workers.asr.audio import AudioDecodeError, decode_chunk  # PyAV: only when audio arrives
+
+    if session.status not in UPLOAD_STATUSES:
+        raise ChunkRejected(f"session is {session.status}: it takes no more audio", 409)
+    kind = base_type(content_type)
+    if kind not in ALLOWED_TYPES:
+        raise ChunkRejected(
+            f"unsupported audio type {content_type or '(none)'!r}: send one of {', '.join(ALLOWED_TYPES)}",
+            415,
+        )
+    if len(data) > settings.THINKALOUD_MAX_CHUNK_BYTES:
+        raise ChunkRejected(
+            f"chunk is {len(data)} bytes, more than the limit of {settings.THINKALOUD_MAX_CHUNK_BYTES}", 413
+        )
+    if index < 0 or index > 100_000:
+        raise ChunkRejected(f"chunk index {index} is out of range 0..100000")
+    if not math.isfinite(start_clock) or start_clock < -settings.THINKALOUD_CLOCK_TOLERANCE_S:
+        raise ChunkRejected(f"start_clock {start_clock} is not a session-clock second (>= 0)")
+    now = session_clock(session)
+    if start_clock > now + settings.THINKALOUD_CLOCK_TOLERANCE_S:
+        raise ChunkRejected(
+            f"start_clock {start_clock:.2f} is in the future (session clock is {now:.2f}): sync the clock"
+        )
+    digest = hashlib.sha256(data).hexdigest()
+    recording = recording_get_or_create(session)
+    existing = recording.chunks.filter(index=index).first()
+    if existing is not None:
+        if existing.sha256 == digest:
+            return existing, False
+        raise ChunkRejected(f"chunk {index} was already uploaded with different audio", 409)
+    try:
+        samples = decode_chunk(data)
+    except AudioDecodeError as exc:
+        raise ChunkRejected(f"not playable audio: {exc}") from exc
+    duration = len(samples) / 16_000
+    if duration > settings.THINKALOUD_MAX_CHUNK_S:
+        raise ChunkRejected(
+            f"chunk lasts {duration:.0f} s, more than {settings.THINKALOUD_MAX_CHUNK_S:.0f} s", 413
+        )
+    ext = {"audio/webm": "webm", "audio/ogg": "ogg"}.get(kind, "wav")
+    name = default_storage.save(
+        f"thinkaloud/s{session.pk}/{index:05d}-{uuid.uuid4().hex[:6]}.{ext}", ContentFile(data)
+    )
+    with transaction.atomic():
+        recording = ThinkAloudRecording.objects.select_for_update().get(pk=recording.pk)
+        existing = recording.chunks.filter(index=index).first()
+        if existing is not None:  # a concurrent retry of the same upload won the race
+            default_storage.delete(name)
+            if existing.sha256 != digest:
+                raise ChunkRejected(f"chunk {index} was already uploaded with different audio", 409)
+            return existing, False
+        chunk = ThinkAloudChunk.objects.create(
+            recording=recording, index=index, start_clock=start_clock, duration_s=round(duration, 3),
+            file=name, content_type=kind, size=len(data), sha256=digest,
+        )  # fmt: skip
+        fields = ["updated_at"]
+        if clock_rtt_ms is not None and math.isfinite(clock_rtt_ms):
+            recording.clock_rtt_ms = clock_rtt_ms
+            fields.append("clock_rtt_ms")
+        if recording.status in (ThinkAloudStatus.DONE, ThinkAloudStatus.FAILED) and not recording.finished:
+            recording.status = ThinkAloudStatus.RECORDING
+            fields.append("status")
+        recording.save(update_fields=fields)
+        transaction.on_commit(lambda: _enqueue("transcribe_chunk", chunk.pk))
+        if recording.finished:  # audio after the end: redo the full pass with it
+            transaction.on_commit(lambda: recording_finish(session=session))
+    return chunk, True
+
+
+def _enqueue(task: str, arg: int) -> None:
+    from annotation import tasks
+
+    getattr(tasks, task).apply_async((arg,), queue=settings.THINKALOUD_QUEUE)
+
+
+def recording_finish(*, session: AnnotationSession) -> ThinkAloudRecording:
+    """The annotator stopped recording: queue the full pass over the whole recording."""
+    with transaction.atomic():
+        recording = ThinkAloudRecording.objects.select_for_update().filter(session=session).first()
+        if recording is None or not recording.chunks.exists():
+            raise ThinkAloudConflict("nothing was recorded in this session")
+        recording.finished = True
+        recording.status = ThinkAloudStatus.QUEUED
+        recording.attempts = 0
+        recording.error = ""
+        recording.save(update_fields=["finished", "status", "attempts", "error", "updated_at"])
+        pk = recording.pk
+        transaction.on_commit(lambda: _enqueue("transcribe_recording", pk))
+    _publish(recording)
+    return recording
+
+
+# ---------- transcription (runs on the asr worker) ----------
+
+
+def transcriber() -> Any:
+    """The configured Whisper (loaded once per worker process; see workers.asr.transcribe)."""
+    from workers.asr.transcribe import Transcriber, TranscriberConfig, default_model_path
+
+    return Transcriber(
+        TranscriberConfig(
+            model_path=settings.THINKALOUD_MODEL_PATH or default_model_path(),
+            device=settings.THINKALOUD_DEVICE,
+            compute_type=settings.THINKALOUD_COMPUTE_TYPE,
+        )
+    )
+
+
+def action_times(steps: list[Step]) -> list[float]:
+    """Each step's action time on the session clock, made non-decreasing (a missing time takes the
+    previous step's)."""
+    times: list[float] = []
+    last = -math.inf
+    for step in steps:
+        t = step.clock_end if step.clock_end is not None else step.clock_start
+        t = last if t is None else max(float(t), last)
+        times.append(t if math.isfinite(t) else 0.0)
+        last = times[-1]
+    return times
+
+
+def _align(words: list[Word], steps: list[Step]) -> list[StepSpeech]:
+    return align_words(
+        words, action_times(steps), lead_s=settings.THINKALOUD_LEAD_S, lag_s=settings.THINKALOUD_LAG_S
+    )
+
+
+def _store_steps(
+    recording: ThinkAloudRecording, steps: list[Step], speech: list[StepSpeech], refined: dict[int, Any]
+) -> None:
+    """Write aligned words to the steps; edited or re-cut steps are left as the annotator made them."""
+    changed = []
+    for pos, step in enumerate(steps):
+        meta = recording.step_meta.get(str(step.index), {})
+        if meta.get("edited") or meta.get("moved"):
+            continue
+        said = speech[pos]
+        step.human_words = [word_json(w) for w in said.words]
+        step.human_thought_verbatim = said.text
+        thought = refined.get(pos)
+        if thought is not None:
+            step.human_thought_refined = thought.text if thought.refined else ""
+            recording.step_meta[str(step.index)] = {
+                "refined_by": f"llm:{thought.model}" if thought.refined else "",
+                **({"refine_error": thought.error} if thought.error else {}),
+            }
+        changed.append(step)
+    Step.objects.bulk_update(changed, ["human_words", "human_thought_verbatim", "human_thought_refined"])
+
+
+def chunk_transcribe(chunk_id: int) -> bool:
+    """Live pass for one chunk: transcribe it alone, then re-align every live word to the steps."""
+    from workers.asr.audio import AudioDecodeError, decode_chunk
+
+    chunk = ThinkAloudChunk.objects.select_related("recording__session").filter(pk=chunk_id).first()
+    if chunk is None:
+        return False
+    if not chunk.transcribed:
+        try:
+            with chunk.file.open("rb") as fh:
+                samples = decode_chunk(fh.read())
+            result = transcriber().transcribe(samples, offset_s=chunk.start_clock)
+            chunk.words = [word_json(w) for w in result.words]
+            chunk.error = ""
+        except AudioDecodeError as exc:
+            chunk.words, chunk.error = [], str(exc)
+        chunk.transcribed = True
+        chunk.save(update_fields=["words", "error", "transcribed"])
+    with transaction.atomic():
+        recording = ThinkAloudRecording.objects.select_for_update().get(pk=chunk.recording_id)
+        if recording.finished:  # the full pass owns the steps now
+            return True
+        session = recording.session
+        words = [word_of(d) for c in recording.chunks.filter(transcribed=True) for d in c.words]
+        steps = session_steps(session)
+        _store_steps(recording, steps, _align(words, steps), {})
+        recording.save(update_fields=["step_meta", "updated_at"])
+    _publish(recording)
+    return True
+
+
+def _refine(speech: list[StepSpeech], instruction: str) -> dict[int, Any]:
+    if not (settings.THINKALOUD_REFINE_BASE_URL and settings.THINKALOUD_REFINE_MODEL):
+        return {}
+    from workers.asr.refine import RefineConfig, Refiner
+
+    config = RefineConfig(
+        base_url=settings.THINKALOUD_REFINE_BASE_URL,
+        model=settings.THINKALOUD_REFINE_MODEL,
+        api_key=settings.THINKALOUD_REFINE_API_KEY or None,
+    )
+    with Refiner(config) as refiner:
+        return {
+            pos: refiner.refine_or_verbatim(s.text, context=instruction)
+            for pos, s in enumerate(speech)
+            if not s.is_final
+        }
+
+
+def recording_transcribe(recording_id: int) -> bool:
+    """Full pass over the whole recording (see module docstring). False when it gave up."""
+    from workers.asr.audio import AudioChunk, build_timeline, encode_audio
+    from workers.asr.pipeline import transcribe_timeline
+
+    with transaction.atomic():
+        recording = ThinkAloudRecording.objects.select_for_update().filter(pk=recording_id).first()
+        if recording is None:
+            return False
+        recording.attempts += 1
+        if recording.attempts > settings.THINKALOUD_MAX_ATTEMPTS:
+            recording.status = ThinkAloudStatus.FAILED
+            recording.error = f"gave up after {recording.attempts - 1} attempts"
+            recording.save(update_fields=["status", "error", "attempts", "updated_at"])
+            _publish(recording)
+            return False
+        recording.status = ThinkAloudStatus.RUNNING
+        recording.save(update_fields=["status", "attempts", "updated_at"])
+    _publish(recording)
+    started = time.perf_counter()
+    session = recording.session
+    chunks = []
+    for c in recording.chunks.order_by("index"):
+        with c.file.open("rb") as fh:
+            chunks.append(AudioChunk(fh.read(), c.start_clock, f"chunk {c.index}"))
+    timeline = build_timeline(chunks)
+    steps = session_steps(session)
+    result = transcribe_timeline(
+        timeline, action_times(steps), transcriber=transcriber(),
+        lead_s=settings.THINKALOUD_LEAD_S, lag_s=settings.THINKALOUD_LAG_S,
+    )  # fmt: skip
+    speech = list(result.steps)
+    refined = _refine(speech, session.current_instruction or session.task.instruction)
+    audio_name = ""
+    if timeline.audio.size:
+        audio_name = default_storage.save(
+            f"thinkaloud/s{session.pk}/recording-{uuid.uuid4().hex[:6]}.ogg",
+            ContentFile(encode_audio(timeline.audio, "ogg", bit_rate=32_000)),
+        )
+    with transaction.atomic():
+        recording = ThinkAloudRecording.objects.select_for_update().get(pk=recording_id)
+        steps = session_steps(session)  # steps cannot change after submit, but re-read under the lock
+        _store_steps(recording, steps, speech, refined)
+        old_audio = recording.audio.name if recording.audio else ""
+        recording.audio = audio_name
+        recording.audio_start_clock = result.audio_start_clock
+        recording.audio_s = round(result.audio_s, 3)
+        recording.transcript = result.to_dict()
+        recording.processing_s = round(time.perf_counter() - started, 3)
+        recording.status = ThinkAloudStatus.DONE
+        errors = result.to_dict()["chunk_errors"]
+        recording.error = "; ".join(f"{e['name']}: {e['message']}" for e in errors)
+        recording.save()
+    if old_audio and old_audio != audio_name:
+        default_storage.delete(old_audio)
+    _publish(recording)
+    return True
+
+
+def recording_failed(recording_id: int, error: str) -> None:
+    """The full pass raised and will not be retried: say so, keep the audio for a later retry."""
+    ThinkAloudRecording.objects.filter(pk=recording_id).update(
+        status=ThinkAloudStatus.FAILED, error=error[:2000]
+    )
+    recording = ThinkAloudRecording.objects.filter(pk=recording_id).first()
+    if recording is not None:
+        _publish(recording)
+
+
+# ---------- the annotator's and reviewer's corrections ----------
+
+
+def _step(session: AnnotationSession, step_index: int) -> Step:
+    step = next((s for s in session_steps(session) if s.index == step_index), None)
+    if step is None:
+        raise ThinkAloudConflict(f"session {session.pk} has no step {step_index}")
+    return step
+
+
+def step_thought_edit(*, session: AnnotationSession, step_index: int, text: str) -> Step:
+    """The annotator's own wording of a step's thought: stored as the refined thought, marked as
+    theirs; later passes leave the step alone. The verbatim words are kept."""
+    with transaction.atomic():
+        recording = ThinkAloudRecording.objects.select_for_update().get(
+            pk=recording_get_or_create(session).pk
+        )
+        step = _step(session, step_index)
+        step.human_thought_refined = text.strip()
+        step.save(update_fields=["human_thought_refined"])
+        recording.step_meta[str(step_index)] = {
+            **recording.step_meta.get(str(step_index), {}), "edited": True, "refined_by": "annotator",
+        }  # fmt: skip
+        recording.save(update_fields=["step_meta", "updated_at"])
+    _publish(recording)
+    return step
+
+
+def step_words_move(
+    *, session: AnnotationSession, step_index: int, direction: Literal["previous", "next"], count: int = 1
+) -> list[Step]:
+    """Move `count` boundary words of a step to its neighbour (workers.asr.align.move_boundary)."""
+    with transaction.atomic():
+        recording = ThinkAloudRecording.objects.select_for_update().get(
+            pk=recording_get_or_create(session).pk
+        )
+        steps = session_steps(session)
+        pos = next((i for i, s in enumerate(steps) if s.index == step_index), None)
+        if pos is None:
+            raise ThinkAloudConflict(f"session {session.pk} has no step {step_index}")
+        speech = [StepSpeech(s.index, s.clock_end, tuple(word_of(d) for d in s.human_words)) for s in steps]
+        try:
+            moved = move_boundary(speech, step_index=pos, direction=direction, count=count)
+        except AlignmentError as exc:
+            raise ThinkAloudConflict(str(exc)) from exc
+        target = pos + (1 if direction == "next" else -1)
+        for p in (pos, target):
+            steps[p].human_words = [word_json(w) for w in moved[p].words]
+            steps[p].human_thought_verbatim = moved[p].text
+            key = str(steps[p].index)
+            recording.step_meta[key] = {**recording.step_meta.get(key, {}), "moved": True}
+        Step.objects.bulk_update([steps[pos], steps[target]], ["human_words", "human_thought_verbatim"])
+        recording.save(update_fields=["step_meta", "updated_at"])
+    _publish(recording)
+    return [steps[pos], steps[target]]
+
+
+def _publish(recording: ThinkAloudRecording) -> None:
+    session = AnnotationSession.objects.select_related("task").get(pk=recording.session_id)
+    payload = events.thinkaloud_payload(thinkaloud_state(session))
+    transaction.on_commit(lambda: events.publish(session.pk, payload))

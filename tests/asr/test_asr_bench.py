@@ -1,0 +1,34 @@
+"""Benchmark scoring (pure) and one quick benchmark run (slow: real Whisper on ~2 minutes of audio)."""
+
+from __future__ import annotations
+
+import pytest
+
+from workers.asr.align import StepSpeech
+from workers.asr.bench import run_asr, score_alignment
+from workers.asr.types import Word
+
+
+def step(index: int, *texts: str, at: float = 0.0) -> StepSpeech:
+    words = tuple(Word(t, at + k, at + k + 0.5, 0.9) for k, t in enumerate(texts))
+    return StepSpeech(index, float(index), words)
+
+
+def test_score_alignment_pairs_words_through_the_wer_alignment() -> None:
+    reference = [("open", 0), ("the", 0), ("menu", 0), ("click", 1), ("save", 1)]
+    # "menu" was put in step 1 (wrong), "the" was not recognised, "Save." matches "save" after
+    # normalisation, and "uh" is an insertion that is not scored.
+    steps = [step(0, "open", at=0.0), step(1, "menu", "click", "Save.", "uh", at=10.0)]
+    score = score_alignment(steps, reference)
+    assert (score.correct, score.matched, score.total) == (3, 4, 5)
+
+
+@pytest.mark.slow
+def test_quick_benchmark_meets_its_goals_roughly() -> None:
+    figures = run_asr(quick=True)
+    assert figures["sessions"] == 3 and figures["audio_s"] > 60
+    assert figures["silence_words"] == 0
+    assert figures["wer"] <= 0.1
+    assert figures["alignment_accuracy"] >= 0.9
+    assert 0 < figures["rtf_cpu"] < 0.5
+    assert 0 < figures["live_chunk_cpu_s_mean"] < 10  # one 10 s chunk of the live pass

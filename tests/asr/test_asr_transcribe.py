@@ -1,0 +1,123 @@
+"""Real Whisper (bundled tiny.en) on generated espeak-ng speech: gate, clock offset, whole pipeline."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from workers.asr.align import align_words
+from workers.asr.audio import SAMPLE_RATE, AudioChunk, build_timeline, encode_audio
+from workers.asr.bench import hypothesis_tokens, score_alignment
+from workers.asr.pipeline import transcribe_recording
+from workers.asr.synth import SynthSession, speak, split_into_chunks
+from workers.asr.transcribe import Transcriber, TranscriberConfig, TranscriptionError, keep_word, overlaps_any
+from workers.asr.types import Word
+from workers.asr.wer import word_error_counts, word_error_rate
+
+
+def test_pure_silence_gives_no_words(transcriber: Transcriber) -> None:
+    transcript = transcriber.transcribe(np.zeros(8 * SAMPLE_RATE, dtype=np.float32), offset_s=50.0)
+    assert transcript.words == () and transcript.text == ""
+    assert transcript.audio_s == pytest.approx(8.0)
+
+
+@pytest.mark.parametrize("level", [0.01, 0.1])
+def test_noise_gives_no_words(transcriber: Transcriber, level: float) -> None:
+    rng = np.random.default_rng(3)
+    noise = (rng.standard_normal(8 * SAMPLE_RATE) * level).astype(np.float32)
+    assert transcriber.transcribe(noise).words == ()
+
+
+def test_silence_without_the_vad_gate_is_where_whisper_invents_words(transcriber: Transcriber) -> None:
+    """Shows why the gate exists: this audio makes the bare decoder emit text; the gated one does not."""
+    ungated = Transcriber(dataclasses.replace(transcriber.config, vad_filter=False, min_word_probability=0.0))
+    silence = np.zeros(5 * SAMPLE_RATE, dtype=np.float32)
+    raw = list(ungated.model.transcribe(silence, language="en", vad_filter=False)[0])
+    assert raw, "expected the ungated decoder to hallucinate on silence (premise of the gate)"
+    assert transcriber.transcribe(silence).words == ()
+
+
+@pytest.mark.parametrize(
+    "audio",
+    [
+        np.zeros((2, 100), dtype=np.float32),
+        np.zeros(100, dtype=np.int16),
+        np.array([0.0, np.nan], dtype=np.float32),
+        [0.0],
+    ],
+)
+def test_bad_audio_raises_transcription_error(transcriber: Transcriber, audio: object) -> None:
+    with pytest.raises(TranscriptionError):
+        transcriber.transcribe(audio)  # type: ignore[arg-type]
+
+
+def test_empty_audio_gives_empty_transcript(transcriber: Transcriber) -> None:
+    assert transcriber.transcribe(np.zeros(0, dtype=np.float32)).words == ()
+
+
+def test_missing_model_directory_is_reported() -> None:
+    with pytest.raises(FileNotFoundError):
+        Transcriber(TranscriberConfig(model_path="/nonexistent/whisper-model"))
+
+
+def test_words_carry_session_clock_times_and_confidence(transcriber: Transcriber) -> None:
+    speech = speak("I need to open the settings menu first", "en-us", 150)
+    lead_in = np.zeros(SAMPLE_RATE, dtype=np.float32)
+    audio = np.concatenate([lead_in, speech, lead_in])
+    transcript = transcriber.transcribe(audio, offset_s=300.0)
+    assert word_error_rate("I need to open the settings menu first", transcript.text).wer <= 0.15
+    first, last = transcript.words[0], transcript.words[-1]
+    # Speech occupies 301.0 .. 301.0 + len(speech)/16k on the session clock.
+    assert first.start == pytest.approx(301.0, abs=0.5)
+    assert last.end == pytest.approx(301.0 + len(speech) / SAMPLE_RATE, abs=0.6)
+    assert all(0.0 <= w.probability <= 1.0 and w.start <= w.end for w in transcript.words)
+    assert [w.start for w in transcript.words] == sorted(w.start for w in transcript.words)
+
+
+def test_whole_pipeline_on_a_think_aloud_session(transcriber: Transcriber, think_aloud: SynthSession) -> None:
+    """Chunks in three browser formats -> timeline -> Whisper -> alignment, against ground truth."""
+    chunks = split_into_chunks(think_aloud, 8.0, ("webm", "ogg", "wav"))
+    timeline = build_timeline(chunks)
+    assert timeline.errors == () and timeline.start_clock == think_aloud.start_clock
+    transcript = transcriber.transcribe(timeline.audio, offset_s=timeline.start_clock)
+    steps = align_words(transcript.words, think_aloud.action_times)
+    reference = think_aloud.reference_words()
+    counts = word_error_counts([t for t, _ in reference], [t for t, _ in hypothesis_tokens(steps)])
+    score = score_alignment(steps, reference)
+    assert counts.wer <= 0.15, (think_aloud.transcript, transcript.text)
+    assert score.correct / score.total >= 0.85
+    assert score.correct / score.matched >= 0.95
+    assert len(steps) == len(think_aloud.actions) + 1
+    session_end = think_aloud.start_clock + think_aloud.duration_s
+    assert all(think_aloud.start_clock <= w.start <= w.end <= session_end + 0.5 for w in transcript.words)
+    assert transcript.rtf < 1.0
+
+
+def test_recording_pipeline_reports_bad_chunks_and_aligns_the_rest(transcriber: Transcriber) -> None:
+    speech = speak("now I click the search box", "en-gb", 150)
+    pad = np.zeros(SAMPLE_RATE // 2, dtype=np.float32)
+    good = AudioChunk(
+        encode_audio(np.concatenate([pad, speech, pad]), "webm"), start_clock=40.0, name="a.webm"
+    )
+    broken = AudioChunk(b"\x1aE\xdf\xa3 not really webm", start_clock=45.0, name="b.webm")
+    speech_end = 40.5 + len(speech) / SAMPLE_RATE
+    result = transcribe_recording(
+        [good, broken], [speech_end + 0.3, speech_end + 5.0], transcriber=transcriber
+    )
+    data = result.to_dict()
+    assert [e["name"] for e in data["chunk_errors"]] == ["b.webm"]
+    assert word_error_rate("now I click the search box", data["steps"][0]["verbatim"]).wer <= 0.2
+    assert data["steps"][1]["verbatim"] == "" and data["steps"][2]["final"]
+    assert all(40.0 <= w["start"] <= w["end"] <= speech_end + 0.6 for w in data["words"])
+    json.dumps(data)  # storable as is
+
+
+def test_silence_gate_keeps_confident_words_and_words_inside_speech() -> None:
+    regions = [(1.0, 2.0)]
+    assert keep_word(Word("hi", 5.0, 5.2, 0.9), regions, 0.5)  # confident
+    assert keep_word(Word("hi", 1.5, 1.7, 0.1), regions, 0.5)  # unsure but inside speech
+    assert not keep_word(Word("you", 5.0, 5.2, 0.1), regions, 0.5)  # unsure, in silence
+    assert overlaps_any(0.5, 1.0, regions) and not overlaps_any(2.01, 3.0, regions)

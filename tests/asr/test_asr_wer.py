@@ -1,0 +1,55 @@
+"""Word error rate and its normalisation."""
+
+from __future__ import annotations
+
+import pytest
+
+from workers.asr.wer import align_tokens, normalize_words, number_to_words, word_error_rate
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        (
+            "Now I click the Search-Box, then type!",
+            ["now", "i", "click", "the", "search", "box", "then", "type"],
+        ),
+        ("I'm on page 25 of 1,000", ["i'm", "on", "page", "twenty", "five", "of", "one", "thousand"]),
+        (
+            "the 3rd row, the 21st and 12th",
+            ["the", "third", "row", "the", "twenty", "first", "and", "twelfth"],
+        ),
+        ("Okay... 'quoted' words", ["ok", "quoted", "words"]),
+        ("", []),
+    ],
+)
+def test_normalize_words(text: str, tokens: list[str]) -> None:
+    assert normalize_words(text) == tokens
+
+
+@pytest.mark.parametrize(("n", "words"), [(0, "zero"), (13, "thirteen"), (40, "forty"), (105, "one hundred five"),
+                                          (2024, "two thousand twenty four")])  # fmt: skip
+def test_number_to_words(n: int, words: str) -> None:
+    assert number_to_words(n) == words
+
+
+def test_digits_and_spelled_numbers_score_the_same() -> None:
+    assert word_error_rate("I select row 3", "I select row three.").wer == 0.0
+
+
+def test_wer_counts_each_edit_kind() -> None:
+    # ref: a b c d e f ; hyp: a x c e f g -> b->x substitution, d deleted, g inserted.
+    result = word_error_rate("a b c d e f", "a x c e f g")
+    assert (result.substitutions, result.deletions, result.insertions) == (1, 1, 1)
+    assert result.wer == pytest.approx(3 / 6)
+
+
+def test_wer_of_empty_texts() -> None:
+    assert word_error_rate("", "").wer == 0.0
+    assert word_error_rate("", "hallucinated words").wer == 1.0
+    assert word_error_rate("two words", "").wer == 1.0
+
+
+def test_alignment_pairs_equal_length_runs_one_to_one() -> None:
+    steps = align_tokens(["open", "the", "menu"], ["open", "a", "menu"])
+    assert [(s.op, s.ref_index, s.hyp_index) for s in steps] == [("ok", 0, 0), ("sub", 1, 1), ("ok", 2, 2)]

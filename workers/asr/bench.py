@@ -1,0 +1,132 @@
+"""ASR benchmark: synthetic think-aloud sessions through the whole pipeline with the real model.
+
+Per session: espeak-ng speech (voices and speeds vary) -> 10 s chunks encoded as webm/opus, ogg/opus
+and wav in turn -> session-clock timeline -> Whisper (tiny.en, int8, CPU) -> step alignment.
+
+Figures:
+- `rtf`: transcription wall time / audio seconds (model load excluded, reported as `model_load_s`);
+  `rtf_cpu`: CPU seconds of this process (all threads) per audio second, which other load on a
+  shared machine does not inflate.
+- `wer`: word error rate over all sessions (errors summed, then divided by reference words).
+- `alignment_accuracy`: share of reference words assigned to their ground-truth step. Matching:
+  hypothesis words (normalised, in time order, each token tagged with the step its word was
+  aligned to) are paired with reference tokens by the WER edit alignment; a reference token is
+  correct when it is paired (match or substitution) with a hypothesis token of the same step.
+  Deleted reference words count as wrong, so recognition errors lower this figure too;
+  `alignment_accuracy_matched` divides by paired tokens only (alignment quality alone).
+- `silence_words`: words returned for 10 s of silence plus 10 s of white noise (should be 0).
+- `live_chunk_s_p50` / `_max` (wall) and `live_chunk_cpu_s_mean`: the live pass of the workspace
+  (annotation/thinkaloud) transcribes each uploaded chunk alone as it arrives; this is the time to
+  decode and transcribe one 10 s chunk, i.e. how long after a decision its words can show (plus
+  upload and queueing). Measured on every 4th session (the first only when quick).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from workers.asr.align import StepSpeech, align_words
+from workers.asr.audio import SAMPLE_RATE, build_timeline, decode_chunk
+from workers.asr.synth import SPEEDS_WPM, VOICES, generate_session, split_into_chunks
+from workers.asr.transcribe import Transcriber
+from workers.asr.wer import align_tokens, normalize_words, word_error_counts
+
+CHUNK_FORMATS = ("webm", "ogg", "wav")
+
+
+@dataclass(frozen=True)
+class AlignmentScore:
+    """Counts of reference tokens: assigned to the right step, paired with any hypothesis token, all."""
+
+    correct: int
+    matched: int
+    total: int
+
+
+def hypothesis_tokens(steps: Sequence[StepSpeech]) -> list[tuple[str, int]]:
+    """Normalised hypothesis tokens in time order, each with the step index its word was aligned to."""
+    tagged = sorted(((w, s.step_index) for s in steps for w in s.words), key=lambda item: item[0].start)
+    return [(token, step) for word, step in tagged for token in normalize_words(word.text)]
+
+
+def score_alignment(steps: Sequence[StepSpeech], reference: Sequence[tuple[str, int]]) -> AlignmentScore:
+    """Compare aligned steps with ground-truth (token, step) pairs (see module docstring)."""
+    hyp = hypothesis_tokens(steps)
+    pairs = align_tokens([t for t, _ in reference], [t for t, _ in hyp])
+    paired = [p for p in pairs if p.ref_index is not None and p.hyp_index is not None]
+    correct = sum(reference[p.ref_index][1] == hyp[p.hyp_index][1] for p in paired)  # type: ignore[index]
+    return AlignmentScore(correct=correct, matched=len(paired), total=len(reference))
+
+
+def silence_words(transcriber: Transcriber) -> int:
+    """Words the transcriber invents for pure silence and for white noise (the gate should give 0)."""
+    rng = np.random.default_rng(0)
+    silence = np.zeros(10 * SAMPLE_RATE, dtype=np.float32)
+    noise = (rng.standard_normal(10 * SAMPLE_RATE) * 0.05).astype(np.float32)
+    return sum(len(transcriber.transcribe(clip).words) for clip in (silence, noise))
+
+
+def run_asr(quick: bool) -> dict[str, Any]:
+    """Run the benchmark: ~3 sessions when quick (under a minute), 20 otherwise."""
+    n_sessions = 3 if quick else 20
+    started = time.perf_counter()
+    transcriber = Transcriber()
+    load_s = time.perf_counter() - started
+    errors = ref_words = 0
+    processing_s = audio_s = cpu_s = 0.0
+    correct = matched = total = 0
+    by_voice: dict[str, list[int]] = {}
+    live_wall: list[float] = []
+    live_cpu: list[float] = []
+    for k in range(n_sessions):
+        # Voice and speed both cycle, and their periods differ, so the full run covers every pairing.
+        voice, speed = VOICES[k % len(VOICES)], SPEEDS_WPM[(k // len(VOICES)) % len(SPEEDS_WPM)]
+        session = generate_session(
+            seed=7919 * k + 1, n_steps=7, voice=voice, speed_wpm=speed, start_clock=500.0 + k
+        )
+        chunks = split_into_chunks(session, 10.0, CHUNK_FORMATS)
+        timeline = build_timeline(chunks)
+        if k % 4 == 0:
+            for chunk in chunks:
+                wall, cpu = time.perf_counter(), time.process_time()
+                transcriber.transcribe(decode_chunk(chunk.data), offset_s=chunk.start_clock)
+                live_wall.append(time.perf_counter() - wall)
+                live_cpu.append(time.process_time() - cpu)
+        cpu_before = time.process_time()
+        transcript = transcriber.transcribe(timeline.audio, offset_s=timeline.start_clock)
+        cpu_s += time.process_time() - cpu_before
+        steps = align_words(transcript.words, session.action_times)
+        reference = session.reference_words()
+        counts = word_error_counts([t for t, _ in reference], [t for t, _ in hypothesis_tokens(steps)])
+        score = score_alignment(steps, reference)
+        errors += counts.errors
+        ref_words += counts.ref_words
+        by_voice.setdefault(voice, [0, 0])
+        by_voice[voice][0] += counts.errors
+        by_voice[voice][1] += counts.ref_words
+        processing_s += transcript.processing_s
+        audio_s += transcript.audio_s
+        correct, matched, total = correct + score.correct, matched + score.matched, total + score.total
+    invented = silence_words(transcriber)
+    return {
+        "rtf": round(processing_s / audio_s, 4),
+        "rtf_cpu": round(cpu_s / audio_s, 4),
+        "wer": round(errors / ref_words, 4),
+        "alignment_accuracy": round(correct / total, 4),
+        "alignment_accuracy_matched": round(correct / matched, 4) if matched else 0.0,
+        "sessions": n_sessions,
+        "audio_s": round(audio_s, 1),
+        "ref_words": ref_words,
+        "wer_by_voice": {v: round(e / n, 4) for v, (e, n) in sorted(by_voice.items())},
+        "silence_words": invented,
+        "live_chunk_s_p50": round(float(np.median(live_wall)), 3),
+        "live_chunk_s_max": round(max(live_wall), 3),
+        "live_chunk_cpu_s_mean": round(float(np.mean(live_cpu)), 3),
+        "model_load_s": round(load_s, 2),
+        "total_s": round(time.perf_counter() - started, 1),
+    }

@@ -1,0 +1,285 @@
+"""Synthetic think-aloud sessions with espeak-ng, with ground truth, for tests and the ASR benchmark.
+
+A session is a timed action log plus speech narrating it, the way annotators think aloud: mostly
+"say what I am about to do, then do it"; sometimes the action lands while the sentence is still
+being finished (straddling); sometimes the next thought starts just before the click lands (lead);
+sometimes a step is done silently or after a long pause; often a closing remark follows the last
+action. Ground truth: every sentence belongs to the step it narrates (the final remark to the
+trailing bucket, index = number of actions).
+
+Audio is 16 kHz mono float32; `write_wav` stores it. Generate into a temporary directory: audio is
+never committed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import random
+import subprocess
+import wave
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from workers.asr.audio import SAMPLE_RATE, AudioChunk, decode_chunk, encode_audio
+from workers.asr.wer import normalize_words
+
+VOICES = ("en-us", "en-gb", "en-gb-x-rp", "en-us-nyc")
+SPEEDS_WPM = (140, 155, 170, 185)
+
+_TARGETS = ("settings menu", "search box", "file menu", "save button", "address bar", "login form",
+            "download folder", "print dialog", "network tab", "user profile", "calendar page",
+            "shopping cart", "first result", "dropdown list", "share button", "display panel")  # fmt: skip
+_NAMES = ("the report", "my password", "the invoice number", "John Smith", "the meeting notes", "hello world")
+_PLAIN = (
+    "I need to open the {t} first",
+    "now I click the {t}",
+    "let me scroll down to find the {t}",
+    "I think the {t} is on the left side",
+    "so the next thing is the {t}",
+    "I will double click on the {t}",
+    "the {t} should be right at the top",
+    "I have to close the {t} again",
+)
+_TYPING = (
+    "now I click the {t} and type {n}",
+    "I type {n} into the {t}",
+    "let me enter {n} here",
+)
+_NUMBERS = (
+    "I select row {k} in the table",
+    "I go to page {k} of the results",
+    "I pick option {k} from the list",
+)
+# Longer sentences used when the action lands mid-sentence: the narration runs on past the click.
+_STRADDLE = (
+    "I click the {t} and then wait for the window to finish loading",
+    "I open the {t} because the option I want should be somewhere inside it",
+    "I press the {t} and hope that it saves everything I changed",
+)
+_FINAL = (
+    "okay that looks right so the task is done",
+    "good the changes are saved now",
+    "that worked I am finished",
+)
+
+
+@dataclass(frozen=True)
+class SynthAction:
+    """One action of the log: step index and the session-clock second it executed."""
+
+    step: int
+    time: float
+    description: str
+
+
+@dataclass(frozen=True)
+class SynthSentence:
+    """One spoken sentence: text, the step it narrates, and its clock span (trimmed of silence)."""
+
+    text: str
+    step: int
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class SynthSession:
+    """A generated session: audio from `start_clock`, its action log and the spoken ground truth."""
+
+    audio: np.ndarray
+    start_clock: float
+    actions: tuple[SynthAction, ...]
+    sentences: tuple[SynthSentence, ...]
+    voice: str
+    speed_wpm: int
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.audio) / SAMPLE_RATE
+
+    @property
+    def action_times(self) -> list[float]:
+        return [a.time for a in self.actions]
+
+    @property
+    def transcript(self) -> str:
+        """The reference transcript: every sentence in spoken order."""
+        return " ".join(s.text for s in sorted(self.sentences, key=lambda s: s.start))
+
+    def reference_words(self) -> list[tuple[str, int]]:
+        """Normalised reference tokens in spoken order, each with its ground-truth step index."""
+        return [
+            (tok, s.step)
+            for s in sorted(self.sentences, key=lambda s: s.start)
+            for tok in normalize_words(s.text)
+        ]
+
+
+@functools.lru_cache(maxsize=1024)
+def speak(text: str, voice: str, speed_wpm: int) -> np.ndarray:
+    """espeak-ng speech for `text` as 16 kHz mono float32, leading/trailing silence trimmed.
+
+    Cached (sessions reuse sentences); the returned array is read-only for that reason.
+    """
+    result = subprocess.run(
+        ["espeak-ng", "-v", voice, "-s", str(speed_wpm), "--stdout", text],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    samples = trim_silence(decode_chunk(result.stdout))
+    samples.flags.writeable = False
+    return samples
+
+
+def trim_silence(samples: np.ndarray, threshold: float = 1e-3) -> np.ndarray:
+    """Cut leading/trailing samples quieter than `threshold` so sentence spans are exact."""
+    loud = np.flatnonzero(np.abs(samples) > threshold)
+    return samples[loud[0] : loud[-1] + 1] if loud.size else samples[:0]
+
+
+def _sentence(rng: random.Random, step_kind: str) -> str:
+    target, name, k = rng.choice(_TARGETS), rng.choice(_NAMES), rng.randint(2, 12)
+    pool = {"plain": _PLAIN, "typing": _TYPING, "number": _NUMBERS, "straddle": _STRADDLE}[step_kind]
+    return rng.choice(pool).format(t=target, n=name, k=k)
+
+
+def generate_session(
+    seed: int,
+    *,
+    n_steps: int = 6,
+    voice: str | None = None,
+    speed_wpm: int | None = None,
+    start_clock: float = 1000.0,
+) -> SynthSession:
+    """Generate one deterministic think-aloud session (same seed, same session).
+
+    The step modes are: "after" (speech, then the action 0.2-0.8 s after it ends), "straddle" (the
+    action lands 60-85 % of the way through a long sentence), "lead" (the next step's first
+    sentence starts 0.15-0.4 s before this action lands), "silent" (no speech), with occasional
+    long pauses of 3-5 s and a closing remark after the last action.
+    """
+    rng = random.Random(seed)
+    voice = voice or rng.choice(VOICES)
+    speed_wpm = speed_wpm or rng.choice(SPEEDS_WPM)
+    clips: list[tuple[float, np.ndarray]] = []  # (seconds from start, samples)
+    sentences: list[SynthSentence] = []
+    actions: list[SynthAction] = []
+    cursor = rng.uniform(0.4, 1.2)
+    pending_lead = False  # previous action must land just after this step's first sentence starts
+
+    def say(text: str, step: int, at: float) -> float:
+        samples = speak(text, voice, speed_wpm)
+        clips.append((at, samples))
+        end = at + len(samples) / SAMPLE_RATE
+        sentences.append(SynthSentence(text, step, start_clock + at, start_clock + end))
+        return end
+
+    for step in range(n_steps):
+        mode = rng.choices(["after", "straddle", "lead", "silent"], weights=[6, 2, 2, 1])[0]
+        if step == n_steps - 1 and mode == "lead":
+            mode = "after"  # a lead needs a next step to lead into
+        if pending_lead and mode == "silent":
+            mode = "after"
+        kind = rng.choices(["plain", "typing", "number"], weights=[5, 2, 1])[0]
+        texts = [] if mode == "silent" else [_sentence(rng, "straddle" if mode == "straddle" else kind)]
+        if mode == "after" and rng.random() < 0.3:
+            texts.insert(0, _sentence(rng, "plain"))
+        end = tail_end = cursor
+        for index, text in enumerate(texts):
+            start = cursor if index == 0 else end + rng.uniform(0.5, 0.9)
+            spoken_end = say(text, step, start)
+            if index == 0 and pending_lead:
+                actions.append(
+                    SynthAction(
+                        step - 1, start_clock + start + rng.uniform(0.15, 0.4), actions_desc(step - 1)
+                    )
+                )
+                pending_lead = False
+            if mode == "straddle":
+                end = start + (spoken_end - start) * rng.uniform(0.6, 0.85)  # the action lands mid-sentence
+                tail_end = spoken_end
+            else:
+                end = spoken_end
+                tail_end = spoken_end
+        if mode == "lead":
+            pending_lead = True
+            cursor = end + rng.uniform(0.6, 1.2)  # the next sentence; the action follows its start
+            continue
+        action_at = end + (0.0 if mode == "straddle" else rng.uniform(0.2, 0.8))
+        if mode == "silent":
+            action_at = cursor + rng.uniform(0.5, 1.5)
+        actions.append(SynthAction(step, start_clock + action_at, actions_desc(step)))
+        after = tail_end if texts else action_at
+        cursor = max(after, action_at) + rng.uniform(0.4, 1.0)
+        if rng.random() < 0.15:
+            cursor += rng.uniform(3.0, 5.0)  # a long think before the next step
+    if rng.random() < 0.7:
+        cursor = say(rng.choice(_FINAL), n_steps, cursor) + 0.5
+    total = max(cursor, max(a.time for a in actions) - start_clock + 0.5)
+    audio = np.zeros(round(total * SAMPLE_RATE) + 1, dtype=np.float32)
+    for at, samples in clips:
+        begin = round(at * SAMPLE_RATE)
+        audio[begin : begin + len(samples)] += samples
+    return SynthSession(
+        audio, start_clock, tuple(sorted(actions, key=lambda a: a.time)), tuple(sentences), voice, speed_wpm
+    )
+
+
+def actions_desc(step: int) -> str:
+    """A readable label for a synthetic action (the log only needs times; the label aids debugging)."""
+    return f"step-{step}"
+
+
+def write_wav(samples: np.ndarray, path: Path) -> Path:
+    """Write float32 mono 16 kHz samples as a 16-bit PCM WAV file."""
+    pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2")
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(SAMPLE_RATE)
+        out.writeframes(pcm.tobytes())
+    return path
+
+
+def write_session(session: SynthSession, directory: Path, name: str = "session") -> tuple[Path, Path]:
+    """Write `<name>.wav` (16 kHz mono) and `<name>.json` (action log, sentences, ground truth).
+
+    The JSON holds `actions` [{step, time, description}], `sentences` [{text, step, start, end}],
+    `reference_words` [[token, step], ...], `transcript`, `voice`, `speed_wpm`, `start_clock`.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    wav_path = write_wav(session.audio, directory / f"{name}.wav")
+    meta = {
+        "start_clock": session.start_clock,
+        "duration_s": session.duration_s,
+        "voice": session.voice,
+        "speed_wpm": session.speed_wpm,
+        "actions": [dataclasses.asdict(a) for a in session.actions],
+        "sentences": [dataclasses.asdict(s) for s in session.sentences],
+        "reference_words": session.reference_words(),
+        "transcript": session.transcript,
+    }
+    json_path = directory / f"{name}.json"
+    json_path.write_text(json.dumps(meta, indent=1))
+    return wav_path, json_path
+
+
+def split_into_chunks(
+    session: SynthSession, chunk_s: float, formats: tuple[str, ...] = ("webm",)
+) -> list[AudioChunk]:
+    """Cut the session audio into encoded chunks with clock times, as the browser would upload them.
+
+    Chunk k uses `formats[k % len(formats)]`, so a mix of containers can be exercised.
+    """
+    step = round(chunk_s * SAMPLE_RATE)
+    chunks = []
+    for k, begin in enumerate(range(0, len(session.audio), step)):
+        fmt = formats[k % len(formats)]
+        data = encode_audio(session.audio[begin : begin + step], fmt)
+        chunks.append(AudioChunk(data, session.start_clock + begin / SAMPLE_RATE, f"chunk-{k}.{fmt}"))
+    return chunks
