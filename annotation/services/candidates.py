@@ -1,0 +1,147 @@
+"""The model's candidate actions for the current observation (seed 000 §2.4.2).
+
+Candidates are requested the moment an observation becomes current and computed on a worker, so
+the annotator never waits on the model: the page shows a pending indicator and receives them over
+the websocket when ready. A candidate set is stored only if its observation is still current.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.core.files.storage import default_storage
+from django.db import transaction
+
+from annotation import events
+from annotation.models import AnnotationSession
+from workers.actions.coords import action_to_screen
+from workers.actions.types import Action, Convention
+from workers.envs.base import Element, Observation
+from workers.policy.base import Candidate, HistoryItem, PolicyError
+from workers.policy.openai_client import EMBEDDED, UI_TARS_15, ModelProfile, OpenAIPolicy
+
+PROFILES: dict[str, ModelProfile] = {
+    "embedded": EMBEDDED,
+    "ui-tars-1.5": UI_TARS_15,
+    "ui-tars-1.0": ModelProfile(convention=Convention.RELATIVE_1000, smart_resize=False),
+}
+
+
+def profile_for(name: str) -> ModelProfile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise PolicyError(f"unknown policy profile {name!r}; known: {sorted(PROFILES)}") from None
+
+
+def server_root(base_url: str) -> str:
+    """Settings name the OpenAI-style base URL (`…/v1`, as vLLM documents it); the client wants the
+    server root and adds `/v1/...` itself."""
+    root = base_url.rstrip("/")
+    return root[: -len("/v1")] if root.endswith("/v1") else root
+
+
+def candidates_request(*, session: AnnotationSession) -> None:
+    """Mark the current observation's candidates pending and enqueue their computation."""
+    from annotation.tasks import propose_candidates
+
+    session.candidates_status = "pending"
+    session.candidates_requested_at = time.time()
+    session.save(update_fields=["candidates_status", "candidates_requested_at"])
+    session_id, version = session.pk, session.obs_version
+    transaction.on_commit(lambda: propose_candidates.delay(session_id, version))
+
+
+def _observation(session: AnnotationSession) -> Observation:
+    with default_storage.open(session.current_screenshot.name, "rb") as fh:
+        data = fh.read()
+    return Observation(
+        screenshot=data,
+        width=session.current_width,
+        height=session.current_height,
+        image_format="png" if session.current_screenshot.name.endswith(".png") else "jpeg",
+        instruction=session.current_instruction,
+        elements=tuple(Element(**e) for e in session.current_elements),
+        dom_text=session.current_dom_text or None,
+    )
+
+
+def _history(session: AnnotationSession, max_screenshots: int) -> list[HistoryItem]:
+    steps = list(session.trajectory.steps.order_by("index").values("thought", "action_text", "screenshot"))
+    items = []
+    for i, step in enumerate(steps):
+        shot = None
+        if i >= len(steps) - max_screenshots and step["screenshot"]:
+            with default_storage.open(step["screenshot"], "rb") as fh:
+                shot = fh.read()
+        items.append(HistoryItem(thought=step["thought"], action=step["action_text"], screenshot=shot))
+    return items
+
+
+def candidate_record(candidate: Candidate, index: int, session: AnnotationSession) -> dict[str, Any]:
+    """What the workspace draws and what a decision stores: the model's own text and coordinates,
+    plus the same actions in screen pixels (for drawing and executing)."""
+    model_w, model_h = candidate.image_size or (None, None)
+    screen_actions: list[dict[str, Any]] = []
+    clamped = False
+    for action in candidate.parsed.actions:
+        mapped = action_to_screen(
+            action, candidate.convention, session.current_width, session.current_height, model_w, model_h
+        )
+        screen_actions.append(mapped.action.to_json())
+        clamped = clamped or mapped.clamped
+    return {
+        "index": index,
+        "thought": candidate.thought,
+        "action_text": candidate.action_text,
+        "raw_text": candidate.raw_text,
+        "actions": [a.to_json() for a in candidate.parsed.actions],
+        "screen_actions": screen_actions,
+        "clamped": clamped,
+        "parse_error": candidate.parsed.error.message if candidate.parsed.error else "",
+        "logprob": candidate.logprob_sum,
+        "model_version": candidate.model_version,
+        "convention": str(candidate.convention),
+        "image_size": list(candidate.image_size) if candidate.image_size else None,
+    }
+
+
+def candidates_propose(*, session_id: int, obs_version: int) -> bool:
+    """Compute and store candidates for observation `obs_version`; False if it is no longer current
+    (nothing stored). Policy failures are stored as a failed set with the error shown to the page."""
+    session = AnnotationSession.objects.select_related("trajectory").get(pk=session_id)
+    if session.obs_version != obs_version or session.status != "active":
+        return False
+    started = time.perf_counter()
+    try:
+        profile = profile_for(session.policy_profile)
+        policy = OpenAIPolicy(
+            base_url=server_root(session.policy_base_url), model=session.policy_model, profile=profile
+        )
+        proposed = policy.propose(
+            _observation(session), _history(session, profile.max_screenshots - 1), None,
+            n=session.candidates_n, temperature=1.0,
+        )  # fmt: skip
+        records = [candidate_record(c, i, session) for i, c in enumerate(proposed)]
+        status, error = "ready", ""
+    except Exception as exc:
+        records, status, error = [], "failed", f"{type(exc).__name__}: {exc}"
+    model_ms = round((time.perf_counter() - started) * 1000, 1)
+    stored = AnnotationSession.objects.filter(pk=session_id, obs_version=obs_version, status="active").update(
+        candidates=records, candidates_status=status, candidates_error=error[:2000],
+        candidates_version=obs_version, candidates_ms=model_ms,
+    )  # fmt: skip
+    if stored:
+        session.refresh_from_db()
+        events.publish(session.pk, events.candidates_payload(session))
+    return bool(stored)
+
+
+def action_json_to_screen(action: dict[str, Any], session: AnnotationSession, convention: str) -> Action:
+    """An action given in `convention` (the model's, or 'screen' for the annotator's clicks) in
+    screen pixels. The session's model image size is the smart_resize of the screen."""
+    parsed = Action.from_json(action)
+    return action_to_screen(
+        parsed, Convention(convention), session.current_width, session.current_height
+    ).action

@@ -1,0 +1,233 @@
+"""Applying an annotator's decision: accept candidate k, edit it, override it, finish, mark the task
+infeasible, or call the user. The action executes at once; the step stores everything about the
+decision (chosen index, rejected candidates, edit diff, model version, time taken)."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from annotation.models import AnnotationSession, SessionStatus
+from annotation.services.candidates import candidates_request, profile_for
+from annotation.services.common import (
+    SessionConflict,
+    observation_store,
+    publish_observation,
+    session_clock,
+    session_lease,
+)
+from annotation.services.sessions import session_abandon, session_submit
+from webapp.fleet import services as fleet
+from webapp.store import services as store
+from workers.actions.coords import action_from_screen, action_to_screen
+from workers.actions.parse import parse_response
+from workers.actions.serialize import format_response
+from workers.actions.types import TERMINAL_KINDS, Action, Convention
+
+DECISION_KINDS = ("accept", "edit", "override", "finish", "infeasible", "call_user")
+
+
+class DecisionInvalid(ValueError):
+    """The decision cannot be applied as given (bad index, unparseable action, ...); nothing ran."""
+
+
+@dataclass(frozen=True)
+class _Chosen:
+    thought: str
+    actions: tuple[Action, ...]
+    convention: Convention
+    model_size: tuple[int, int] | None
+    decision: str
+    index: int | None
+    meta: dict[str, Any]
+
+
+def _candidate(session: AnnotationSession, index: int | None) -> dict[str, Any]:
+    if session.candidates_status != "ready" or session.candidates_version != session.obs_version:
+        raise DecisionInvalid("the model's candidates for this state are not ready; override instead")
+    if index is None or not 0 <= index < len(session.candidates):
+        raise DecisionInvalid(f"candidate index must be in 0..{len(session.candidates) - 1}")
+    return session.candidates[index]
+
+
+def _parse(text: str, convention: Convention) -> tuple[Action, ...]:
+    parsed = parse_response(text if "Action:" in text else f"Action: {text}", convention=convention)
+    if parsed.error is not None:
+        raise DecisionInvalid(f"the action does not parse: {parsed.error.message}")
+    if not parsed.actions:
+        raise DecisionInvalid("no action given")
+    return parsed.actions
+
+
+def _choose(session: AnnotationSession, kind: str, data: dict[str, Any]) -> _Chosen:
+    thought = str(data.get("thought") or "").strip()
+    if kind == "accept":
+        cand = _candidate(session, data.get("index"))
+        if cand["parse_error"]:
+            raise DecisionInvalid(
+                f"candidate {cand['index']} does not parse ({cand['parse_error']}); edit it"
+            )
+        actions = tuple(Action.from_json(a) for a in cand["actions"])
+        size = tuple(cand["image_size"]) if cand["image_size"] else None
+        return _Chosen(
+            cand["thought"], actions, Convention(cand["convention"]), size, "accepted", cand["index"], {}
+        )  # type: ignore[arg-type]
+    if kind == "edit":
+        cand = _candidate(session, data.get("index"))
+        action_text = str(data.get("action_text") or "")
+        convention = Convention(cand["convention"])
+        diff = "\n".join(
+            difflib.unified_diff(
+                f"Thought: {cand['thought']}\nAction: {cand['action_text']}".splitlines(),
+                f"Thought: {thought}\nAction: {action_text}".splitlines(),
+                "candidate", "edited", lineterm="",
+            )
+        )  # fmt: skip
+        size = tuple(cand["image_size"]) if cand["image_size"] else None
+        return _Chosen(
+            thought,
+            _parse(action_text, convention),
+            convention,
+            size,
+            "edited",
+            cand["index"],
+            {"edit_diff": diff},
+        )  # type: ignore[arg-type]
+    if kind == "override":
+        convention = Convention(data.get("convention") or "screen")
+        return _Chosen(
+            thought,
+            _parse(str(data.get("action_text") or ""), convention),
+            convention,
+            None,
+            "overridden",
+            None,
+            {},
+        )
+    answer = str(data.get("answer") or "")
+    terminal = {
+        "finish": Action(kind="finished", text=answer),
+        "infeasible": Action(kind="finished", text="infeasible"),
+        "call_user": Action(kind="call_user", text=answer or None),
+    }[kind]
+    return _Chosen(thought, (terminal,), Convention.SCREEN, None, "overridden", None, {"outcome": kind})
+
+
+def _to_screen(chosen: _Chosen, session: AnnotationSession) -> list[Action]:
+    w, h = session.current_width, session.current_height
+    model_w, model_h = chosen.model_size or (None, None)
+    return [action_to_screen(a, chosen.convention, w, h, model_w, model_h).action for a in chosen.actions]
+
+
+def _stored_text(
+    screen_actions: list[Action], thought: str, session: AnnotationSession
+) -> tuple[str, str, list[Action]]:
+    """Training data keeps one convention per model: the step's text is in the profile's convention."""
+    convention = profile_for(session.policy_profile).convention
+    w, h = session.current_width, session.current_height
+    model_actions = [action_from_screen(a, convention, w, h).action for a in screen_actions]
+    response = format_response(thought, model_actions)
+    action_text = response.split("Action:", 1)[1].strip() if "Action:" in response else response
+    return str(convention), action_text, model_actions
+
+
+class _LeaseGone(Exception):
+    pass
+
+
+def session_decide(*, session_id: int, user: Any, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    """Apply one decision to the session's current observation (`data["obs_version"]` must match).
+    Returns {"step": index, "done": bool, "reward": float}. If the environment is gone the session is
+    closed (its partial trajectory kept) and SessionConflict says so."""
+    try:
+        return _decide(session_id=session_id, user=user, kind=kind, data=data)
+    except _LeaseGone as exc:
+        session_abandon(session=AnnotationSession.objects.get(pk=session_id), reason=str(exc))
+        raise SessionConflict(f"the environment is gone ({exc}); the session was closed") from exc
+
+
+@transaction.atomic
+def _decide(*, session_id: int, user: Any, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    if kind not in DECISION_KINDS:
+        raise DecisionInvalid(f"unknown decision {kind!r}; expected one of {DECISION_KINDS}")
+    session = (
+        AnnotationSession.objects.select_for_update(of=("self",))
+        .select_related("trajectory", "task")
+        .get(pk=session_id)
+    )
+    if session.user_id != user.pk:
+        raise SessionConflict("this session belongs to another annotator")
+    if session.status != SessionStatus.ACTIVE:
+        raise SessionConflict(f"session {session.pk} is {session.status}")
+    if data.get("obs_version") != session.obs_version:
+        raise SessionConflict(
+            f"the screen changed (version {session.obs_version}, decision made on {data.get('obs_version')}); reload"
+        )
+    chosen = _choose(session, kind, data)
+    screen_actions = _to_screen(chosen, session)
+    convention, action_text, model_actions = _stored_text(screen_actions, chosen.thought, session)
+    terminal = any(a.kind in TERMINAL_KINDS for a in screen_actions)
+
+    lease = session_lease(session)
+    result: dict[str, Any] | None = None
+    infos: list[dict[str, Any]] = []
+    try:
+        for action in screen_actions:
+            if action.kind in TERMINAL_KINDS:
+                continue
+            result = fleet.env_call(lease=lease, op="step", payload={"action": action.to_json()})
+            infos.append(result.get("info") or {})
+            if result.get("done"):
+                break
+    except fleet.LeaseLost as exc:
+        raise _LeaseGone(str(exc)) from exc
+    except fleet.EnvCallFailed as exc:
+        raise DecisionInvalid(f"the environment refused the action: {exc}") from exc
+
+    rejected = [c["index"] for c in session.candidates if c["index"] != chosen.index]
+    step = store.step_append(
+        trajectory=session.trajectory,
+        screenshot_name=session.current_screenshot.name,
+        fields={
+            "clock_start": session.current_clock,
+            "clock_end": session_clock(session),
+            "raw_text": format_response(chosen.thought, model_actions),
+            "thought": chosen.thought,
+            "action_text": action_text,
+            "action": [a.to_json() for a in model_actions],
+            "coord_convention": convention,
+            "screen_width": session.current_width,
+            "screen_height": session.current_height,
+            "executed_points": [
+                [p.x, p.y] for a in screen_actions for p in (a.point, a.end_point) if p is not None
+            ],
+            "candidates": session.candidates if session.candidates_version == session.obs_version else [],
+            "decision": "takeover" if data.get("takeover") else chosen.decision,
+            "decision_index": chosen.index,
+            "decision_meta": {
+                **chosen.meta,
+                "kind": kind,
+                "rejected": rejected,
+                "time_taken_ms": data.get("time_taken_ms"),
+                "obs_version": session.obs_version,
+                "model_version": session.policy_model,
+                "env_info": infos,
+            },
+            "policy_version": session.policy_model,
+            "reward": float(result["reward"]) if result else 0.0,
+            "done": bool(result and result.get("done")) or terminal,
+        },
+    )
+    if result is not None:
+        session.last_reward = float(result["reward"])
+        session.env_done = bool(result.get("done"))
+        observation_store(session=session, wire_obs=result["observation"])
+        publish_observation(session)
+        if not session.env_done and not terminal:
+            candidates_request(session=session)
+    if terminal:
+        transaction.on_commit(lambda: session_submit(session=AnnotationSession.objects.get(pk=session_id)))
+    return {"step": step.index, "done": session.env_done or terminal, "reward": session.last_reward}

@@ -1,0 +1,157 @@
+"""Annotation session lifecycle: start (lease + reset + first candidates), heartbeat, submit,
+abandon, and reaping sessions whose lease expired."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from annotation import events
+from annotation.models import AnnotationSession, Assignment, AssignmentStatus, SessionStatus
+from annotation.services.candidates import candidates_request
+from annotation.services.common import (
+    SessionConflict,
+    observation_store,
+    publish_observation,
+    release_lease,
+    session_lease,
+)
+from webapp.fleet import services as fleet
+from webapp.store import services as store
+from webapp.store.models import Checkpoint, Task
+from webapp.store.taskspec import task_spec_wire
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SessionConflict"]
+
+
+def annotation_policy() -> dict[str, Any]:
+    """Which model proposes to annotators: the promoted annotation checkpoint (served by the
+    embedded policy server, or vLLM at the same URL), else the configured default model."""
+    checkpoint = Checkpoint.objects.filter(is_annotation_model=True).first()
+    if checkpoint is None:
+        return {"base_url": settings.POLICY_BASE_URL, "model": settings.POLICY_MODEL,
+                "profile": settings.POLICY_PROFILE, "checkpoint": None}  # fmt: skip
+    return {
+        "base_url": checkpoint.endpoint_url or settings.POLICY_BASE_URL,
+        "model": checkpoint.version,
+        "profile": checkpoint.profile,
+        "checkpoint": checkpoint,
+    }
+
+
+def _set_status(session: AnnotationSession, status: str, error: str = "") -> None:
+    session.status = status
+    session.error = error
+    session.save(update_fields=["status", "error", "updated_at"])
+    payload = events.status_payload(session)
+    transaction.on_commit(lambda: events.publish(session.pk, payload))
+
+
+def session_start(*, user: Any, task: Task, track: str = "expert") -> AnnotationSession:
+    """Lease an environment for `task`, reset it, make its first observation current and ask the
+    model for candidates. Raises fleet.NoEnvironmentAvailable when no env is free (nothing kept)."""
+    if not task.enabled or not task.supported:
+        raise SessionConflict(f"task {task.external_id} is disabled or not supported here")
+    policy = annotation_policy()
+    # Every episode gets a recorded seed, so review can replay it on the very same layout.
+    seed = secrets.randbelow(2**31)
+    with transaction.atomic():
+        trajectory = store.trajectory_create(
+            task=task, source="annotation", annotator=user, checkpoint=policy["checkpoint"],
+            policy_version=policy["model"], metadata={"track": track, "seed": seed},
+        )  # fmt: skip
+        session = AnnotationSession.objects.create(
+            user=user, task=task, trajectory=trajectory, track=track, clock_origin=time.time(),
+            policy_base_url=policy["base_url"], policy_model=policy["model"],
+            policy_profile=policy["profile"], candidates_n=task.pool.candidates_n,
+        )  # fmt: skip
+    try:
+        lease = fleet.lease_acquire(kind=task.env_kind, owner=f"annotation:{session.pk}", task=str(task.pk))
+    except fleet.NoEnvironmentAvailable:
+        trajectory.delete()
+        session.delete()
+        raise
+    session.lease_id, session.lease_env, session.lease_worker = lease.lease_id, lease.env_id, lease.worker
+    session.save(update_fields=["lease_id", "lease_env", "lease_worker"])
+    try:
+        out = fleet.env_call(
+            lease=lease, op="reset", payload={"task": task_spec_wire(task, for_human=True), "seed": seed}
+        )
+    except Exception as exc:
+        fleet.lease_release(lease_id=lease.lease_id)
+        store.trajectory_finish(trajectory=trajectory, status="crashed", final_reward=None)
+        _set_status(session, SessionStatus.ABANDONED, f"the environment could not start the task: {exc}")
+        raise
+    with transaction.atomic():
+        observation_store(session=session, wire_obs=out["observation"])
+        session.status = SessionStatus.ACTIVE
+        session.save(update_fields=["status"])
+        Assignment.objects.filter(user=user, task=task).update(status=AssignmentStatus.IN_PROGRESS)
+        publish_observation(session)
+        candidates_request(session=session)
+    return session
+
+
+def session_heartbeat(*, session: AnnotationSession) -> str:
+    """Keep the lease alive while the workspace is open; returns the lease state."""
+    if session.status != SessionStatus.ACTIVE or not session.lease_id:
+        return "inactive"
+    state = fleet.lease_renew(lease_id=session.lease_id)
+    if state != "active":
+        session_abandon(session=session, reason=f"the environment lease is {state}")
+    return state
+
+
+def session_submit(*, session: AnnotationSession) -> AnnotationSession:
+    """Finish the episode: verify, close the trajectory, release the env, queue it for review."""
+    if session.status != SessionStatus.ACTIVE:
+        raise SessionConflict(f"session {session.pk} is {session.status}, not active")
+    reward: float | None = None
+    try:
+        reward = float(fleet.env_call(lease=session_lease(session), op="evaluate")["reward"])
+    except (fleet.LeaseLost, fleet.EnvCallFailed) as exc:
+        log.warning("session %s: verifier unavailable at submit (%s)", session.pk, exc)
+    with transaction.atomic():
+        trajectory = session.trajectory
+        store.trajectory_finish(trajectory=trajectory, status="completed", final_reward=reward)
+        trajectory.review_state = "pending"
+        trajectory.save(update_fields=["review_state"])
+        Assignment.objects.filter(user=session.user, task=session.task).update(status=AssignmentStatus.DONE)
+        _set_status(session, SessionStatus.SUBMITTED)
+    release_lease(session)
+    return session
+
+
+def session_abandon(*, session: AnnotationSession, reason: str) -> AnnotationSession:
+    """Stop a session without submitting; the partial trajectory is kept and marked."""
+    if session.status not in (SessionStatus.ACTIVE, SessionStatus.CREATED):
+        return session
+    with transaction.atomic():
+        trajectory = session.trajectory
+        if trajectory is not None:
+            store.trajectory_finish(trajectory=trajectory, status="abandoned", final_reward=None)
+            trajectory.metadata = {**trajectory.metadata, "abandoned_reason": reason}
+            trajectory.save(update_fields=["metadata"])
+        _set_status(session, SessionStatus.ABANDONED, reason)
+    release_lease(session)
+    return session
+
+
+def session_reap_abandoned() -> int:
+    """Mark active sessions whose lease is gone (heartbeat stopped → reaper reclaimed it)."""
+    count = 0
+    registry = fleet.registry()
+    for session in AnnotationSession.objects.filter(status=SessionStatus.ACTIVE).exclude(lease_id=""):
+        # Read the lease without renewing it: renewing here would keep abandoned leases alive.
+        state = registry.lease(session.lease_id).get("state", "gone")
+        if state != "active":
+            session_abandon(session=session, reason=f"the environment lease is {state} (no heartbeat)")
+            count += 1
+    return count

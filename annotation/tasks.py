@@ -1,0 +1,52 @@
+"""Celery tasks of the annotation loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+from django.db import DatabaseError
+
+from annotation import services
+
+
+@shared_task(name="annotation.tasks.propose_candidates", ignore_result=True)
+def propose_candidates(session_id: int, obs_version: int) -> bool:
+    return services.candidates_propose(session_id=session_id, obs_version=obs_version)
+
+
+@shared_task(name="annotation.tasks.reap_abandoned_sessions", ignore_result=True)
+def reap_abandoned_sessions() -> int:
+    return services.session_reap_abandoned()
+
+
+# Think-aloud (issue 6): routed to the `asr` queue (webapp/celery.py; THINKALOUD_QUEUE overrides it).
+# acks_late + reject_on_worker_lost: a worker killed mid-job gets the job delivered again; the jobs
+# recompute from the stored chunks, so running twice is harmless.
+_ASR_RETRY = {"acks_late": True, "reject_on_worker_lost": True, "max_retries": 3}
+
+
+@shared_task(name="annotation.tasks.transcribe_chunk", bind=True, ignore_result=True, **_ASR_RETRY)
+def transcribe_chunk(self: Any, chunk_id: int) -> bool:
+    from annotation.thinkaloud import services as thinkaloud
+
+    try:
+        return thinkaloud.chunk_transcribe(chunk_id)
+    except (OSError, DatabaseError) as exc:  # storage or database hiccup: try again shortly
+        raise self.retry(exc=exc, countdown=2**self.request.retries) from exc
+
+
+@shared_task(name="annotation.tasks.transcribe_recording", bind=True, ignore_result=True, **_ASR_RETRY)
+def transcribe_recording(self: Any, recording_id: int) -> bool:
+    from annotation.thinkaloud import services as thinkaloud
+
+    try:
+        return thinkaloud.recording_transcribe(recording_id)
+    except (OSError, DatabaseError) as exc:
+        if self.request.retries >= self.max_retries:
+            thinkaloud.recording_failed(recording_id, f"{type(exc).__name__}: {exc}")
+            raise
+        raise self.retry(exc=exc, countdown=2**self.request.retries) from exc
+    except Exception as exc:
+        thinkaloud.recording_failed(recording_id, f"{type(exc).__name__}: {exc}")
+        raise

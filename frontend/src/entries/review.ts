@@ -1,0 +1,4 @@
+// Review: the reviewer's queue, and one trajectory under review (frontend/src/review/).
+import { mountReview } from "../review";
+
+mountReview();

@@ -1,0 +1,101 @@
+// The executed action drawn over a step's screenshot: an SVG whose viewBox is the screen's own
+// pixels, so it scales with the image at any size (filmstrip thumbnail or the large view).
+
+import type { ActionJson } from "./types";
+
+const NS = "http://www.w3.org/2000/svg";
+const POINTER_MARKS: Record<string, string> = {
+  click: "",
+  left_double: "×2",
+  right_single: "R",
+  hover: "hover",
+  long_press: "hold",
+};
+const DIRECTIONS: Record<string, [number, number]> = { up: [0, -1], down: [0, 1], left: [-1, 0], right: [1, 0] };
+
+function s<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, string | number>, text?: string): SVGElementTagNameMap[K] {
+  const el = document.createElementNS(NS, tag);
+  for (const [name, value] of Object.entries(attrs)) el.setAttribute(name, String(value));
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+/** Sizes of the marks in screen pixels, proportional to the screen so they read at any zoom. */
+export function markScale(width: number, height: number): { r: number; stroke: number; font: number } {
+  const unit = Math.max(width, height) / 100;
+  return { r: Math.max(3, unit * 3.2), stroke: Math.max(1, unit * 0.6), font: Math.max(6, unit * 3.4) };
+}
+
+function label(x: number, y: number, text: string, font: number, colour: string): SVGGElement {
+  const g = s("g", { class: "rv-label" });
+  const width = font * 0.62 * text.length + font * 0.8;
+  g.append(
+    s("rect", { x, y, width, height: font * 1.4, rx: font * 0.3, fill: "#fff", stroke: colour, "stroke-width": font * 0.1 }),
+    s("text", { x: x + font * 0.4, y: y + font * 1.05, "font-size": font, fill: colour, "font-weight": 700 }, text),
+  );
+  return g;
+}
+
+/** The last pointer position of `steps` (each a list of actions): where typing goes when the next
+ *  step types without clicking first. */
+export function lastPoint(steps: readonly (readonly ActionJson[])[]): [number, number] | null {
+  for (let i = steps.length - 1; i >= 0; i--) {
+    const actions = steps[i] ?? [];
+    for (let j = actions.length - 1; j >= 0; j--) {
+      const a = actions[j];
+      const p = a?.end_point ?? a?.point;
+      if (p !== undefined) return p;
+    }
+  }
+  return null;
+}
+
+/** An <svg> drawing `actions` on a `width`×`height` screen; `focus` is where the pointer already
+ *  is (typed text is drawn there when the step does not click first). */
+export function actionOverlay(
+  actions: readonly ActionJson[],
+  width: number,
+  height: number,
+  focus: [number, number] | null = null,
+  colour = "#e8590c",
+): SVGSVGElement {
+  const svg = s("svg", { viewBox: `0 0 ${width} ${height}`, preserveAspectRatio: "none", class: "rv-overlay" });
+  const { r, stroke, font } = markScale(width, height);
+  let cursor: [number, number] | null = focus;
+  let noteRow = 0;
+  const note = (text: string): void => {
+    svg.append(label(font * 0.4, font * 0.4 + noteRow * font * 1.7, text, font, colour));
+    noteRow += 1;
+  };
+  for (const a of actions) {
+    const mark = POINTER_MARKS[a.kind];
+    if (a.point && mark !== undefined) {
+      const [x, y] = a.point;
+      svg.append(
+        s("circle", { cx: x, cy: y, r, fill: "none", stroke: colour, "stroke-width": stroke, class: "rv-mark" }),
+        s("circle", { cx: x, cy: y, r: stroke * 1.2, fill: colour }),
+      );
+      if (mark !== "") svg.append(label(x + r, y - r - font, mark, font, colour));
+      cursor = a.point;
+    } else if (a.point && (a.kind === "drag" || a.kind === "swipe" || a.kind === "scroll")) {
+      const [x, y] = a.point;
+      const v = DIRECTIONS[a.direction ?? "down"] ?? [0, 1];
+      const length = r * 3;
+      const [tx, ty] = a.end_point ?? [x + v[0] * length, y + v[1] * length];
+      svg.append(
+        s("line", { x1: x, y1: y, x2: tx, y2: ty, stroke: colour, "stroke-width": stroke, "stroke-dasharray": a.kind === "scroll" ? `${stroke * 3} ${stroke * 2}` : "none" }),
+        s("circle", { cx: x, cy: y, r: stroke * 1.6, fill: colour }),
+        s("circle", { cx: tx, cy: ty, r: stroke * 2.4, fill: "none", stroke: colour, "stroke-width": stroke }),
+      );
+      if (a.kind === "scroll") svg.append(label(tx + stroke * 3, ty - font * 0.7, `scroll ${a.direction ?? ""}`, font, colour));
+      cursor = [tx, ty];
+    } else if (a.kind === "type" || a.kind === "hotkey") {
+      const text = a.kind === "type" ? `⌨ “${(a.text ?? "").replace(/\n/g, "⏎")}”` : `⌘ ${(a.keys ?? []).join("+")}`;
+      if (cursor !== null) svg.append(label(Math.min(cursor[0] + r, width * 0.55), cursor[1] + r, text, font, colour));
+      else note(text);
+    } else {
+      note(a.text ? `${a.kind}: ${a.text}` : a.kind);
+    }
+  }
+  return svg;
+}

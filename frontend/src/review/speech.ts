@@ -1,0 +1,163 @@
+// The annotator's think-aloud in review: play a step's audio (the recording re-encoded after the
+// full transcription pass, seeked to the step's words), see each word light up as it plays, edit
+// the thought, and move a boundary word to the previous or next step.
+
+import { api, ApiError } from "../lib/api";
+import { h } from "../lib/dom";
+import { playSpan, shownThought, wordAt, type StepSpeech, type ThinkAloudState } from "../workspace/thinkaloud";
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+export class SpeechPanel {
+  private state: ThinkAloudState | null = null;
+  private readonly audio = h("audio", { preload: "auto", "data-testid": "speech-audio" });
+  private frame = 0;
+  private stopAt = 0;
+  private words: HTMLElement[] = [];
+  private current: StepSpeech | null = null;
+  private editing = false;
+  private error = "";
+
+  constructor(
+    private readonly trajectoryId: number,
+    private readonly onChange: () => void,
+  ) {
+    this.audio.addEventListener("pause", () => {
+      cancelAnimationFrame(this.frame);
+      this.highlight(-1);
+    });
+  }
+
+  private get base(): string {
+    return `/api/annotation/thinkaloud/trajectories/${this.trajectoryId}/`;
+  }
+
+  /** Load the think-aloud; a trajectory without one (not annotated, or no audio) shows nothing. */
+  async load(): Promise<void> {
+    try {
+      this.setState(await api<ThinkAloudState>(this.base));
+    } catch (error) {
+      if (!(error instanceof ApiError && error.status === 404)) this.error = `Think-aloud: ${message(error)}`;
+    }
+  }
+
+  private setState(state: ThinkAloudState): void {
+    this.state = state;
+    if (state.audio_url !== "" && this.audio.getAttribute("src") !== state.audio_url) this.audio.src = state.audio_url;
+  }
+
+  /** The panel for one step, or null when the trajectory has no think-aloud at all. */
+  panel(stepIndex: number): HTMLElement | null {
+    const state = this.state;
+    if (state === null) return this.error !== "" ? h("p", { class: "notice notice-error" }, this.error) : null;
+    if (state.chunks.length === 0) return null;
+    const pos = state.steps.findIndex((s) => s.index === stepIndex);
+    const step = state.steps[pos];
+    if (step === undefined) return null;
+    this.current = step;
+    const previous = state.steps[pos - 1];
+    const span = playSpan(step, previous?.clock_end ?? null);
+    const canPlay = state.audio_url !== "" && span !== null;
+    const play = h("button", { type: "button", class: "btn btn-small", disabled: !canPlay, "data-testid": "speech-play" }, "▶ Play");
+    play.addEventListener("click", () => {
+      if (span !== null) this.play(span);
+    });
+    this.words = step.words.map((w, i) => h("span", { class: w.p < 0.5 ? "rv-word rv-word-low" : "rv-word", "data-i": i, title: `${w.start.toFixed(2)}–${w.end.toFixed(2)} s · confidence ${Math.round(w.p * 100)} %` }, w.w));
+    const wordLine = h("p", { class: "rv-words", "data-testid": "speech-words" }, ...this.words.flatMap((el, i) => [i > 0 ? " " : "", el]));
+    const shown = shownThought(step);
+    const toPrev = h("button", { type: "button", class: "btn btn-secondary btn-small", disabled: pos === 0 || step.words.length === 0, title: "Move the first word to the previous step", "data-testid": "speech-move-prev" }, "⇤ first word");
+    const toNext = h("button", { type: "button", class: "btn btn-secondary btn-small", disabled: pos === state.steps.length - 1 || step.words.length === 0, title: "Move the last word to the next step", "data-testid": "speech-move-next" }, "last word ⇥");
+    toPrev.addEventListener("click", () => void this.move(step.index, "previous"));
+    toNext.addEventListener("click", () => void this.move(step.index, "next"));
+    const edit = h("button", { type: "button", class: "btn btn-secondary btn-small", "data-testid": "speech-edit" }, "Edit thought");
+    edit.addEventListener("click", () => {
+      this.editing = true;
+      this.onChange();
+    });
+    let thought: HTMLElement;
+    if (this.editing) {
+      const area = h("textarea", { rows: 3, "data-testid": "speech-thought-input" });
+      area.value = shown.text;
+      const save = h("button", { type: "button", class: "btn btn-small" }, "Save");
+      const cancel = h("button", { type: "button", class: "btn btn-secondary btn-small" }, "Cancel");
+      save.addEventListener("click", () => void this.save(step.index, area.value));
+      cancel.addEventListener("click", () => {
+        this.editing = false;
+        this.onChange();
+      });
+      thought = h("div", {}, area, h("div", { class: "rv-speech-buttons" }, save, cancel));
+    } else {
+      const label = { edited: "edited by the annotator", refined: `refined (${step.refined_by.replace(/^llm:/, "")})`, verbatim: "verbatim", none: "" }[shown.kind];
+      // Verbatim text is the word line above; only a refined or edited thought is shown again.
+      const text = shown.kind === "verbatim" && step.words.length > 0 ? "" : shown.text || "(nothing said for this step)";
+      thought = h("p", { class: "rv-speech-thought", "data-testid": "speech-thought" }, text, label ? h("span", { class: "muted" }, text ? ` — ${label}` : label) : null);
+    }
+    const status = state.status !== "done" ? h("p", { class: "muted" }, state.status === "failed" ? `Transcription failed: ${state.error}` : `Transcription ${state.status}; words may still change.`) : null;
+    return h(
+      "div",
+      { class: "rv-speech", "data-testid": "speech" },
+      h("div", { class: "rv-speech-head" }, h("strong", {}, "Think-aloud"), play, span !== null ? h("span", { class: "muted" }, `${span[0].toFixed(1)}–${span[1].toFixed(1)} s`) : null),
+      status,
+      step.words.length > 0 ? wordLine : null,
+      thought,
+      this.error ? h("p", { class: "notice notice-error", role: "alert" }, this.error) : null,
+      h("div", { class: "rv-speech-buttons" }, toPrev, toNext, this.editing ? null : edit),
+      this.audio,
+    );
+  }
+
+  private play(span: [number, number]): void {
+    const state = this.state;
+    if (state === null) return;
+    this.audio.currentTime = Math.max(0, span[0] - state.audio_start_clock);
+    this.stopAt = span[1] - state.audio_start_clock;
+    void this.audio.play().catch((error: unknown) => {
+      this.error = `Cannot play the audio: ${message(error)}`;
+      this.onChange();
+    });
+    const tick = (): void => {
+      if (this.audio.currentTime >= this.stopAt) {
+        this.audio.pause();
+        return;
+      }
+      const words = this.current?.words ?? [];
+      this.highlight(wordAt(words, state.audio_start_clock + this.audio.currentTime));
+      this.frame = requestAnimationFrame(tick);
+    };
+    cancelAnimationFrame(this.frame);
+    this.frame = requestAnimationFrame(tick);
+  }
+
+  private highlight(index: number): void {
+    for (const [i, el] of this.words.entries()) el.classList.toggle("rv-word-on", i === index);
+  }
+
+  private async save(index: number, text: string): Promise<void> {
+    try {
+      this.setState(await api<ThinkAloudState>(`${this.base}steps/${index}/`, { method: "PATCH", body: { thought: text } }));
+      this.editing = false;
+      this.error = "";
+    } catch (error) {
+      this.error = `Could not save: ${message(error)}`;
+    }
+    this.onChange();
+  }
+
+  private async move(index: number, direction: "previous" | "next"): Promise<void> {
+    try {
+      this.setState(await api<ThinkAloudState>(`${this.base}steps/${index}/move/`, { method: "POST", body: { direction, count: 1 } }));
+      this.error = "";
+    } catch (error) {
+      this.error = `Could not move the word: ${message(error)}`;
+    }
+    this.onChange();
+  }
+
+  /** A new step is shown: leave edit mode and stop playback. */
+  reset(): void {
+    this.editing = false;
+    this.audio.pause();
+  }
+}

@@ -1,0 +1,143 @@
+// Shapes of the review API (annotation/api/review_views.py, annotation/review/selectors.py).
+
+export type Verdict = "approve" | "fix" | "reject";
+export const VERDICTS: readonly Verdict[] = ["approve", "fix", "reject"];
+
+/** One action as stored (workers/actions/types.py Action.to_json), points in screen pixels here. */
+export interface ActionJson {
+  kind: string;
+  point?: [number, number];
+  end_point?: [number, number];
+  text?: string;
+  keys?: string[];
+  direction?: string;
+  name?: string;
+}
+
+export interface QueueRow {
+  id: number;
+  task: string;
+  instruction: string;
+  pool: string;
+  env_kind: string;
+  source: string;
+  num_steps: number;
+  final_reward: number | null;
+  review_state: string;
+  reviews: number;
+  created_at: string;
+}
+
+export interface MyReviewRow {
+  review_id: number;
+  trajectory_id: number;
+  task: string;
+  verdict: string;
+  submitted: boolean;
+  completed_at: string | null;
+  review_state: string;
+}
+
+export interface Queue {
+  reviews_required: number;
+  count: number;
+  queue: QueueRow[];
+  mine: MyReviewRow[];
+}
+
+export interface StepVerdict {
+  index: number;
+  verdict: Verdict;
+  comment: string;
+  /** With "fix": the reviewer's corrected action (screen pixels); `action` is it parsed. */
+  action_text?: string;
+  action?: ActionJson[];
+}
+
+export interface ReviewJson {
+  id: number;
+  reviewer: string;
+  verdict: string;
+  comment: string;
+  step_verdicts: StepVerdict[];
+  created_at: string;
+  completed_at: string | null;
+}
+
+export interface CandidateJson {
+  index?: number;
+  thought?: string;
+  action_text?: string;
+}
+
+export interface ReviewStep {
+  index: number;
+  thought: string;
+  action_text: string;
+  parse_error: string;
+  screen_actions: ActionJson[];
+  screenshot_url: string;
+  screen_width: number | null;
+  screen_height: number | null;
+  decision: string;
+  decision_index: number | null;
+  decision_meta: Record<string, unknown>;
+  candidates: CandidateJson[];
+  reward: number;
+  done: boolean;
+  human_thought: string;
+}
+
+export interface Executability {
+  status: "queued" | "running" | "done" | "failed";
+  replayed_steps?: number;
+  total_steps?: number;
+  reward?: number | null;
+  ok?: boolean;
+  error?: string;
+  seed?: number | null;
+  seed_recorded?: boolean;
+  note?: string;
+  at: string;
+}
+
+export interface Duplicate {
+  trajectory_id: number;
+  score: number;
+  source: string;
+  annotator: string;
+  review_state: string;
+}
+
+export interface Outcome {
+  outcome: string;
+  verdicts: string[];
+  step_agreement: number;
+  disagreeing_steps: number[];
+  flagged_steps: number[];
+}
+
+export interface ReviewData {
+  trajectory: {
+    id: number;
+    source: string;
+    status: string;
+    review_state: string;
+    final_reward: number | null;
+    validation: number | null;
+    validator: string;
+    num_steps: number;
+    annotator: string;
+    seed: number | null;
+  };
+  task: { id: number; external_id: string; instruction: string; env_kind: string; pool: string };
+  steps: ReviewStep[];
+  reviews_required: number;
+  reviews_done: number;
+  my_review: ReviewJson | null;
+  other_reviews: ReviewJson[];
+  others_hidden: boolean;
+  outcome: Outcome | null;
+  executability: Executability | null;
+  duplicates: Duplicate[];
+}

@@ -1,0 +1,15 @@
+// Mount the workspace: the session page when the template names a session, else the start page.
+
+import "./workspace.css";
+import { mountStart } from "./start";
+import { SessionPage } from "./session";
+
+export function mountWorkspace(doc: Document = document): void {
+  const session = doc.querySelector<HTMLElement>("[data-workspace-session]");
+  if (session !== null) {
+    void new SessionPage(session, Number(session.dataset.workspaceSession)).start();
+    return;
+  }
+  const start = doc.querySelector<HTMLElement>("[data-workspace-start]");
+  if (start !== null) void mountStart(start);
+}

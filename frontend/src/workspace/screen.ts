@@ -1,0 +1,188 @@
+// The live screen: the observation screenshot (or the noVNC desktop) scaled to fit, with the overlay
+// SVG exactly on top. In proposal mode a click on the screen gives a click point, a drag gives a drag,
+// a double click a double click and a right click a right click, all in screen pixels.
+
+import { h } from "../lib/dom";
+import { displayToScreen, fitSize, type Point, type Size } from "./geometry";
+
+export interface ScreenPick {
+  kind: "click" | "left_double" | "right_single" | "drag";
+  point: Point;
+  end?: Point;
+}
+
+const DRAG_MIN_PX = 6;
+const EDGE_ROOM_PX = 22;
+
+export class ScreenView {
+  readonly root: HTMLElement;
+  readonly stage: HTMLElement;
+  readonly img: HTMLImageElement;
+  readonly vncHost: HTMLElement;
+  readonly svg: SVGSVGElement;
+  private screen: Size = { width: 0, height: 0 };
+  private display: Size = { width: 0, height: 0 };
+  private vncCanvas: (() => HTMLCanvasElement | null) | null = null;
+  private picking = true;
+  private down: { at: Point; id: number } | null = null;
+  private rubber: SVGLineElement | null = null;
+  private readonly resize: ResizeObserver;
+
+  constructor(
+    private readonly onPick: (pick: ScreenPick) => void,
+    private readonly onLayout: () => void,
+  ) {
+    this.img = h("img", { class: "ws-shot", alt: "The environment's current screen", draggable: "false" });
+    this.vncHost = h("div", { class: "ws-vnc", hidden: true });
+    this.svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    this.svg.setAttribute("class", "ws-overlay");
+    this.svg.setAttribute("data-testid", "overlay");
+    this.stage = h("div", { class: "ws-stage", "data-testid": "screen" }, this.img, this.vncHost);
+    this.stage.append(this.svg);
+    this.root = h("section", { class: "ws-screen", "aria-label": "Screen" }, this.stage);
+    this.img.addEventListener("load", () => {
+      this.layout();
+    });
+    this.resize = new ResizeObserver(() => {
+      this.layout();
+    });
+    this.resize.observe(this.root);
+    this.bindPointer();
+  }
+
+  /** Show screenshot `url` of a `size` screen (kept until the new image has loaded: no flicker). */
+  showScreenshot(url: string, size: Size): void {
+    this.screen = size;
+    if (url === "" || this.img.getAttribute("src") === url) {
+      this.layout();
+      return;
+    }
+    const next = new Image();
+    next.onload = () => {
+      this.img.src = url;
+    };
+    next.onerror = () => {
+      this.img.src = url; // let the element show its own broken state
+    };
+    next.src = url;
+    if (this.img.getAttribute("src") === null) this.img.src = url;
+  }
+
+  /** Put the noVNC canvas in place of the screenshot (desktop tasks). */
+  useVnc(canvas: () => HTMLCanvasElement | null): void {
+    this.vncCanvas = canvas;
+    this.vncHost.hidden = false;
+    this.img.hidden = true;
+    this.stage.classList.add("ws-stage-vnc");
+    this.layout();
+  }
+
+  useScreenshot(): void {
+    this.vncCanvas = null;
+    this.vncHost.hidden = true;
+    this.img.hidden = false;
+    this.stage.classList.remove("ws-stage-vnc");
+    this.layout();
+  }
+
+  /** Proposal mode (clicks make your action) or take-over (the overlay lets input through). */
+  setPicking(picking: boolean): void {
+    this.picking = picking;
+    this.svg.classList.toggle("ws-overlay-passive", !picking);
+  }
+
+  get displaySize(): Size {
+    return this.display;
+  }
+
+  get screenSize(): Size {
+    return this.screen;
+  }
+
+  /** Size and place the image and the overlay for the space available. */
+  layout(): void {
+    const box = { width: this.root.clientWidth - 2, height: this.root.clientHeight - 2 };
+    // Room around the screenshot for markers drawn at its edges.
+    const room = { width: box.width - 2 * EDGE_ROOM_PX, height: box.height - 2 * EDGE_ROOM_PX };
+    if (this.vncCanvas !== null) {
+      this.vncHost.style.width = `${box.width}px`;
+      this.vncHost.style.height = `${box.height}px`;
+      const canvas = this.vncCanvas();
+      if (canvas !== null) {
+        const host = this.stage.getBoundingClientRect();
+        const rect = canvas.getBoundingClientRect();
+        this.placeOverlay(rect.left - host.left, rect.top - host.top, { width: rect.width, height: rect.height });
+      }
+    } else {
+      const fit = fitSize(this.screen, room);
+      this.img.style.width = `${fit.width}px`;
+      this.img.style.height = `${fit.height}px`;
+      this.placeOverlay(0, 0, fit);
+    }
+    this.onLayout();
+  }
+
+  private placeOverlay(left: number, top: number, size: Size): void {
+    this.display = { width: size.width, height: size.height };
+    Object.assign(this.svg.style, { left: `${left}px`, top: `${top}px`, width: `${size.width}px`, height: `${size.height}px` });
+    this.svg.setAttribute("viewBox", `0 0 ${size.width} ${size.height}`);
+  }
+
+  private local(ev: MouseEvent): Point {
+    const rect = this.svg.getBoundingClientRect();
+    return [ev.clientX - rect.left, ev.clientY - rect.top];
+  }
+
+  private toScreen(p: Point): Point {
+    return displayToScreen(p, this.display, this.screen);
+  }
+
+  private bindPointer(): void {
+    this.svg.addEventListener("pointerdown", (ev) => {
+      if (!this.picking || ev.button !== 0 || this.display.width === 0) return;
+      ev.preventDefault();
+      this.down = { at: this.local(ev), id: ev.pointerId };
+      this.svg.setPointerCapture(ev.pointerId);
+    });
+    this.svg.addEventListener("pointermove", (ev) => {
+      if (this.down === null) return;
+      const p = this.local(ev);
+      const [x0, y0] = this.down.at;
+      if (Math.hypot(p[0] - x0, p[1] - y0) < DRAG_MIN_PX) return;
+      if (this.rubber === null) {
+        this.rubber = document.createElementNS("http://www.w3.org/2000/svg", "line");
+        this.rubber.setAttribute("class", "ws-rubber");
+        this.svg.append(this.rubber);
+      }
+      this.rubber.setAttribute("x1", String(x0));
+      this.rubber.setAttribute("y1", String(y0));
+      this.rubber.setAttribute("x2", String(p[0]));
+      this.rubber.setAttribute("y2", String(p[1]));
+    });
+    this.svg.addEventListener("pointerup", (ev) => {
+      if (this.down === null) return;
+      const start = this.down.at;
+      const end = this.local(ev);
+      this.down = null;
+      this.rubber?.remove();
+      this.rubber = null;
+      const moved = Math.hypot(end[0] - start[0], end[1] - start[1]) >= DRAG_MIN_PX;
+      if (moved) this.onPick({ kind: "drag", point: this.toScreen(start), end: this.toScreen(end) });
+      else this.onPick({ kind: "click", point: this.toScreen(start) });
+    });
+    this.svg.addEventListener("pointercancel", () => {
+      this.down = null;
+      this.rubber?.remove();
+      this.rubber = null;
+    });
+    this.svg.addEventListener("dblclick", (ev) => {
+      if (!this.picking) return;
+      this.onPick({ kind: "left_double", point: this.toScreen(this.local(ev)) });
+    });
+    this.svg.addEventListener("contextmenu", (ev) => {
+      if (!this.picking) return;
+      ev.preventDefault();
+      this.onPick({ kind: "right_single", point: this.toScreen(this.local(ev)) });
+    });
+  }
+}

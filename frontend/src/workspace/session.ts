@@ -1,0 +1,618 @@
+// The annotator's workspace for one session: wires the state (REST + websocket), the screen with
+// its overlay, the candidates, the editor, the outcome buttons and the timeline.
+
+import { api, ApiError } from "../lib/api";
+import { h, render } from "../lib/dom";
+import { ActionEditor, type EditorSubmit } from "./editor";
+import { actionShapes, type Shape } from "./geometry";
+import { pickActionText, sketchAction } from "./grammar";
+import { commandFor, SHORTCUTS, type Command } from "./keys";
+import { drawOverlay, type OverlayLayer } from "./overlay";
+import { OutcomePanel } from "./outcome";
+import { candidatesPanel, headerMeta, modeControls, timeline } from "./panels";
+import { ThinkAloudRecorder } from "./recorder";
+import { ScreenView, type ScreenPick } from "./screen";
+import { SessionSocket, socketUrl, type SocketStatus } from "./socket";
+import { applyCandidates, applyObservation, applyStatus, canDecide, mergeState } from "./state";
+import type { DecideResult, Decision, ServerMessage, SessionState, SessionSummary, VncGrant } from "./types";
+import { connectVnc, type VncView } from "./vnc";
+
+function isEditable(target: EventTarget | null): boolean {
+  return target instanceof HTMLElement && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName));
+}
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+export class SessionPage {
+  private state: SessionState | null = null;
+  private shownAt = performance.now();
+  private pendingSince = Date.now();
+  private hovered: number | null = null;
+  private own: ScreenPick | null = null;
+  private busy = false;
+  private takeover = false;
+  private vnc: VncView | null = null;
+  private socket: SessionSocket;
+  private candidatesKey = "";
+  private timelineKey = "";
+  private fetching = false;
+  private refetch = false;
+
+  private readonly instruction = h("h1", { class: "ws-instruction", "data-testid": "instruction" }, "Loading the session…");
+  private readonly meta = h("div", { class: "ws-meta" });
+  private readonly connection = h("span", { class: "ws-conn", "data-testid": "connection", "data-status": "connecting" }, "Connecting…");
+  private readonly modeBox = h("div", { class: "ws-mode" });
+  private readonly banner = h("div", { class: "ws-banner", role: "alert", "data-testid": "banner", hidden: true });
+  private readonly screen: ScreenView;
+  private readonly candidates = h("div", { class: "ws-cand-box", "aria-live": "polite" });
+  private readonly editor: ActionEditor;
+  private readonly outcome: OutcomePanel;
+  private readonly timelineBox = h("section", { class: "ws-timeline", "aria-label": "Timeline" });
+  private readonly help = h("div", { class: "ws-help", hidden: true, "data-testid": "help" });
+  private readonly thinkaloud: ThinkAloudRecorder;
+
+  constructor(
+    private readonly root: HTMLElement,
+    private readonly sessionId: number,
+  ) {
+    this.screen = new ScreenView(
+      (pick) => {
+        this.onPick(pick);
+      },
+      () => {
+        this.drawOverlay();
+      },
+    );
+    this.editor = new ActionEditor(
+      (value) => {
+        void this.onEditorSubmit(value);
+      },
+      () => {
+        this.cancel();
+      },
+    );
+    this.editor.action.addEventListener("input", () => {
+      this.drawOverlay();
+    });
+    this.outcome = new OutcomePanel({
+      writeOwn: () => {
+        this.runCommand({ kind: "override" });
+      },
+      decide: (body) => this.decide(body),
+      submit: () => void this.submit(),
+      abandon: () => void this.abandon(),
+      takeNext: (button) => void takeNextTask(button, this.banner),
+    });
+    this.socket = new SessionSocket(
+      socketUrl(`/ws/annotation/sessions/${sessionId}/`),
+      (msg) => {
+        this.onMessage(msg);
+      },
+      (status, detail) => {
+        this.onSocketStatus(status, detail);
+      },
+    );
+    this.thinkaloud = new ThinkAloudRecorder(sessionId, () => {
+      this.thinkaloud.decorate(this.timelineBox);
+    });
+    this.layout();
+  }
+
+  private layout(): void {
+    const helpButton = h("button", { type: "button", class: "btn btn-secondary btn-small", title: "Keyboard shortcuts (?)" }, "Keys ?");
+    helpButton.addEventListener("click", () => {
+      this.toggleHelp();
+    });
+    render(
+      this.help,
+      h("h3", {}, "Keyboard"),
+      h("dl", {}, ...SHORTCUTS.flatMap(([key, what]) => [h("dt", {}, h("kbd", {}, key)), h("dd", {}, what)])),
+    );
+    render(
+      this.root,
+      h(
+        "header",
+        { class: "ws-head" },
+        h("div", { class: "ws-head-main" }, h("div", { class: "ws-kicker" }, "Task"), this.instruction, this.meta),
+        h("div", { class: "ws-head-side" }, this.connection, this.modeBox, helpButton),
+      ),
+      this.thinkaloud.root,
+      this.banner,
+      this.help,
+      h(
+        "div",
+        { class: "ws-main" },
+        this.screen.root,
+        h(
+          "aside",
+          { class: "ws-side", "aria-label": "Candidates and decisions" },
+          this.editor.root,
+          h("h2", {}, "Model's candidates"),
+          this.candidates,
+          this.outcome.root,
+        ),
+      ),
+      h("h2", { class: "ws-timeline-title" }, "Timeline"),
+      this.timelineBox,
+    );
+  }
+
+  async start(): Promise<void> {
+    document.addEventListener("keydown", (ev) => {
+      this.onKey(ev);
+    });
+    window.addEventListener("beforeunload", () => {
+      this.socket.stop();
+    });
+    setInterval(() => {
+      this.tick();
+    }, 1000);
+    setInterval(() => {
+      this.restHeartbeat();
+    }, 10_000);
+    try {
+      this.apply(await api<SessionState>(`/api/annotation/sessions/${this.sessionId}/`));
+    } catch (error) {
+      this.showBanner(`Could not load the session: ${message(error)}`);
+      return;
+    }
+    if (this.state?.status === "active") this.socket.start();
+    void this.thinkaloud.start(this.state?.status === "active");
+    if (this.state?.task.env_kind === "desktop" && this.state.status === "active") void this.startVnc();
+  }
+
+  // ---------- state ----------
+
+  private apply(incoming: SessionState): void {
+    const before = this.state;
+    const next = mergeState(before, incoming);
+    this.setState(next, before);
+  }
+
+  private setState(next: SessionState, before: SessionState | null): void {
+    this.state = next;
+    const newScreen = before === null || before.observation.obs_version !== next.observation.obs_version;
+    if (newScreen) {
+      this.shownAt = performance.now();
+      this.own = null;
+      // While our own decision is in flight the new screen is its result, not a surprise.
+      if (before !== null && !this.busy) this.editor.screenChanged();
+    }
+    if (next.candidates.status === "pending" && (newScreen || before.candidates.status !== "pending")) this.pendingSince = Date.now();
+    if (before !== null && before.status === "active" && next.status !== "active") {
+      this.socket.stop();
+      void this.thinkaloud.finish();
+    }
+    this.draw();
+  }
+
+  /** Fetch the state over REST (authoritative even when the socket is half dead); calls made while
+   *  one is in flight are folded into one more fetch after it. */
+  private requestState(): void {
+    if (this.fetching) {
+      this.refetch = true;
+      return;
+    }
+    this.fetching = true;
+    api<SessionState>(`/api/annotation/sessions/${this.sessionId}/`)
+      .then((s) => {
+        this.apply(s);
+      })
+      .catch((error: unknown) => {
+        this.showBanner(`Could not refresh the session: ${message(error)}`);
+      })
+      .finally(() => {
+        this.fetching = false;
+        if (this.refetch) {
+          this.refetch = false;
+          this.requestState();
+        }
+      });
+  }
+
+  private onMessage(raw: unknown): void {
+    if (raw === null || typeof raw !== "object" || !("type" in raw)) return;
+    const msg = raw as ServerMessage;
+    const state = this.state;
+    switch (msg.type) {
+      case "annotation.state":
+        // Sent on every (re)connect, so a reconnect catches up on what it missed.
+        if ((msg.state as SessionState | null) !== null) this.apply(msg.state);
+        return;
+      case "heartbeat":
+        if (msg.lease !== "active" && state?.status === "active") this.requestState();
+        return;
+      case "error":
+        this.showBanner(`Server: ${msg.detail}`);
+        return;
+      case "annotation.observation": {
+        if (state === null) return;
+        const update = applyObservation(state, msg);
+        if (update.changed) this.setState(update.state, state);
+        if (update.refetch) this.requestState();
+        return;
+      }
+      case "annotation.candidates":
+        if (state !== null) this.setState(applyCandidates(state, msg), state);
+        return;
+      case "annotation.thinkaloud":
+        this.thinkaloud.onEvent(msg.state);
+        return;
+      case "annotation.status":
+        if (state === null) return;
+        this.setState(applyStatus(state, msg), state);
+        this.requestState();
+        return;
+    }
+  }
+
+  private onSocketStatus(status: SocketStatus, detail: string): void {
+    const text: Record<SocketStatus, string> = {
+      connecting: "Connecting…",
+      open: "Live",
+      reconnecting: "Reconnecting…",
+      closed: this.state !== null && this.state.status !== "active" ? "Closed" : "Offline",
+    };
+    this.connection.dataset.status = status === "closed" && this.state !== null && this.state.status !== "active" ? "ended" : status;
+    this.connection.textContent = text[status];
+    this.connection.title = detail || (status === "open" ? "Updates arrive live; the environment is kept for you." : "");
+    if (status === "closed" && detail !== "") this.showBanner(detail);
+  }
+
+  private restHeartbeat(): void {
+    if (this.state?.status !== "active" || this.socket.isOpen) return;
+    api<{ lease: string }>(`/api/annotation/sessions/${this.sessionId}/heartbeat/`, { method: "POST" })
+      .then((answer) => {
+        if (answer.lease !== "active") this.requestState();
+      })
+      .catch(() => {
+        // The banner would only repeat the connection indicator.
+      });
+  }
+
+  private tick(): void {
+    if (this.state?.candidates.status !== "pending") return;
+    const el = this.candidates.querySelector<HTMLElement>("[data-elapsed]");
+    if (el !== null) el.textContent = `${Math.round((Date.now() - this.pendingSince) / 1000)} s`;
+  }
+
+  // ---------- drawing ----------
+
+  private draw(): void {
+    const state = this.state;
+    if (state === null) return;
+    this.drawHead(state);
+    const obs = state.observation;
+    this.screen.showScreenshot(obs.screenshot_url, { width: obs.width, height: obs.height });
+    this.drawCandidates(state);
+    this.drawOutcome(state);
+    this.drawTimeline(state);
+    this.drawOverlay();
+    this.editor.hints = { point: this.own?.point ?? null, endPoint: this.own?.end ?? null };
+  }
+
+  private drawHead(state: SessionState): void {
+    this.instruction.textContent = state.task.instruction;
+    render(this.meta, ...headerMeta(state));
+    const mode = modeControls(state.task.env_kind === "desktop", this.takeover, this.vnc !== null && state.status === "active", () => {
+      this.setTakeover(!this.takeover);
+    });
+    render(this.modeBox, ...mode);
+  }
+
+  private drawCandidates(state: SessionState): void {
+    const enabled = canDecide(state) && !this.busy;
+    const c = state.candidates;
+    const key = [c.obs_version, c.status, c.items.length, enabled, state.observation.obs_version, state.status, state.observation.env_done].join("|");
+    if (key === this.candidatesKey) return;
+    this.candidatesKey = key;
+    if (!canDecide(state)) {
+      render(this.candidates, h("p", { class: "notice notice-info" }, state.status === "active" ? "No more candidates: the episode has ended." : `This session is ${state.status}.`));
+      return;
+    }
+    render(
+      this.candidates,
+      ...candidatesPanel(c, state.policy.n, this.pendingSince, {
+        accept: (i) => void this.decide({ kind: "accept", index: i }),
+        edit: (i) => {
+          this.openEdit(i);
+        },
+        hover: (i) => {
+          this.setHover(i);
+        },
+      }, enabled),
+    );
+    this.markHover();
+  }
+
+  private setHover(index: number | null): void {
+    if (this.hovered === index) return;
+    this.hovered = index;
+    this.markHover();
+    this.drawOverlay();
+  }
+
+  private markHover(): void {
+    for (const card of this.candidates.querySelectorAll<HTMLElement>(".ws-cand[data-index]")) {
+      card.classList.toggle("ws-cand-hl", card.dataset.index === String(this.hovered));
+    }
+  }
+
+  private drawOverlay(): void {
+    const state = this.state;
+    const display = this.screen.displaySize;
+    const screen = this.screen.screenSize;
+    if (state === null || display.width === 0 || screen.width === 0) return;
+    const lastStep = state.steps.at(-1);
+    const focus = lastStep?.executed_points.at(-1) ?? null;
+    const layers: OverlayLayer[] = [];
+    const c = state.candidates;
+    if (canDecide(state) && c.status === "ready" && c.obs_version === state.observation.obs_version) {
+      for (const cand of c.items) {
+        layers.push({
+          index: cand.index,
+          shapes: actionShapes(cand.screen_actions, { screen, display, label: String(cand.index + 1), focus, noteRow: cand.index }),
+        });
+      }
+    }
+    let own: Shape[] | null = null;
+    const sketch = this.editor.isOpen && this.editor.mode.kind === "override" && this.editor.mode.convention === "screen" ? sketchAction(this.editor.action.value) : null;
+    if (sketch !== null) own = actionShapes([sketch], { screen, display, label: "✎", focus });
+    else if (this.own !== null) {
+      own = actionShapes([{ kind: this.own.kind, point: this.own.point, ...(this.own.end ? { end_point: this.own.end } : {}) }], { screen, display, label: "✎" });
+    }
+    drawOverlay(this.screen.svg, layers, this.hovered, own, (i) => {
+      this.setHover(i);
+    });
+  }
+
+  private drawTimeline(state: SessionState): void {
+    const key = state.steps.map((s) => `${s.index}:${s.decision}`).join(",");
+    if (key === this.timelineKey && this.timelineBox.childElementCount > 0) return;
+    this.timelineKey = key;
+    render(this.timelineBox, ...timeline(state));
+    this.thinkaloud.decorate(this.timelineBox);
+    const list = this.timelineBox.querySelector("ol");
+    if (list !== null) list.scrollLeft = list.scrollWidth;
+  }
+
+  private drawOutcome(state: SessionState): void {
+    this.outcome.update(state, this.busy);
+    if (state.status !== "active") this.editor.close();
+  }
+
+  private showBanner(text: string, kind: "error" | "info" = "error"): void {
+    this.banner.textContent = text;
+    this.banner.dataset.kind = kind;
+    this.banner.hidden = text === "";
+  }
+
+  private toggleHelp(): void {
+    this.help.hidden = !this.help.hidden;
+  }
+
+  // ---------- input ----------
+
+  private onKey(ev: KeyboardEvent): void {
+    if (this.takeover) return; // keys belong to the desktop
+    const n = this.state?.candidates.status === "ready" ? this.state.candidates.items.length : 0;
+    const command = commandFor(
+      { key: ev.key, ctrlKey: ev.ctrlKey, metaKey: ev.metaKey, altKey: ev.altKey, editing: isEditable(ev.target) },
+      n,
+    );
+    if (command === null) return;
+    ev.preventDefault();
+    this.runCommand(command);
+  }
+
+  private runCommand(command: Command): void {
+    const state = this.state;
+    switch (command.kind) {
+      case "accept":
+        if (state !== null && canDecide(state)) void this.decide({ kind: "accept", index: command.index });
+        return;
+      case "edit":
+        this.openEdit(this.hovered ?? 0);
+        return;
+      case "override": {
+        if (state === null || !canDecide(state)) return;
+        const text = this.own !== null ? pickActionText(this.own) : this.editor.mode.kind === "override" ? this.editor.action.value : "";
+        this.editor.open({ kind: "override", convention: "screen" }, this.editor.isOpen ? this.editor.thought.value : "", text, text === "" ? "action" : "thought");
+        this.drawOverlay();
+        return;
+      }
+      case "cancel":
+        this.cancel();
+        return;
+      case "takeover":
+        if (this.vnc !== null) this.setTakeover(!this.takeover);
+        return;
+      case "help":
+        this.toggleHelp();
+        return;
+    }
+  }
+
+  private cancel(): void {
+    this.editor.close();
+    this.own = null;
+    this.outcome.close();
+    if (!this.help.hidden) this.help.hidden = true;
+    this.draw();
+  }
+
+  private openEdit(index: number): void {
+    const state = this.state;
+    const cand = state?.candidates.items.find((c) => c.index === index);
+    if (state === null || cand === undefined || !canDecide(state)) return;
+    this.own = null;
+    this.editor.hints = {};
+    this.editor.open({ kind: "edit", index, convention: cand.convention }, cand.thought, cand.action_text);
+    this.drawOverlay();
+  }
+
+  private onPick(pick: ScreenPick): void {
+    const state = this.state;
+    if (state === null || !canDecide(state) || this.busy) return;
+    this.own = pick;
+    this.editor.hints = { point: pick.point, endPoint: pick.end ?? null };
+    this.editor.setAction({ kind: "override", convention: "screen" }, pickActionText(pick));
+    this.drawOverlay();
+    this.editor.thought.focus();
+  }
+
+  private setTakeover(on: boolean): void {
+    if (this.vnc === null) return;
+    this.takeover = on;
+    this.vnc.setViewOnly(!on);
+    this.screen.setPicking(!on);
+    this.root.classList.toggle("ws-takeover", on);
+    if (this.state !== null) this.drawHead(this.state);
+    // What the annotator did by hand becomes take-over steps; then the new screen gets proposals.
+    if (on) void this.startTakeover();
+    else void this.endTakeover();
+  }
+
+  private async startTakeover(): Promise<void> {
+    try {
+      await api(`/api/annotation/sessions/${this.sessionId}/takeover/start/`, { method: "POST", body: {} });
+    } catch (error) {
+      this.showBanner(`The take-over could not start recording: ${message(error)}`);
+      this.setTakeover(false);
+    }
+  }
+
+  private async endTakeover(): Promise<void> {
+    try {
+      const thought = this.editor.thought.value.trim();
+      const result = await api<{ actions: number; state: SessionState }>(`/api/annotation/sessions/${this.sessionId}/takeover/end/`, {
+        method: "POST",
+        body: { thought },
+      });
+      if (result.actions > 0) this.showBanner(`Recorded ${result.actions} action${result.actions === 1 ? "" : "s"} from your take-over.`, "info");
+      this.apply(result.state);
+    } catch (error) {
+      this.showBanner(`The take-over could not be recorded: ${message(error)}`);
+      this.requestState();
+    }
+  }
+
+  private async startVnc(): Promise<void> {
+    try {
+      const grant = await api<VncGrant>(`/api/annotation/sessions/${this.sessionId}/vnc/`, { method: "POST", body: { read_only: false } });
+      this.vnc = await connectVnc(this.screen.vncHost, grant.url, true, (status, detail) => {
+        if (status === "connected") {
+          this.screen.useVnc(() => this.vnc?.canvas() ?? null);
+          setTimeout(() => {
+            this.screen.layout();
+          }, 300);
+        } else if (status === "disconnected") {
+          this.screen.useScreenshot();
+          if (this.takeover) this.setTakeover(false);
+          this.vnc = null;
+          if (detail !== "") this.showBanner(`Live desktop: ${detail}. Showing screenshots.`);
+        }
+        if (this.state !== null) this.drawHead(this.state);
+      });
+    } catch (error) {
+      this.showBanner(`The live desktop is not available (${message(error)}); showing the screenshots after each action.`, "info");
+    }
+  }
+
+  // ---------- decisions ----------
+
+  private async onEditorSubmit(value: EditorSubmit): Promise<void> {
+    const body: Omit<Decision, "obs_version"> =
+      value.mode.kind === "edit"
+        ? { kind: "edit", index: value.mode.index, thought: value.thought, action_text: value.actionText }
+        : { kind: "override", thought: value.thought, action_text: value.actionText, convention: value.mode.convention };
+    if (this.takeover) body.takeover = true;
+    await this.decide(body);
+  }
+
+  /** Send a decision on the current screen; true when it was applied. Errors keep what was typed. */
+  private async decide(body: Omit<Decision, "obs_version">): Promise<boolean> {
+    const state = this.state;
+    if (state === null || this.busy) return false;
+    this.setBusy(true);
+    this.showBanner("");
+    this.editor.setError("");
+    const decision: Decision = {
+      ...body,
+      obs_version: state.observation.obs_version,
+      time_taken_ms: Math.round(performance.now() - this.shownAt),
+    };
+    try {
+      const result = await api<DecideResult>(`/api/annotation/sessions/${this.sessionId}/decide/`, { method: "POST", body: decision });
+      this.thinkaloud.cut(); // this step's words go up now
+      this.editor.close();
+      this.own = null;
+      this.setBusy(false);
+      this.apply(result.state);
+      return true;
+    } catch (error) {
+      this.setBusy(false);
+      const text = message(error);
+      if (error instanceof ApiError && error.status === 409) {
+        this.showBanner(`${text} — the latest screen is shown now; what you typed is kept.`);
+        this.requestState();
+      } else if (this.editor.isOpen && (body.kind === "edit" || body.kind === "override")) {
+        this.editor.setError(text);
+      } else {
+        this.showBanner(text);
+      }
+      return false;
+    }
+  }
+
+  private setBusy(busy: boolean): void {
+    this.busy = busy;
+    this.editor.setBusy(busy);
+    this.root.classList.toggle("ws-busy", busy);
+    if (this.state !== null) {
+      this.drawCandidates(this.state);
+      this.drawOutcome(this.state);
+    }
+  }
+
+  private async submit(): Promise<void> {
+    if (this.busy) return;
+    this.setBusy(true);
+    try {
+      this.apply(await api<SessionState>(`/api/annotation/sessions/${this.sessionId}/submit/`, { method: "POST" }));
+    } catch (error) {
+      this.showBanner(message(error));
+      if (error instanceof ApiError && error.status === 409) this.requestState();
+    } finally {
+      this.setBusy(false);
+    }
+  }
+
+  private async abandon(): Promise<void> {
+    try {
+      this.apply(await api<SessionState>(`/api/annotation/sessions/${this.sessionId}/abandon/`, { method: "POST" }));
+    } catch (error) {
+      this.showBanner(message(error));
+    }
+  }
+}
+
+/** Start a session on `task` (or the next task of the annotator's queue) and open it. */
+export async function takeNextTask(button: HTMLButtonElement, errorBox: HTMLElement, task?: number): Promise<void> {
+  button.disabled = true;
+  const label = button.textContent;
+  button.textContent = "Starting the environment…";
+  try {
+    const state = await api<SessionState>("/api/annotation/sessions/", { method: "POST", body: task === undefined ? {} : { task } });
+    window.location.assign(`/workspace/${state.id}/`);
+  } catch (error) {
+    errorBox.textContent = message(error);
+    errorBox.hidden = false;
+    button.disabled = false;
+    button.textContent = label;
+  }
+}
+
+export type { SessionSummary };

@@ -1,0 +1,115 @@
+// /workspace/: the annotator's sessions (resume an active one) and "take the next task".
+
+import { api } from "../lib/api";
+import { badge, h, notice, render, table } from "../lib/dom";
+import { ago } from "../lib/format";
+import { takeNextTask } from "./session";
+import type { SessionSummary } from "./types";
+
+interface QueuedAssignment {
+  id: number;
+  task: number;
+  task_external_id: string;
+  instruction: string;
+  env_kind: string;
+  pool_name: string;
+  success_rate: number;
+  track: string;
+  status: string;
+}
+
+/** The annotator's queue: tasks the current model fails most first; start any, or skip one. */
+async function mountQueue(box: HTMLElement, error: HTMLElement): Promise<void> {
+  let queue: QueuedAssignment[];
+  try {
+    queue = await api<QueuedAssignment[]>("/api/annotation/assignments/");
+  } catch (e) {
+    render(box, notice("error", e instanceof Error ? e.message : String(e)));
+    return;
+  }
+  if (queue.length === 0) {
+    render(box, notice("empty", "Nothing is assigned to you. Ask an admin to assign you a task pool."));
+    return;
+  }
+  render(
+    box,
+    h(
+      "div",
+      { class: "table-wrap" },
+      table(queue, [
+        { label: "Task", cell: (a) => h("span", { title: a.instruction }, a.task_external_id) },
+        { label: "Instruction", cell: (a) => (a.instruction.length > 90 ? `${a.instruction.slice(0, 90)}…` : a.instruction) },
+        { label: "Pool", cell: (a) => a.pool_name },
+        { label: "Kind", cell: (a) => a.env_kind },
+        { label: "Track", cell: (a) => badge(a.track, a.track === "novice" ? "queued" : "running") },
+        { label: "Model success", cell: (a) => `${Math.round(a.success_rate * 100)} %`, numeric: true },
+        {
+          label: "",
+          cell: (a) => {
+            const start = h("button", { type: "button", class: "btn btn-small", "data-testid": `start-${a.task}` }, a.status === "in_progress" ? "Continue" : "Start");
+            start.addEventListener("click", () => void takeNextTask(start, error, a.task));
+            const skip = h("button", { type: "button", class: "btn btn-small btn-secondary", title: "Take this task out of your queue" }, "Skip");
+            skip.addEventListener("click", () => {
+              skip.disabled = true;
+              api(`/api/annotation/assignments/${a.id}/skip/`, { method: "POST", body: {} })
+                .then(() => mountQueue(box, error))
+                .catch((e: unknown) => {
+                  error.textContent = e instanceof Error ? e.message : String(e);
+                  error.hidden = false;
+                  skip.disabled = false;
+                });
+            });
+            return h("span", { class: "row-actions" }, start, " ", skip);
+          },
+        },
+      ]),
+    ),
+  );
+}
+
+export async function mountStart(root: HTMLElement): Promise<void> {
+  const error = h("div", { class: "notice notice-error", role: "alert", hidden: true, "data-testid": "start-error" });
+  const next = h("button", { type: "button", class: "btn", "data-testid": "take-next" }, "Take the next task");
+  next.addEventListener("click", () => void takeNextTask(next, error));
+  const list = h("div", { "data-testid": "my-sessions" }, notice("loading", "Loading your sessions…"));
+  const queue = h("div", { "data-testid": "my-queue" }, notice("loading", "Loading your queue…"));
+  render(
+    root,
+    h("div", { class: "ws-start" }, next, h("span", { class: "muted" }, "The task the current model fails most goes first; the environment starts in a few seconds.")),
+    error,
+    h("h2", {}, "Your queue"),
+    queue,
+    h("h2", {}, "Your sessions"),
+    list,
+  );
+  void mountQueue(queue, error);
+  let sessions: SessionSummary[];
+  try {
+    sessions = await api<SessionSummary[]>("/api/annotation/sessions/");
+  } catch (e) {
+    render(list, notice("error", e instanceof Error ? e.message : String(e)));
+    return;
+  }
+  if (sessions.length === 0) {
+    render(list, notice("empty", "No sessions yet. Take the next task to start."));
+    return;
+  }
+  const active = sessions.filter((s) => s.status === "active");
+  render(
+    list,
+    active.length > 0 ? h("p", { class: "notice notice-info" }, `${active.length} active session${active.length === 1 ? "" : "s"}: resume where you left off.`) : null,
+    h(
+      "div",
+      { class: "table-wrap" },
+      table(sessions, [
+        { label: "Session", cell: (s) => h("a", { href: `/workspace/${s.id}/` }, `#${s.id}`) },
+        { label: "Task", cell: (s) => s.task },
+        { label: "Pool", cell: (s) => s.pool },
+        { label: "Status", cell: (s) => badge(s.status, s.status === "active" ? "running" : s.status === "submitted" ? "succeeded" : "failed") },
+        { label: "Steps", cell: (s) => s.steps, numeric: true },
+        { label: "Started", cell: (s) => ago(s.created_at) },
+        { label: "", cell: (s) => (s.status === "active" ? h("a", { class: "btn btn-small", href: `/workspace/${s.id}/` }, "Resume") : h("a", { href: `/workspace/${s.id}/` }, "Open")) },
+      ]),
+    ),
+  );
+}

@@ -1,0 +1,155 @@
+// Shapes of the annotation API and websocket (docs/annotation.md, annotation/selectors.py, events.py).
+
+import type { ThinkAloudEvent } from "./thinkaloud";
+
+/** created, active, submitted, abandoned (review states may follow). */
+export type SessionStatus = string;
+export type CandidatesStatus = "pending" | "ready" | "failed" | "none";
+
+/** One action as the server stores it (workers/actions/types.py Action.to_json). */
+export interface ActionJson {
+  kind: string;
+  point?: [number, number];
+  end_point?: [number, number];
+  text?: string;
+  keys?: string[];
+  direction?: string;
+  name?: string;
+  arguments?: Record<string, unknown>;
+}
+
+export interface Candidate {
+  index: number;
+  thought: string;
+  action_text: string;
+  raw_text: string;
+  actions: ActionJson[];
+  /** The same actions in the screen's own pixels (observation width × height). */
+  screen_actions: ActionJson[];
+  clamped: boolean;
+  parse_error: string;
+  logprob: number | null;
+  model_version: string;
+  convention: string;
+  image_size: [number, number] | null;
+}
+
+export interface Observation {
+  obs_version: number;
+  screenshot_url: string;
+  width: number;
+  height: number;
+  clock: number;
+  reward: number;
+  env_done: boolean;
+}
+
+export interface Candidates {
+  obs_version: number;
+  status: CandidatesStatus;
+  items: Candidate[];
+  error: string;
+  model_ms: number | null;
+}
+
+export interface StepRecord {
+  index: number;
+  thought: string;
+  action_text: string;
+  decision: string;
+  decision_index: number | null;
+  screenshot_url: string;
+  executed_points: [number, number][];
+  reward: number;
+  clock_start: number;
+  clock_end: number;
+  human_thought_verbatim: string;
+  human_thought_refined: string;
+}
+
+export interface SessionState {
+  id: number;
+  status: SessionStatus;
+  error: string;
+  task: { id: number; external_id: string; instruction: string; env_kind: string; pool: string };
+  trajectory_id: number | null;
+  track: string;
+  policy: { model: string; profile: string; n: number };
+  observation: Observation;
+  candidates: Candidates;
+  steps: StepRecord[];
+}
+
+export interface SessionSummary {
+  id: number;
+  status: SessionStatus;
+  task: string;
+  pool: string;
+  steps: number;
+  created_at: string;
+}
+
+export interface DecideResult {
+  step: number;
+  done: boolean;
+  reward: number;
+  state: SessionState;
+}
+
+export interface VncGrant {
+  url: string;
+  token: string;
+  read_only: boolean;
+  expires_in_s: number;
+}
+
+export type DecisionKind = "accept" | "edit" | "override" | "finish" | "infeasible" | "call_user";
+
+export interface Decision {
+  kind: DecisionKind;
+  obs_version: number;
+  index?: number;
+  thought?: string;
+  action_text?: string;
+  convention?: string;
+  answer?: string;
+  time_taken_ms?: number;
+  takeover?: boolean;
+}
+
+export interface ObservationEvent {
+  type: "annotation.observation";
+  obs_version: number;
+  screenshot_url: string;
+  width: number;
+  height: number;
+  clock: number;
+  instruction: string;
+  steps: number;
+  reward: number;
+  env_done: boolean;
+}
+
+export interface CandidatesEvent {
+  type: "annotation.candidates";
+  obs_version: number;
+  status: CandidatesStatus;
+  candidates: Candidate[];
+  error: string;
+  model_ms: number | null;
+}
+
+export interface StatusEvent {
+  type: "annotation.status";
+  status: SessionStatus;
+  error: string;
+}
+
+export type ServerMessage =
+  | { type: "annotation.state"; state: SessionState }
+  | ObservationEvent
+  | CandidatesEvent
+  | StatusEvent
+  | ThinkAloudEvent
+  | { type: "heartbeat"; lease: string }
+  | { type: "error"; detail: string };
