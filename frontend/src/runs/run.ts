@@ -1,0 +1,448 @@
+// The live page of one run: status and controls, every metric as a uPlot chart grouped as SPEC §9
+// lists them, alerts with their thresholds, episodes to replay, the environment fleet (watch a
+// desktop read-only through noVNC), checkpoints (fork, promote) and exports.
+//
+// Charts load the server's min/max-downsampled series (the same function serves live and finished
+// runs); live points from the websocket are appended, and once a chart holds more than twice the
+// requested points it reloads the downsampled series, so a live chart converges to what a finished
+// one shows.
+
+import { api } from "../lib/api";
+import { badge, h, notice, render } from "../lib/dom";
+import { ago, percent } from "../lib/format";
+import { ChartHub, formatValue, MetricChart } from "./chart";
+import { progressBar } from "./list";
+import { chartSpecs, eventX, type ChartSpec } from "./series";
+import { RunSocket } from "./socket";
+import {
+  X_AXES,
+  X_LABELS,
+  type AlertRow,
+  type CatalogueRow,
+  type CheckpointRow,
+  type EpisodeRow,
+  type Fleet,
+  type RunDetail,
+  type RunEvent,
+  type SeriesResponse,
+  type StatusEvent,
+  type XAxis,
+} from "./types";
+
+export const POINTS = 1000;
+const MAX_NAMES_PER_REQUEST = 20;
+
+const CONTROLS: Record<string, string[]> = {
+  created: ["launch", "stop"],
+  running: ["pause", "stop"],
+  paused: ["resume", "stop"],
+};
+
+export async function fetchSeries(runId: number, names: string[], x: XAxis, points = POINTS): Promise<SeriesResponse["series"]> {
+  const out: SeriesResponse["series"] = [];
+  for (let i = 0; i < names.length; i += MAX_NAMES_PER_REQUEST) {
+    const chunk = names.slice(i, i + MAX_NAMES_PER_REQUEST);
+    const q = new URLSearchParams({ names: chunk.join(","), x, points: String(points) });
+    const body = await api<SeriesResponse>(`/api/rl/runs/${runId}/metrics/?${q.toString()}`);
+    out.push(...body.series);
+  }
+  return out;
+}
+
+class RunPage {
+  private run!: RunDetail;
+  private axis: XAxis = "step";
+  private readonly hub = new ChartHub();
+  private readonly charts = new Map<string, MetricChart>(); // chart id → chart
+  private readonly chartOf = new Map<string, MetricChart>(); // metric name → chart
+  private readonly refetchAt = new Map<string, number>();
+  private catalogue = new Map<string, CatalogueRow>();
+  private connectedOnce = false;
+  private fleetTimer = 0;
+
+  private readonly el = {
+    head: h("div", { class: "page-head rc-head", "data-testid": "run-head" }),
+    controls: h("div", { class: "rc-controls", "data-testid": "controls" }),
+    message: h("div", { class: "form-status", "data-testid": "control-status" }),
+    link: h("span", { class: "rc-link", "data-testid": "link-state" }, "connecting…"),
+    counters: h("div", { class: "rc-counters", "data-testid": "counters" }),
+    groups: h("div", { class: "rc-groups", "data-testid": "charts" }),
+    alerts: h("div", { "data-testid": "alerts" }),
+    thresholds: h("div", { "data-testid": "thresholds" }),
+    episodes: h("div", { "data-testid": "episodes" }),
+    fleet: h("div", { "data-testid": "fleet" }),
+    watch: h("div", { class: "rc-watch", "data-testid": "watch" }),
+    checkpoints: h("div", { "data-testid": "checkpoints" }),
+  };
+
+  constructor(
+    private readonly root: HTMLElement,
+    private readonly runId: number,
+  ) {}
+
+  async start(): Promise<void> {
+    const [run, catalogue] = await Promise.all([
+      api<RunDetail>(`/api/rl/runs/${this.runId}/`),
+      api<CatalogueRow[]>("/api/rl/metric-names/"),
+    ]);
+    this.run = run;
+    this.catalogue = new Map(catalogue.map((c) => [c.name, c]));
+    this.layout();
+    this.renderStatus(run);
+    await Promise.all([this.loadCharts(), this.loadAlerts(), this.loadEpisodes("latest", ""), this.loadFleet(), this.loadCheckpoints()]);
+    new RunSocket(this.runId, (e) => { this.onEvent(e); }, (state, detail) => {
+      this.el.link.textContent = state === "live" ? "● live" : `${state}${detail ? ` (${detail})` : ""}`;
+      this.el.link.className = `rc-link rc-link-${state}`;
+    }, () => {
+      if (this.connectedOnce) void this.loadCharts(); // catch up on what arrived while disconnected
+      this.connectedOnce = true;
+    }).start();
+    window.addEventListener("resize", () => { for (const c of this.charts.values()) c.resize(); });
+  }
+
+  // ------------------------------------------------------------------------------- layout
+
+  private layout(): void {
+    const axisSel = h("select", { "data-testid": "x-axis" }, ...X_AXES.map((x) => h("option", { value: x }, X_LABELS[x])));
+    axisSel.addEventListener("change", () => {
+      this.axis = axisSel.value as XAxis;
+      this.hub.xLabel = X_LABELS[this.axis];
+      void this.loadCharts();
+    });
+    const smoothing = h("input", { type: "range", min: 0, max: 0.99, step: 0.01, value: 0, "data-testid": "smoothing" });
+    const smoothingOut = h("output", {}, "0");
+    smoothing.addEventListener("input", () => {
+      this.hub.smoothing = Number(smoothing.value);
+      smoothingOut.textContent = smoothing.value;
+      this.hub.redrawAll();
+    });
+    const reset = h("button", { type: "button", class: "btn btn-secondary btn-small", "data-testid": "reset-zoom" }, "Reset zoom");
+    reset.addEventListener("click", () => { for (const c of this.charts.values()) c.setZoom(null, null); });
+    const pick = h("select", { "data-testid": "episode-pick" }, ...[["latest", "latest"], ["best", "best reward"], ["worst", "worst reward"], ["step_reward", "highest step reward"]].map(([v, t]) => h("option", { value: v ?? "" }, t)));
+    const task = h("input", { placeholder: "task id (optional)", size: 16, "data-testid": "episode-task" });
+    const reload = (): void => void this.loadEpisodes(pick.value, task.value.trim());
+    pick.addEventListener("change", reload);
+    task.addEventListener("change", reload);
+
+    render(
+      this.root,
+      this.el.head,
+      h("section", { class: "card" }, this.el.counters, h("div", { class: "rc-bar" }, this.el.controls, this.el.link), this.el.message),
+      h(
+        "section",
+        { class: "card" },
+        h(
+          "div",
+          { class: "card-head" },
+          h("h2", {}, "Metrics"),
+          h(
+            "div",
+            { class: "rc-toolbar" },
+            h("label", { class: "field" }, "x axis", axisSel),
+            h("label", { class: "field" }, "smoothing", h("span", {}, smoothing, " ", smoothingOut)),
+            reset,
+            h("a", { href: `/api/rl/runs/${this.runId}/export.csv`, class: "btn btn-secondary btn-small", "data-testid": "export-csv" }, "CSV"),
+            h("a", { href: `/api/rl/runs/${this.runId}/export.tfevents`, class: "btn btn-secondary btn-small", "data-testid": "export-tb" }, "TensorBoard"),
+          ),
+        ),
+        h("p", { class: "muted rc-hint" }, `Drag across a chart to zoom every chart; double-click to reset. Long series are downsampled on the server to ${POINTS} points keeping each bucket's minimum and maximum.`),
+        this.el.groups,
+      ),
+      h("section", { class: "card" }, h("div", { class: "card-head" }, h("h2", {}, "Alerts")), this.el.thresholds, this.el.alerts),
+      h("section", { class: "card" }, h("div", { class: "card-head" }, h("h2", {}, "Episodes"), h("div", { class: "rc-toolbar" }, pick, task)), this.el.episodes),
+      h("section", { class: "card" }, h("div", { class: "card-head" }, h("h2", {}, "Environment fleet")), this.el.fleet, this.el.watch),
+      h("section", { class: "card" }, h("div", { class: "card-head" }, h("h2", {}, "Checkpoints")), this.el.checkpoints),
+    );
+  }
+
+  private renderStatus(s: RunDetail | StatusEvent): void {
+    const run = this.run;
+    Object.assign(run, {
+      status: s.status, error: s.error, updates_done: s.updates_done, episodes_done: s.episodes_done,
+      policy_version: s.policy_version, samples: s.samples, headline_success: s.headline_success,
+    });
+    const budget = (run.config.budget ?? {}) as Record<string, number | null>;
+    const maxUpdates = budget.max_updates ?? null;
+    const progress = maxUpdates ? Math.min(1, run.updates_done / maxUpdates) : run.progress;
+    render(
+      this.el.head,
+      h(
+        "div",
+        {},
+        h("h1", {}, run.name, " ", h("span", { "data-testid": "run-status" }, badge(run.status))),
+        h("p", {}, `#${run.id} · ${run.variant} · ${run.mode} · pool ${run.pool_name ?? "—"} · started by ${run.created_by ?? "—"} ${ago(run.created_at)}`, run.parent ? h("span", {}, " · fork of ", h("a", { href: `/runs/${run.parent}/` }, `#${run.parent}`)) : null),
+        run.error ? notice("error", run.error) : null,
+      ),
+      h("div", {}, h("a", { class: "btn btn-secondary", href: `/runs/compare/?runs=${run.id}${run.parent ? `,${run.parent}` : ""}` }, "Compare…")),
+    );
+    const counter = (label: string, value: string, id: string): HTMLElement =>
+      h("div", { class: "rc-counter" }, h("div", { class: "rc-counter-value", "data-testid": `counter-${id}` }, value), h("div", { class: "muted" }, label));
+    render(
+      this.el.counters,
+      counter("updates", String(run.updates_done), "updates"),
+      counter("episodes", String(run.episodes_done), "episodes"),
+      counter("policy version", String(run.policy_version), "version"),
+      counter("samples", String(run.samples), "samples"),
+      counter("verified success", percent(run.headline_success), "success"),
+      h("div", { class: "rc-counter rc-progress" }, progressBar(progress), h("div", { class: "muted" }, "budget")),
+    );
+    const buttons = (CONTROLS[run.status] ?? []).map((action) => {
+      const b = h("button", { type: "button", class: `btn${action === "stop" ? " btn-secondary" : ""}`, "data-testid": `action-${action}` }, `${action.charAt(0).toUpperCase()}${action.slice(1)}`);
+      b.addEventListener("click", () => { void this.control(action); });
+      return b;
+    });
+    const fork = h("a", { class: "btn btn-secondary", href: `/runs/new/?fork=${run.id}`, "data-testid": "action-fork" }, "Fork…");
+    render(this.el.controls, ...buttons, fork);
+  }
+
+  private async control(action: string): Promise<void> {
+    render(this.el.message, notice("loading", `${action}…`));
+    try {
+      const run = await api<RunDetail>(`/api/rl/runs/${this.runId}/${action}/`, { method: "POST" });
+      this.renderStatus(run);
+      render(this.el.message);
+    } catch (err) {
+      render(this.el.message, notice("error", err instanceof Error ? err.message : String(err)));
+    }
+  }
+
+  // ------------------------------------------------------------------------------- charts
+
+  private label(name: string): string {
+    for (const prefix of ["outcome/success_rate/task/", "outcome/success_rate/domain/", "curation/rollouts_per_task/", "curation/bucket/"]) {
+      if (name.startsWith(prefix)) return name.slice(prefix.length);
+    }
+    return name;
+  }
+
+  private makeChart(spec: ChartSpec): MetricChart {
+    const description = this.catalogue.get(spec.id)?.description ?? "";
+    const chart = new MetricChart(spec.id, spec.title, description, this.hub, (n) => this.label(n));
+    chart.bindReset();
+    this.charts.set(spec.id, chart);
+    for (const n of spec.names) this.chartOf.set(n, chart);
+    return chart;
+  }
+
+  private groupEl(group: string): HTMLElement {
+    let el = this.el.groups.querySelector<HTMLElement>(`[data-group="${group}"] .rc-grid`);
+    if (el === null) {
+      const grid = h("div", { class: "rc-grid" });
+      const desc = { outcome: "what the policy achieves", policy: "the policy update", value: "the critic (PPO)", efficiency: "throughput and the asynchronous pipeline", curation: "which rollouts are sampled and trained on", fleet: "the environment fleet" }[group] ?? "";
+      this.el.groups.append(h("div", { class: "rc-group", "data-group": group, "data-testid": `group-${group}` }, h("h3", {}, group, " ", h("span", { class: "muted" }, desc)), grid));
+      el = grid;
+    }
+    return el;
+  }
+
+  async loadCharts(): Promise<void> {
+    const { names } = await api<{ names: string[] }>(`/api/rl/runs/${this.runId}/metric-names/`);
+    for (const c of this.charts.values()) c.destroy();
+    this.charts.clear();
+    this.chartOf.clear();
+    render(this.el.groups);
+    if (names.length === 0) {
+      this.el.groups.append(notice("empty", "No metrics yet: curves appear here as soon as the trainer records its first step."));
+    }
+    const groups = chartSpecs(names);
+    for (const [group, specs] of groups) {
+      const grid = this.groupEl(group);
+      for (const spec of specs) grid.append(this.makeChart(spec).el);
+    }
+    const series = await fetchSeries(this.runId, names, this.axis);
+    for (const s of series) this.chartOf.get(s.name)?.setSeries(s.name, s, s.total);
+  }
+
+  private async refetch(chart: MetricChart): Promise<void> {
+    const now = Date.now();
+    if ((this.refetchAt.get(chart.id) ?? 0) > now) return;
+    this.refetchAt.set(chart.id, now + 3000);
+    const series = await fetchSeries(this.runId, chart.names(), this.axis);
+    for (const s of series) chart.setSeries(s.name, s, s.total);
+  }
+
+  private onMetrics(e: Extract<RunEvent, { type: "run.metrics" }>): void {
+    const x = eventX(e, this.axis);
+    const fresh: string[] = [];
+    for (const [name, value] of Object.entries(e.values)) {
+      const chart = this.chartOf.get(name);
+      if (chart === undefined) {
+        fresh.push(name);
+        continue;
+      }
+      if (chart.append(name, x, value) > 2 * POINTS) void this.refetch(chart);
+    }
+    if (fresh.length > 0) {
+      this.el.groups.querySelector(".notice")?.remove();
+      const known = [...this.chartOf.keys()];
+      const groups = chartSpecs([...known, ...fresh]);
+      for (const [group, specs] of groups) {
+        for (const spec of specs) {
+          let chart = this.charts.get(spec.id);
+          if (chart === undefined) {
+            chart = this.makeChart(spec);
+            this.groupEl(group).append(chart.el);
+          }
+          for (const n of spec.names) this.chartOf.set(n, chart);
+        }
+      }
+      for (const name of fresh) this.chartOf.get(name)?.append(name, x, e.values[name] ?? 0);
+    }
+    const success = e.values["outcome/verified_success_rate"];
+    if (success !== undefined) {
+      this.run.headline_success = success;
+      const el = this.el.counters.querySelector('[data-testid="counter-success"]');
+      if (el) el.textContent = percent(success);
+    }
+    if (Object.keys(e.values).some((n) => n.startsWith("fleet/"))) this.scheduleFleet();
+  }
+
+  private onEvent(e: RunEvent): void {
+    if (e.type === "run.status") this.renderStatus(e);
+    else if (e.type === "run.metrics") this.onMetrics(e);
+    else this.prependAlert({ id: e.alert_id, kind: e.kind, step: e.step, value: e.value, threshold: e.threshold, message: e.message, created_at: new Date().toISOString() });
+  }
+
+  // ------------------------------------------------------------------------------- alerts
+
+  private alertRows: AlertRow[] = [];
+
+  private async loadAlerts(): Promise<void> {
+    const body = await api<AlertRow[] | { results: AlertRow[] }>(`/api/rl/runs/${this.runId}/alerts/`);
+    this.alertRows = Array.isArray(body) ? body : body.results;
+    const t = this.run.alert_settings;
+    const rows: [string, string][] = [
+      ["entropy collapse", `policy/entropy < ${t.entropy_min}`],
+      ["entropy blow-up", `policy/entropy > ${t.entropy_max}`],
+      ["explained-variance drop", `value/explained_variance more than ${t.ev_drop} below its best of the last ${t.window} steps`],
+      ["reward up, success down", `both move by ≥ ${t.divergence_min} over ${t.window} steps`],
+      ["staleness violation", `efficiency/staleness_max > ${t.staleness_bound}`],
+      ["environment crash spike", `fleet/crash_rate > ${t.env_crash_rate_max}`],
+    ];
+    render(
+      this.el.thresholds,
+      h("details", {}, h("summary", {}, `Thresholds (set at launch, section "alerts"; an alert repeats at most every ${t.cooldown_steps} steps)`), h("table", { class: "data" }, h("tbody", {}, ...rows.map(([k, v]) => h("tr", {}, h("td", {}, k), h("td", {}, v)))))),
+    );
+    this.renderAlerts();
+  }
+
+  private prependAlert(a: AlertRow): void {
+    if (this.alertRows.some((r) => r.id === a.id)) return;
+    this.alertRows.unshift(a);
+    this.renderAlerts();
+  }
+
+  private renderAlerts(): void {
+    if (this.alertRows.length === 0) {
+      render(this.el.alerts, notice("empty", "No alerts."));
+      return;
+    }
+    render(
+      this.el.alerts,
+      h(
+        "table",
+        { class: "data" },
+        h("thead", {}, h("tr", {}, ...["Alert", "Step", "Value", "Threshold", ""].map((t) => h("th", {}, t)))),
+        h("tbody", {}, ...this.alertRows.map((a) => h("tr", { class: "rc-alert", "data-testid": `alert-${a.kind}` }, h("td", {}, badge(a.kind.replace(/_/g, " "), "failed")), h("td", { class: "num" }, a.step), h("td", { class: "num" }, formatValue(a.value)), h("td", { class: "num" }, formatValue(a.threshold)), h("td", {}, a.message)))),
+      ),
+    );
+  }
+
+  // ----------------------------------------------------------------------------- episodes
+
+  private async loadEpisodes(which: string, task: string): Promise<void> {
+    const q = new URLSearchParams({ which, limit: "25" });
+    if (task) q.set("task", task);
+    const rows = await api<EpisodeRow[]>(`/api/rl/runs/${this.runId}/episodes/pick/?${q.toString()}`);
+    if (rows.length === 0) {
+      render(this.el.episodes, notice("empty", "No episodes yet."));
+      return;
+    }
+    render(
+      this.el.episodes,
+      h(
+        "table",
+        { class: "data" },
+        h("thead", {}, h("tr", {}, ...["Episode", "Task", "Status", "Reward", "Steps", "Policy version", ""].map((t) => h("th", {}, t)))),
+        h("tbody", {}, ...rows.map((r) => h("tr", {}, h("td", {}, `#${r.id}`), h("td", {}, r.task), h("td", {}, badge(r.status)), h("td", { class: "num" }, r.final_reward === null ? "—" : formatValue(r.final_reward)), h("td", { class: "num" }, r.num_steps), h("td", {}, r.policy_version || "—"), h("td", {}, h("a", { href: `/replay/${r.id}/`, "data-testid": `replay-${r.id}` }, "Replay"))))),
+      ),
+    );
+  }
+
+  // -------------------------------------------------------------------------------- fleet
+
+  private scheduleFleet(): void {
+    if (this.fleetTimer !== 0) return;
+    this.fleetTimer = window.setTimeout(() => {
+      this.fleetTimer = 0;
+      void this.loadFleet();
+    }, 1000);
+  }
+
+  private async loadFleet(): Promise<void> {
+    const f = await api<Fleet>(`/api/rl/runs/${this.runId}/fleet/`);
+    const counts = Object.entries(f.counts).map(([k, v]) => h("span", { class: "rc-count" }, h("b", {}, v), ` ${k}`));
+    const live = f.live.map((l) => {
+      const watch = h("button", { type: "button", class: "btn btn-small btn-secondary", disabled: !l.watchable, title: l.watchable ? "watch live, read-only" : "only desktops stream over VNC", "data-testid": `watch-${l.lease_id}` }, "Watch");
+      watch.addEventListener("click", () => { void this.watch(l.lease_id); });
+      return h("tr", {}, h("td", {}, l.env_id), h("td", {}, l.kind), h("td", {}, l.task || "—"), h("td", {}, badge(l.state)), h("td", { class: "num" }, l.boot_s === null ? "—" : `${l.boot_s.toFixed(1)} s`), h("td", {}, watch));
+    });
+    const ended = f.ended.slice(0, 10).map((l) => h("tr", {}, h("td", {}, l.env_id), h("td", {}, l.kind), h("td", {}, l.task || "—"), h("td", {}, badge(l.state)), h("td", { class: "num" }, l.boot_s === null ? "—" : `${l.boot_s.toFixed(1)} s`), h("td", {}, l.ended_at ? ago(l.ended_at) : "")));
+    const head = (cols: string[]): HTMLElement => h("thead", {}, h("tr", {}, ...cols.map((c) => h("th", {}, c))));
+    render(
+      this.el.fleet,
+      h("div", { class: "rc-counts" }, ...counts, h("span", { class: "rc-count" }, h("b", {}, f.fleet_idle), " idle in the fleet"), f.boot_s_mean === null ? null : h("span", { class: "rc-count" }, h("b", {}, `${f.boot_s_mean} s`), " mean boot")),
+      live.length ? h("table", { class: "data" }, head(["Environment", "Kind", "Task", "State", "Boot", ""]), h("tbody", {}, ...live)) : notice("empty", "No environment is leased by this run right now."),
+      ended.length ? h("details", {}, h("summary", {}, `Recent ended leases (${f.ended.length})`), h("table", { class: "data" }, head(["Environment", "Kind", "Task", "Outcome", "Boot", "Ended"]), h("tbody", {}, ...ended))) : null,
+    );
+  }
+
+  private async watch(leaseId: string): Promise<void> {
+    render(this.el.watch, notice("loading", "Connecting to the desktop (read-only)…"));
+    try {
+      const grant = await api<{ url: string }>(`/api/rl/runs/${this.runId}/fleet/${leaseId}/watch/`, { method: "POST" });
+      const screen = h("div", { class: "rc-vnc" });
+      const state = h("p", { class: "muted" }, "connecting…");
+      const close = h("button", { type: "button", class: "btn btn-small btn-secondary" }, "Close");
+      render(this.el.watch, h("div", { class: "card-head" }, h("h3", {}, `Watching ${leaseId.slice(0, 8)} (read-only)`), close), state, screen);
+      const { connectVnc } = await import("../workspace/vnc");
+      const view = await connectVnc(screen, grant.url, true, (s, detail) => { state.textContent = `${s}${detail ? `: ${detail}` : ""}`; });
+      close.addEventListener("click", () => { view.disconnect(); render(this.el.watch); });
+    } catch (err) {
+      render(this.el.watch, notice("error", err instanceof Error ? err.message : String(err)));
+    }
+  }
+
+  // -------------------------------------------------------------------------- checkpoints
+
+  private async loadCheckpoints(): Promise<void> {
+    const rows = await api<CheckpointRow[]>(`/api/rl/runs/${this.runId}/checkpoints/`);
+    if (rows.length === 0) {
+      render(this.el.checkpoints, notice("empty", "This run has not saved a checkpoint yet."));
+      return;
+    }
+    const status = h("div", { class: "form-status" });
+    render(
+      this.el.checkpoints,
+      h(
+        "table",
+        { class: "data" },
+        h("thead", {}, h("tr", {}, ...["Version", "Saved", "Metrics", ""].map((t) => h("th", {}, t)))),
+        h("tbody", {}, ...rows.map((c) => {
+          const promote = h("button", { type: "button", class: "btn btn-small", disabled: c.is_annotation_model, title: "make it the annotation model (admins)" }, c.is_annotation_model ? "annotation model" : "Promote");
+          promote.addEventListener("click", () => {
+            api(`/api/checkpoints/${c.id}/promote/`, { method: "POST" })
+              .then(() => { render(status, notice("info", `${c.version} is now the annotation model.`)); void this.loadCheckpoints(); })
+              .catch((err: unknown) => { render(status, notice("error", err instanceof Error ? err.message : String(err))); });
+          });
+          return h("tr", {}, h("td", {}, c.version), h("td", {}, ago(c.created_at)), h("td", { class: "muted" }, Object.entries(c.metrics).slice(0, 4).map(([k, v]) => `${k} ${typeof v === "number" ? formatValue(v) : JSON.stringify(v)}`).join(" · ")), h("td", {}, h("a", { class: "btn btn-small btn-secondary", href: `/runs/new/?fork=${this.runId}&checkpoint=${encodeURIComponent(c.version)}` }, "Fork from here"), " ", promote));
+        })),
+      ),
+      status,
+    );
+  }
+}
+
+export async function mountRun(root: HTMLElement, runId: number): Promise<void> {
+  await new RunPage(root, runId).start();
+}

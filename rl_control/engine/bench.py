@@ -1,0 +1,236 @@
+"""Engine benchmarks (SPEC §10, issue 7 items 7–8). Both run the real engine: Celery rollout and
+trainer workers, an env host with Chromium + MiniWoB++, the embedded policy server, PostgreSQL,
+Redis, in a database of their own (`<name>_bench_rollout`, `<name>_bench_learn`).
+
+`run_rollout(quick)`: the same heterogeneous workload in async mode, then in sync mode (batch
+barrier), each for a fixed wall-clock window. Heterogeneous: MiniWoB++ tasks whose episodes end
+after very different times and step counts (tasks with a short episode timer end after one or two
+actions; the others run to the step cap). Figures per mode: training-usable actions per minute
+(steps of trajectories the trainer actually consumed, divided by the window), environment
+utilisation (time inside episodes ÷ time leased, the engine's own accounting), trainer idle
+fraction; and the ratio async ÷ sync. "Training-usable" = steps of completed rollouts the trainer
+consumed within the staleness bound (stale, crashed, abandoned and unfinished ones do not count). Goals: ratio ≥ 2.5, async utilisation ≥ 0.9.
+
+`run_learn(quick)`: MiniWoB++ 8 tasks; scripted-expert demonstrations → a deliberately limited
+SFT (few steps) → success rate on held-out seeds → RL through the real engine (GRPO) for a time
+budget → success rate on the same held-out seeds with the newest RL checkpoint, per task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+WORKLOAD: list[tuple[str, int | None]] = [  # (MiniWoB task, episode timer in ms; None = default)
+    ("click-test", 1500),
+    ("click-button", 2500),
+    ("focus-text", 1500),
+    ("enter-text", None),
+    ("click-checkboxes", None),
+    ("click-tab", None),
+]
+LEARN_TASKS = ["click-test", "click-button", "click-link", "focus-text", "enter-text", "click-dialog",
+               "click-tab", "click-checkboxes"]  # fmt: skip
+
+
+def _bench_db(kind: str) -> tuple[str, str]:
+    from webapp.store.bench import _db_url, _recreate_database
+
+    name = f"{settings.DATABASES['default']['NAME']}_bench_{kind}"
+    _recreate_database(name)
+    url = _db_url(name)
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "webapp.settings.dev"}
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v", "0"], env=env, check=True, cwd=settings.BASE_DIR
+    )
+    return name, url
+
+
+def _driver(kind: str, quick: bool) -> dict[str, Any]:
+    """Run the measurement in a child process on the bench database; its last line is JSON."""
+    _, url = _bench_db(kind)
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "webapp.settings.dev"}
+    args = [sys.executable, "-m", "rl_control.engine.bench", kind] + (["--quick"] if quick else [])
+    out = subprocess.run(args, env=env, cwd=settings.BASE_DIR, capture_output=True, text=True)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(
+            f"bench {kind} failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-5000:]}"
+        )
+    return dict(json.loads(lines[-1]))
+
+
+def run_rollout(quick: bool) -> dict[str, Any]:
+    return _driver("rollout", quick)
+
+
+def run_learn(quick: bool) -> dict[str, Any]:
+    return _driver("learn", quick)
+
+
+# ---------------------------------------------------------------------------- inside the driver
+
+
+def _start_checkpoint(workdir: Path, model: Any = None) -> Any:
+    from webapp.store.models import Checkpoint
+    from workers.policy.embedded.configuration import FlywheelPolicyConfig
+    from workers.policy.embedded.policy import new_model
+    from workers.policy.embedded.tokenizer import FlywheelTokenizer
+
+    path = workdir / "start"
+    if model is None:
+        model = new_model(FlywheelPolicyConfig(flywheel_version="0"), seed=0)
+    model.config.flywheel_version = "0"
+    model.save_pretrained(path)
+    FlywheelTokenizer().save_pretrained(path)
+    return Checkpoint.objects.create(version=f"bench-start-{workdir.name}", path=str(path))
+
+
+def _pool(name: str, tasks: list[tuple[str, int | None]]) -> Any:
+    from webapp.store.models import Task, TaskPool
+
+    pool = TaskPool.objects.create(name=name)
+    for task, timer in tasks:
+        setup: dict[str, Any] = {"task": task}
+        if timer:
+            setup["episode_max_time_ms"] = timer
+        Task.objects.create(
+            pool=pool, external_id=task, instruction="", env_kind="browser", source="miniwob", setup=setup
+        )
+    return pool
+
+
+def _user() -> Any:
+    from django.contrib.auth import get_user_model
+
+    user, _ = get_user_model().objects.get_or_create(username="bench-rl")
+    return user
+
+
+def _measure_mode(
+    mode: str, pool: Any, checkpoint: Any, envs: int, window_s: float, step_cap: int
+) -> dict[str, Any]:
+    from rl_control import services
+    from rl_control.engine.slots import slot_read
+    from rl_control.engine.stack import wait_for
+    from rl_control.models import RolloutGroup, Run, RunMetric
+    from webapp.store.models import Trajectory
+
+    run = services.run_create(
+        user=_user(), name=f"bench-{mode}", algorithm="grpo", mode=mode, pool=pool, start_checkpoint=checkpoint,
+        config={
+            "env": {"parallel_envs": envs},
+            "grpo": {"rollouts_per_task": 2, "lr": 1e-5, "beta_kl": 0.0},
+            "curation": {"rollouts_max": 2, "rollouts_min": 2, "step_cap": step_cap,
+                         "min_batch_trajectories": 2 * envs, "staleness_bound": 1 if mode == "async" else 0,
+                         "injection": "none"},
+            "budget": {"max_updates": 10_000, "max_minutes": 60},
+        },
+    )  # fmt: skip
+    services.run_launch(run=run)
+    # The window starts when the first episode starts (the trainer's start-up is not measured).
+    wait_for("the first rollout", lambda: Trajectory.objects.filter(run=run).exists(), 300)
+    started = time.time()
+    time.sleep(window_s)
+    run.refresh_from_db()
+    services.run_stop(run=run)
+    wait_for("the slots to stop", lambda: all(slot_read(run.pk, k).get("state") != "running" for k in range(envs)),
+             300, every_s=1.0)  # fmt: skip
+    # Training-usable: completed rollouts the trainer consumed within the staleness bound (the
+    # curator's train_ids), whether or not their group then carried a GRPO signal; excluded are
+    # stale, crashed, abandoned and unfinished rollouts.
+    trained: set[int] = set()
+    for group in RolloutGroup.objects.filter(run=run).exclude(state="open"):
+        trained |= {int(i) for i in group.plan.get("train_ids", [])}
+    usable = sum(Trajectory.objects.filter(pk__in=trained).values_list("num_steps", flat=True))
+    every = Trajectory.objects.filter(run=run)
+
+    def mean(name: str) -> float | None:
+        values = list(RunMetric.objects.filter(run=run, name=name).values_list("value", flat=True))
+        return round(sum(values) / len(values), 4) if values else None
+
+    return {
+        "window_s": round(time.time() - started, 1),
+        "usable_actions_per_min": round(60.0 * usable / window_s, 2),
+        "usable_actions": usable,
+        "all_actions": sum(every.values_list("num_steps", flat=True)),
+        "episodes": every.filter(status="completed").count(),
+        "updates": Run.objects.get(pk=run.pk).updates_done,
+        "env_utilization": mean("efficiency/env_utilization"),
+        "trainer_idle_frac": mean("efficiency/trainer_idle_frac"),
+        "weight_sync_s": mean("efficiency/weight_sync_s"),
+        "update_s": mean("efficiency/update_s"),
+    }
+
+
+def drive_rollout(quick: bool) -> dict[str, Any]:
+    from django.test.utils import override_settings
+
+    from rl_control.engine.stack import LocalStack
+
+    envs = 2 if quick else 4
+    window_s = 90.0 if quick else 300.0
+    step_cap = 4 if quick else 8
+    workdir = Path(tempfile.mkdtemp(prefix="bench-rollout-"))
+    db = settings.DATABASES["default"]
+    stack = LocalStack(workdir, f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT']}/{db['NAME']}",
+                       settings_module="webapp.settings.dev", envs=envs, slot_timeout_s=120.0,
+                       updates_per_chunk=1000)  # fmt: skip
+    checkpoint = _start_checkpoint(workdir)
+    stack.start(Path(checkpoint.path))
+    load_before = os.getloadavg()[0]
+    try:
+        with override_settings(**stack.settings_overrides()):
+            from webapp.fleet import services as fleet
+
+            fleet.registry.cache_clear()
+            out = {}
+            for mode in ("async", "sync"):
+                pool = _pool(f"bench-rollout-{mode}", WORKLOAD)
+                out[mode] = _measure_mode(mode, pool, checkpoint, envs, window_s, step_cap)
+    finally:
+        stack.stop()
+    a, s = out["async"]["usable_actions_per_min"], out["sync"]["usable_actions_per_min"]
+    return {
+        "quick": quick,
+        "envs": envs,
+        "window_s": window_s,
+        "workload": [t for t, _ in WORKLOAD],
+        "async": out["async"],
+        "sync": out["sync"],
+        "ratio": round(a / s, 3) if s else None,
+        "goal_ratio": 2.5,
+        "goal_async_util": 0.9,
+        "load_avg_1m_before": round(load_before, 2),
+        "load_avg_1m_after": round(os.getloadavg()[0], 2),
+        "cores": os.cpu_count(),
+    }
+
+
+def main(argv: list[str]) -> int:
+    import django
+
+    django.setup()
+    kind, quick = argv[0], "--quick" in argv
+    figures = drive_rollout(quick) if kind == "rollout" else drive_learn(quick)
+    print(json.dumps(figures))
+    return 0
+
+
+def drive_learn(quick: bool) -> dict[str, Any]:
+    from rl_control.engine.learn import learn_benchmark
+
+    return learn_benchmark(quick=quick, start_checkpoint=_start_checkpoint, pool=_pool, user=_user,
+                           tasks=LEARN_TASKS)  # fmt: skip
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

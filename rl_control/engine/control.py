@@ -1,0 +1,62 @@
+"""Starting and watching a run's engine (light imports: called from the web process's services).
+
+`engine_start` gives the trainer a new chunk number (fencing any older chunk) and enqueues it on
+the train queue; the trainer starts the rollout slots. `engine_watch_run` (beat) restarts a trainer
+whose heartbeat stopped and supervises the slots.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from rl_control.engine import slots
+from rl_control.models import EngineState, Run
+from webapp.store.checkpoints import checkpoint_dir
+
+
+def engine_state(run: Run) -> EngineState:
+    state, _ = EngineState.objects.get_or_create(run=run)
+    return state
+
+
+def start_dir(run: Run) -> Path:
+    """Weights the run starts from: its start checkpoint, else the untrained initial checkpoint."""
+    from webapp.store.checkpoints import checkpoint_create_initial
+
+    checkpoint = run.start_checkpoint or checkpoint_create_initial()
+    return checkpoint_dir(checkpoint)
+
+
+def engine_start(*, run: Run) -> int:
+    """Start (or restart) the trainer of a running run: a new chunk number fences off any older
+    chunk; returns it. The trainer starts the rollout slots itself."""
+    from rl_control.tasks import train_chunk
+
+    state = engine_state(run)
+    with transaction.atomic():
+        locked = EngineState.objects.select_for_update().get(pk=state.pk)
+        locked.chunk += 1
+        locked.trainer_heartbeat = timezone.now()
+        locked.save(update_fields=["chunk", "trainer_heartbeat", "updated_at"])
+        chunk = locked.chunk
+    transaction.on_commit(
+        lambda: train_chunk.apply_async(args=[run.pk, chunk], queue=settings.RL_TRAIN_QUEUE)
+    )
+    return chunk
+
+
+def engine_watch_run(*, run: Run) -> bool:
+    """Watchdog for a running run: restart a trainer chunk that stopped beating, supervise slots."""
+    state = engine_state(run)
+    restarted = False
+    stale = timezone.now() - timedelta(seconds=max(60.0, 4 * settings.RL_SLOT_TIMEOUT_S))
+    if state.trainer_heartbeat is None or state.trainer_heartbeat < stale:
+        engine_start(run=run)
+        restarted = True
+    got = slots.slots_supervise(run.pk, int(run.config["env"]["parallel_envs"]))
+    return restarted or bool(got["started"])

@@ -1,0 +1,171 @@
+"""The data manager: hands out rollouts, keeps the streaming pool, says which groups are ready to train.
+
+Rollouts are handed out as slots of `RolloutGroup`s (task, N from dynamic sampling, step limit from
+the longest success so far; workers.rl.curator state kept in `EngineState.curation`). A slot is
+claimed by one conditional UPDATE (`issued < size`), in the same transaction that creates its
+`Trajectory`, so a slot is never rolled out twice.
+
+Async mode: a free environment takes the oldest open slot, or opens a new group: it never waits
+(rollout-wise scheduling); the curator's staleness bound drops what is too old at training time.
+Sync mode (coupled baseline): the groups of batch `v` are opened together when the policy is at
+version v; an environment with no slot left in the batch waits until the trainer has consumed the
+whole batch and pushed version v + 1 (the barrier).
+
+The streaming pool: every completed trajectory is appended to the Redis stream
+`<prefix>:run:<id>:pool` (the trainer blocks on it instead of polling) and is durable as its
+PostgreSQL row; the trainer reads the pool from PostgreSQL, so a Redis restart loses nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import F, Q
+
+from rl_control.engine.keys import key, rds
+from rl_control.models import EngineState, RolloutGroup, RolloutGroupState, Run, RunMode
+from webapp.store import services as store
+from webapp.store.models import Task, Trajectory, TrajectoryStatus
+from workers.rl.config import CurationConfig
+from workers.rl.curator import GroupCurator
+
+POOL_MAXLEN = 100_000
+
+
+def run_tasks(run: Run) -> list[Task]:
+    """The run's tasks: its explicit list, else every enabled, supported task of its pool (by id)."""
+    ids = run.config.get("task_ids") or []
+    qs = Task.objects.filter(pk__in=ids) if ids else Task.objects.filter(pool_id=run.pool_id)
+    return list(qs.filter(enabled=True, supported=True).order_by("pk"))
+
+
+def curator_of(run: Run, state: EngineState) -> GroupCurator:
+    if state.curation:
+        return GroupCurator.from_dict(state.curation)
+    return GroupCurator(
+        CurationConfig.from_dict({**run.config["curation"], "seed": run.config.get("seed", 0)})
+    )
+
+
+def group_size(run: Run, curator: GroupCurator, task: Task) -> int:
+    """PPO trains on single rollouts; GRPO on groups of N (dynamic N, seed 002 §4.1)."""
+    if run.algorithm == "ppo":
+        return 1
+    return max(2, curator.rollouts.n_for(task.external_id))
+
+
+def sync_batch_groups(run: Run) -> int:
+    """Groups per synchronous batch: enough for the trainer's minimum batch."""
+    n = run.config["grpo"]["rollouts_per_task"] if run.algorithm == "grpo" else 1
+    return max(1, math.ceil(run.config["curation"]["min_batch_trajectories"] / n))
+
+
+def _open_group(run: Run, state: EngineState, *, batch: int | None) -> RolloutGroup:
+    """Next task in the run's order (a seeded shuffle per pass over the tasks, curriculum by N)."""
+    tasks = run_tasks(run)
+    if not tasks:
+        raise RuntimeError(f"run {run.pk} has no enabled task")
+    curator = curator_of(run, state)
+    counters = dict(state.counters)
+    position = int(counters.get("next_task", 0))
+    epoch, index = divmod(position, len(tasks))
+    order = list(tasks)
+    random.Random(f"{run.config.get('seed', 0)}:{epoch}").shuffle(order)
+    task = order[index]
+    counters["next_task"] = position + 1
+    EngineState.objects.filter(pk=state.pk).update(counters=counters)
+    state.counters = counters
+    cap = run.config["curation"]["step_cap"]
+    limit = curator.step_limit.limit_for(task.external_id) if state.curation else cap
+    return RolloutGroup.objects.create(
+        run=run, task=task, size=group_size(run, curator, task), step_limit=max(1, min(limit, cap)),
+        created_version=state.version, batch=batch,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Claim:
+    group: RolloutGroup
+    slot: int  # index of the rollout within its group
+    trajectory: Trajectory
+
+
+def rollout_claim(*, run: Run, env_slot: int, generation: int) -> Claim | None:
+    """Claim the next rollout for an environment, creating its running Trajectory; None = wait."""
+    with transaction.atomic():
+        state = EngineState.objects.select_for_update().get(run=run)
+        sync = run.mode == RunMode.SYNC
+        open_groups = RolloutGroup.objects.filter(run=run, state=RolloutGroupState.OPEN)
+        if sync:
+            open_groups = open_groups.filter(batch=state.version)
+        group = open_groups.filter(issued__lt=F("size")).order_by("id").first()
+        if group is None:
+            if sync:
+                if open_groups.exists() or RolloutGroup.objects.filter(run=run, batch=state.version).exists():
+                    return None  # batch fully handed out: wait at the barrier
+                groups = [_open_group(run, state, batch=state.version) for _ in range(sync_batch_groups(run))]
+                group = groups[0]
+            else:
+                group = _open_group(run, state, batch=None)  # never let an environment wait
+        if group is None:
+            return None
+        RolloutGroup.objects.filter(pk=group.pk).update(issued=F("issued") + 1)
+        group.refresh_from_db()
+        trajectory = store.trajectory_create(
+            task=group.task, source="rl", run_id=run.pk, policy_version=f"v{state.version}",
+            metadata={"engine": {"group": group.pk, "slot": group.issued - 1, "env_slot": env_slot,
+                                 "generation": generation, "step_limit": group.step_limit}},
+        )  # fmt: skip
+    return Claim(group=group, slot=group.issued - 1, trajectory=trajectory)
+
+
+def pool_push(*, run_id: int, trajectory_id: int, group_id: int) -> None:
+    rds().xadd(key(run_id, "pool"), {"trajectory": trajectory_id, "group": group_id}, maxlen=POOL_MAXLEN)
+
+
+def pool_wait(*, run_id: int, last_id: str, timeout_s: float) -> str:
+    """Block until a trajectory lands in the pool after `last_id` (or the timeout); the newest id."""
+    got = rds().xread({key(run_id, "pool"): last_id}, block=max(1, int(timeout_s * 1000)))
+    if not got:
+        return last_id
+    return got[0][1][-1][0].decode()
+
+
+def groups_ready(*, run: Run, version: int) -> list[RolloutGroup]:
+    """Open groups whose every slot was handed out and none is still running (sync: this batch only)."""
+    qs = (
+        RolloutGroup.objects.filter(run=run, state=RolloutGroupState.OPEN, issued=F("size"))
+        .select_related("task")
+        .order_by("id")
+    )
+    if run.mode == RunMode.SYNC:
+        qs = qs.filter(batch=version)
+    groups = list(qs)
+    if not groups:
+        return []
+    running = {
+        int(g)
+        for g in Trajectory.objects.filter(run=run, status=TrajectoryStatus.RUNNING).values_list(
+            "metadata__engine__group", flat=True
+        )
+        if g is not None
+    }
+    return [g for g in groups if g.pk not in running]
+
+
+def group_trajectories(group_ids: list[int], run: Run) -> dict[int, list[Trajectory]]:
+    out: dict[int, list[Trajectory]] = {g: [] for g in group_ids}
+    for t in Trajectory.objects.filter(run=run, metadata__engine__group__in=group_ids).order_by("pk"):
+        out[int(t.metadata["engine"]["group"])].append(t)
+    return out
+
+
+def pool_fill(*, run: Run) -> int:
+    """Completed trajectories not yet consumed by the trainer (the streaming pool's fill)."""
+    open_ids = RolloutGroup.objects.filter(run=run, state=RolloutGroupState.OPEN).values_list("pk", flat=True)
+    return Trajectory.objects.filter(
+        Q(run=run, status=TrajectoryStatus.COMPLETED), metadata__engine__group__in=list(open_ids)
+    ).count()

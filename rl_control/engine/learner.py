@@ -1,0 +1,382 @@
+"""The trainer side of the engine: one Celery task per chunk of updates, on the `train` queue.
+
+A chunk (settings.RL_UPDATES_PER_CHUNK updates) loads the trainer from the run's newest save
+(`EngineState.trainer_dir`, else the start checkpoint), pushes those weights to the policy servers
+(so the servers always serve the committed version, also after a crash), then loops:
+
+  1. heartbeat + fence: `EngineState.chunk` must still be this chunk (a resume or the watchdog
+     starts a new chunk number; an older chunk that wakes up stops);
+  2. stop when the run is no longer running (pause: rollouts stop by themselves after their
+     episode, which lands in the pool; nothing is lost);
+  3. supervise the environment slots (start stopped ones, reclaim dead ones);
+  4. wait on the streaming pool until the completed, not-yet-trained trajectories of finished
+     groups reach `curation.min_batch_trajectories` (sync mode: until the whole batch is back);
+  5. curate each group (workers.rl.curator: staleness bound, dynamic N, step limit, experience
+     pool / BEPA cache / replay injection), build TrajectorySamples from the stored steps, run
+     `PolicyTrainer.update`, save version v+1, push it to the policy servers one at a time
+     (seed 002 §3.5), and commit in one transaction: the engine state (version, trainer dir,
+     curation state), the groups consumed, per-step RL stats for replay. Then record the SPEC §9
+     metrics and the run progress (which finishes the run when its budget is spent).
+
+A crash between the save and the commit repeats that update after restart from the previous save:
+nothing is trained twice in the committed record and nothing is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.files.storage import default_storage
+from django.db import close_old_connections, transaction
+from django.utils import timezone
+
+from rl_control import services
+from rl_control.engine import slots
+from rl_control.engine.control import engine_state, start_dir
+from rl_control.engine.data import (
+    curator_of,
+    group_trajectories,
+    groups_ready,
+    pool_fill,
+    pool_wait,
+    sync_batch_groups,
+)
+from rl_control.engine.keys import key, rds
+from rl_control.engine.rollout import server_root
+from rl_control.models import EngineState, RolloutGroup, RolloutGroupState, Run, RunMode, RunStatus
+from webapp.store.checkpoints import checkpoint_register
+from webapp.store.models import Checkpoint, Step, Trajectory, TrajectoryStatus
+from workers.policy.openai_client import OpenAIClient
+from workers.rl.config import RLConfig
+from workers.rl.curator import GroupCurator, RolloutOutcome
+from workers.rl.trainer import PolicyTrainer, TrajectorySample, step_sample_from
+
+log = logging.getLogger(__name__)
+WAIT_S = 1.0
+
+# Read and reset the run's accounting hash in one step.
+_TAKE = """
+local v = redis.call('HGETALL', KEYS[1])
+redis.call('DEL', KEYS[1])
+return v
+"""
+
+
+class Superseded(RuntimeError):
+    """A newer chunk owns the run's trainer; this one stops without writing."""
+
+
+# ------------------------------------------------------------------------------------ the chunk
+
+
+def _push_weights(path: Path) -> float:
+    """Load `path` on every policy server, one after the other (seed 002 §3.5); seconds taken."""
+    started = time.perf_counter()
+    for url in settings.RL_POLICY_URLS:
+        client = OpenAIClient(server_root(url))
+        try:
+            client.load_weights(str(path))
+        finally:
+            client.close()
+    return time.perf_counter() - started
+
+
+def _beat(state: EngineState, chunk: int) -> None:
+    if not EngineState.objects.filter(pk=state.pk, chunk=chunk).update(trainer_heartbeat=timezone.now()):
+        raise Superseded(f"chunk {chunk} of run {state.run_id} was superseded")
+
+
+def learner_chunk(*, run_id: int, chunk: int) -> str:
+    """Run one chunk; "continue" (enqueue the next), "paused", "ended" or "superseded"."""
+    run = Run.objects.get(pk=run_id)
+    state = engine_state(run)
+    if state.chunk != chunk:
+        return "superseded"
+    if run.status != RunStatus.RUNNING:
+        return "paused" if run.status == RunStatus.PAUSED else "ended"
+    try:
+        return _chunk(run, state, chunk)
+    except Superseded:
+        return "superseded"
+    except Exception as exc:
+        log.exception("run %s: trainer chunk %s failed", run_id, chunk)
+        run.refresh_from_db()
+        if run.status in (RunStatus.RUNNING, RunStatus.PAUSED):
+            services.run_fail(run=run, error=f"trainer failed: {type(exc).__name__}: {exc}")
+        return "ended"
+
+
+def _load_trainer(run: Run, state: EngineState) -> PolicyTrainer:
+    config = RLConfig.from_run_config(run.algorithm, run.config)
+    if state.trainer_dir:
+        return PolicyTrainer.resume(state.trainer_dir, config)
+    trainer = PolicyTrainer(start_dir(run), config, seed=int(run.config.get("seed", 0)))
+    if trainer.version != state.version:
+        EngineState.objects.filter(pk=state.pk).update(version=trainer.version)
+        state.version = trainer.version
+    return trainer
+
+
+def _chunk(run: Run, state: EngineState, chunk: int) -> str:
+    _beat(state, chunk)
+    if not settings.RL_POLICY_URLS:
+        raise RuntimeError(
+            "no policy server for RL: start one (python -m workers.policy.server) and list it in RL_POLICY_URLS"
+        )
+    trainer = _load_trainer(run, state)
+    serving = Path(state.trainer_dir) if state.trainer_dir else start_dir(run)
+    sync_s = _push_weights(serving)
+    curator = curator_of(run, state)
+    n_slots = int(run.config["env"]["parallel_envs"])
+    last_id = "0-0"
+    window_start = time.perf_counter()
+    idle_s = 0.0
+    done = 0
+    while True:
+        _beat(state, chunk)
+        run.refresh_from_db()
+        if run.status != RunStatus.RUNNING:
+            return "paused" if run.status == RunStatus.PAUSED else "ended"
+        slots.slots_supervise(run.pk, n_slots)
+        groups = _collect(run, state)
+        if groups is None:
+            waited = time.perf_counter()
+            last_id = pool_wait(run_id=run.pk, last_id=last_id, timeout_s=WAIT_S)
+            idle_s += time.perf_counter() - waited
+            close_old_connections()
+            continue
+        window_s = time.perf_counter() - window_start
+        _update(run, state, chunk, trainer, curator, groups,
+                idle_frac=idle_s / window_s if window_s > 0 else 0.0, window_s=window_s, sync_s=sync_s)  # fmt: skip
+        sync_s = None
+        window_start, idle_s = time.perf_counter(), 0.0
+        done += 1
+        if done >= settings.RL_UPDATES_PER_CHUNK:
+            run.refresh_from_db()
+            if run.status != RunStatus.RUNNING:
+                return "ended"
+            if EngineState.objects.filter(pk=state.pk, chunk=chunk).update(chunk=chunk + 1) != 1:
+                return "superseded"
+            return "continue"
+
+
+def _collect(run: Run, state: EngineState) -> list[RolloutGroup] | None:
+    """Groups to train on now, or None to keep waiting (SPEC §8: the trainer steps when completed
+    trajectories reach the minimum batch; unfinished groups stay in the pool)."""
+    ready = groups_ready(run=run, version=state.version)
+    if not ready:
+        return None
+    if run.mode == RunMode.SYNC:
+        batch = RolloutGroup.objects.filter(run=run, batch=state.version).count()
+        if len(ready) < batch or batch < sync_batch_groups(run):
+            return None
+        return ready
+    completed = group_trajectories([g.pk for g in ready], run)
+    need = int(run.config["curation"]["min_batch_trajectories"])
+    chosen, count = [], 0
+    for group in ready:
+        chosen.append(group)
+        count += sum(1 for t in completed[group.pk] if t.status == TrajectoryStatus.COMPLETED)
+        if count >= need:
+            return chosen
+    return None
+
+
+def _read(name: str) -> bytes | None:
+    if not name:
+        return None
+    with default_storage.open(name, "rb") as fh:
+        return fh.read()
+
+
+def trajectory_sample(
+    trajectory: Trajectory, group_id: str, *, sample_id: str | None = None
+) -> TrajectorySample | None:
+    """The trainer's view of a stored rollout: every step's prompt rebuilt from its stored
+    observation (instruction, elements, screenshot) and the earlier actions; None without tokens."""
+    steps = []
+    history: list[str] = []
+    for step in trajectory.steps.order_by("index"):
+        rl = step.rl or {}
+        if rl.get("token_ids"):
+            steps.append(
+                step_sample_from(
+                    instruction=rl.get("instruction", ""),
+                    observation_image=_read(step.screenshot.name),
+                    elements=rl.get("elements", []),
+                    history=list(history),
+                    token_ids=rl["token_ids"],
+                    rollout_logprobs=rl["logprobs"],
+                    policy_version=int(rl.get("version", 0)),
+                )
+            )
+        history.append(step.action_text)
+    if not steps:
+        return None
+    engine = trajectory.metadata.get("engine", {})
+    reward = float((engine.get("reward") or {}).get("total", trajectory.final_reward or 0.0))
+    return TrajectorySample(
+        trajectory_id=sample_id or str(trajectory.pk), task_key=trajectory.task.external_id,
+        group_id=group_id, steps=steps, reward=reward, success=bool(engine.get("success")),
+    )  # fmt: skip
+
+
+def _outcome(t: Trajectory) -> RolloutOutcome:
+    engine = t.metadata.get("engine", {})
+    reward = float((engine.get("reward") or {}).get("total", t.final_reward or 0.0))
+    version = engine.get("min_version")
+    return RolloutOutcome(str(t.pk), reward, int(engine.get("steps") or t.num_steps), int(version or 0))
+
+
+def _take_acct(run_id: int) -> dict[str, float]:
+    raw = rds().eval(_TAKE, 1, key(run_id, "acct"))
+    return {raw[i].decode(): float(raw[i + 1]) for i in range(0, len(raw), 2)}
+
+
+def _update(
+    run: Run, state: EngineState, chunk: int, trainer: PolicyTrainer, curator: GroupCurator,
+    groups: list[RolloutGroup], *, idle_frac: float, window_s: float, sync_s: float | None,
+) -> None:  # fmt: skip
+    by_group = group_trajectories([g.pk for g in groups], run)
+    samples: list[TrajectorySample] = []
+    plans: dict[int, dict[str, Any]] = {}
+    trained: set[int] = set()
+    finished: list[Trajectory] = []
+    injections = {"experience_pool": 0, "bepa_cache": 0, "replay": 0}
+    stale = 0
+    for group in groups:
+        done = [t for t in by_group[group.pk] if t.status == TrajectoryStatus.COMPLETED]
+        finished += done
+        if not done:
+            plans[group.pk] = {"skipped": "no completed rollout"}
+            continue
+        plan = curator.process_group(group.task.external_id, [_outcome(t) for t in done], state.version)
+        plans[group.pk] = plan.to_dict()
+        stale += len(plan.stale_ids)
+        if plan.no_signal and run.algorithm == "grpo":
+            continue
+        fresh = {int(i) for i in plan.train_ids}
+        for t in done:
+            if t.pk in fresh and (s := trajectory_sample(t, str(group.pk))) is not None:
+                samples.append(s)
+                trained.add(t.pk)
+        for use in plan.injections:
+            injections[use.source] = injections.get(use.source, 0) + 1
+            stored = Trajectory.objects.filter(pk=int(use.trajectory_id)).select_related("task").first()
+            s = stored and trajectory_sample(stored, str(group.pk), sample_id=f"{stored.pk}@g{group.pk}")
+            if s:
+                # BEPA / pool: the stored success's log-probs are recomputed under the current policy.
+                for step, lps in zip(s.steps, trainer.recompute_logprobs(s.steps), strict=True):
+                    step.rollout_logprobs, step.policy_version = lps, trainer.version
+                samples.append(s)
+    metrics: dict[str, float] = {}
+    before = trainer.version
+    step_stats: dict[str, list[dict[str, Any]]] = {}
+    if samples and run.algorithm == "ppo" and trainer.value_pretrain_done is None:
+        # seed 000 §2.5.4: the critic is pretrained on the fixed policy first (the version stays)
+        metrics.update(trainer.pretrain_value(samples))
+        for plan in plans.values():
+            plan["value_pretraining"] = True
+    elif samples:
+        metrics.update(trainer.update(samples))
+        step_stats = trainer.last_step_stats
+    else:
+        trainer.version += 1  # nothing to learn from: the version still moves so the batch closes
+    version = trainer.version
+    out_dir = Path(settings.RL_CHECKPOINT_ROOT) / f"run{run.pk}" / f"u{state.updates + 1:06d}-v{version}"
+    trainer.save(out_dir, version, curation_state=curator.to_dict())
+    new_policy = version != before
+    sync = (_push_weights(out_dir) if new_policy else 0.0) + (sync_s or 0.0)
+    parent = Checkpoint.objects.filter(run=run).order_by("-created_at", "-id").first() or run.start_checkpoint
+    with transaction.atomic():
+        locked = EngineState.objects.select_for_update().get(pk=state.pk)
+        if locked.chunk != chunk:
+            raise Superseded(f"chunk {chunk} superseded before committing version {version}")
+        locked.version, locked.updates, locked.trainer_dir = version, locked.updates + 1, str(out_dir)
+        locked.curation = curator.to_dict()
+        locked.save(update_fields=["version", "updates", "trainer_dir", "curation", "updated_at"])
+        state.version, state.updates, state.trainer_dir = locked.version, locked.updates, locked.trainer_dir
+        for group in groups:
+            has_samples = any(s.group_id == str(group.pk) for s in samples)
+            RolloutGroup.objects.filter(pk=group.pk).update(
+                state=RolloutGroupState.TRAINED if has_samples else RolloutGroupState.SKIPPED,
+                trained_version=version, plan=plans[group.pk],
+            )  # fmt: skip
+        for trajectory_id, rows in step_stats.items():
+            if not trajectory_id.isdigit() or int(trajectory_id) not in trained:
+                continue
+            steps = list(
+                Step.objects.filter(trajectory_id=int(trajectory_id), rl__has_key="token_ids").order_by(
+                    "index"
+                )
+            )
+            for step, stats in zip(steps, rows, strict=False):
+                step.rl = {**step.rl, **{k: v for k, v in stats.items() if k != "policy_version"}}
+            Step.objects.bulk_update(steps, ["rl"])
+        if new_policy:
+            checkpoint_register(
+                version=f"run{run.pk}-v{version}", path=str(out_dir), parent=parent, run_id=run.pk,
+                metrics={k: metrics[k] for k in ("policy/entropy", "policy/kl") if k in metrics},
+            )  # fmt: skip
+    _record(
+        run, state.updates, version, metrics, finished, trained, injections, stale, idle_frac, window_s, sync
+    )
+
+
+def _record(
+    run: Run, step: int, version: int, metrics: dict[str, float], finished: list[Trajectory], trained: set[int],
+    injections: dict[str, int], stale: int, idle_frac: float, window_s: float, sync_s: float,
+) -> None:  # fmt: skip
+    acct = _take_acct(run.pk)
+    values: dict[str, float] = dict(metrics)
+    rewards = [_outcome(t).reward for t in finished]
+    if rewards:
+        mean = statistics.fmean(rewards)
+        half = 1.96 * statistics.pstdev(rewards) / math.sqrt(len(rewards)) if len(rewards) > 1 else 0.0
+        successes = [bool(t.metadata.get("engine", {}).get("success")) for t in finished]
+        values.update({
+            "outcome/reward_mean": mean, "outcome/reward_ci_low": mean - half, "outcome/reward_ci_high": mean + half,
+            "outcome/success_rate": statistics.fmean(successes),
+            "outcome/verified_success_rate": statistics.fmean(successes),
+            "outcome/episode_steps_mean": statistics.fmean(t.num_steps for t in finished),
+        })  # fmt: skip
+        per_task: dict[str, list[bool]] = {}
+        for t, ok in zip(finished, successes, strict=True):
+            per_task.setdefault(t.task.external_id, []).append(ok)
+        for task_key, oks in per_task.items():
+            values[f"outcome/success_rate/task/{task_key}"] = statistics.fmean(oks)
+    busy, idle = acct.get("busy_s", 0.0), acct.get("idle_s", 0.0)
+    episodes = int(Trajectory.objects.filter(run=run, status=TrajectoryStatus.COMPLETED).count())
+    values.update({
+        "outcome/episodes": float(episodes),
+        "efficiency/actions_per_min": 60.0 * acct.get("actions", 0.0) / window_s if window_s > 0 else 0.0,
+        "efficiency/episodes_per_min": 60.0 * acct.get("episodes", 0.0) / window_s if window_s > 0 else 0.0,
+        "efficiency/trainer_idle_frac": idle_frac,
+        "efficiency/pool_fill": float(pool_fill(run=run)),
+        "efficiency/weight_sync_s": sync_s,
+        "curation/pool_injections": float(injections.get("experience_pool", 0)),
+        "curation/cache_injections": float(injections.get("bepa_cache", 0)),
+        "curation/replay_injections": float(injections.get("replay", 0)),
+        "curation/stale_dropped": float(stale),
+        "fleet/crashed": acct.get("crashed", 0.0),
+        "fleet/reclaimed": acct.get("reclaimed", 0.0),
+        "fleet/crash_rate": acct.get("crashed", 0.0) / max(1.0, acct.get("crashed", 0.0) + acct.get("episodes", 0.0)),
+    })  # fmt: skip
+    if busy + idle > 0:
+        values["efficiency/env_utilization"] = busy / (busy + idle)
+    samples = int(Step.objects.filter(trajectory_id__in=trained).count())
+    services.metrics_record(run=run, step=step, values=values, policy_version=version, samples=samples)
+    run.refresh_from_db()
+    try:
+        services.run_progress(
+            run=run, updates_done=run.updates_done + 1, episodes_done=episodes, policy_version=version,
+            samples=run.samples + samples,
+        )  # fmt: skip
+    except services.RunTransitionError:
+        pass  # stopped meanwhile; the loop notices

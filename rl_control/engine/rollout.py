@@ -1,0 +1,236 @@
+"""One rollout: a claimed slot of a group played to the end on a leased environment.
+
+Every policy call samples one response from a policy server (OpenAIPolicy with
+`return_tokens_as_token_ids`, so the exact sampled token ids and their log-probs come back) and
+records, on its `Step` row, the policy version that produced it (`Step.policy_version`, and
+`Step.rl` = {version, token_ids, logprobs, elements}); the screenshot is stored with the step so the
+trainer can rebuild the prompt exactly. The episode ends at a terminal action, when the environment
+says done, or at the group's step limit; then the verifier scores it and the shaped reward
+(workers.rl.rewards.total_reward) is stored in the trajectory's metadata.
+
+A crashed environment fails only its own trajectory (status crashed, excluded from training); a
+policy-server error fails it too (status failed). A task fenced off (its slot was reclaimed) stops
+without touching the trajectory, which the reclaimer has already closed.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from rl_control.engine.data import Claim, pool_push
+from rl_control.engine.keys import key, rds, version_of
+from rl_control.models import Run
+from webapp.fleet import services as fleet
+from webapp.store import services as store
+from webapp.store.models import Trajectory, TrajectoryStatus
+from webapp.store.taskspec import task_spec_wire
+from workers.actions.coords import action_to_screen
+from workers.actions.types import TERMINAL_KINDS
+from workers.envs.base import Observation
+from workers.envs.wire import observation_from_wire
+from workers.policy.base import HistoryItem, PolicyError
+from workers.policy.openai_client import EMBEDDED, OpenAIPolicy
+from workers.rl.config import RewardConfig
+from workers.rl.rewards import total_reward
+
+
+class Fenced(RuntimeError):
+    """This task no longer owns its slot (it was reclaimed); stop without writing anything more."""
+
+
+@dataclass
+class EpisodeResult:
+    status: str
+    reward: float | None
+    steps: int
+    busy_s: float
+
+
+def server_root(base_url: str) -> str:
+    root = base_url.rstrip("/")
+    return root[: -len("/v1")] if root.endswith("/v1") else root
+
+
+def policy_for(base_url: str, run_id: int) -> OpenAIPolicy:
+    return OpenAIPolicy(base_url=server_root(base_url), model=f"run{run_id}", profile=EMBEDDED)
+
+
+def run_episode(
+    *,
+    run: Run,
+    claim: Claim,
+    lease: Any,
+    policy: OpenAIPolicy,
+    beat: Any,
+    current_version: int,
+) -> EpisodeResult:
+    """Play `claim` on the leased env. `beat()` renews the slot heartbeat and returns False once the
+    slot was reclaimed (then `Fenced` is raised). Raises fleet.LeaseLost when the env crashed (the
+    trajectory is closed as crashed first)."""
+    started = time.perf_counter()
+    trajectory, group = claim.trajectory, claim.group
+    temperature = float((run.config.get(run.algorithm) or {}).get("temperature", 1.0))
+    context = int(run.config["env"]["context_screenshots"])
+    seed = random.Random(f"{run.config.get('seed', 0)}:{trajectory.pk}").randrange(2**31)
+    parse_oks: list[bool] = []
+    try:
+        out = fleet.env_call(
+            lease=lease, op="reset", payload={"task": task_spec_wire(group.task), "seed": seed}
+        )
+        obs = observation_from_wire(out["observation"])
+        history: list[HistoryItem] = []
+        actions_done: list[str] = []
+        done = False
+        for index in range(group.step_limit):
+            if not beat():
+                raise Fenced(f"trajectory {trajectory.pk}: slot reclaimed")
+            candidate = policy.propose(obs, history, None, n=1, temperature=temperature)[0]
+            version = version_of(run.pk, candidate.model_version)
+            version = current_version if version is None else version
+            executed: list[dict[str, Any]] = []
+            env_error = ""
+            terminal = False
+            parsed_ok = candidate.parsed.error is None and bool(candidate.parsed.actions)
+            if parsed_ok:
+                for action in candidate.parsed.actions:
+                    if action.kind in TERMINAL_KINDS:
+                        terminal = True
+                        break
+                    screen = action_to_screen(
+                        action,
+                        candidate.convention,
+                        obs.width,
+                        obs.height,
+                        *(candidate.image_size or (None, None)),
+                    ).action
+                    try:
+                        result = fleet.env_call(lease=lease, op="step", payload={"action": screen.to_json()})
+                    except fleet.EnvCallFailed as exc:  # the env refused the action: a policy mistake
+                        env_error = str(exc)[:500]
+                        parsed_ok = False
+                        break
+                    executed.append(screen.to_json())
+                    done = done or bool(result.get("done"))
+                    next_obs = observation_from_wire(result["observation"])
+                    if done:
+                        break
+            if not executed:
+                next_obs = None
+            _store_step(trajectory, index, obs, candidate, version, executed, env_error)
+            parse_oks.append(parsed_ok)
+            actions_done.append(candidate.action_text.strip())
+            history.append(
+                HistoryItem(thought=candidate.thought, action=candidate.action_text,
+                            screenshot=obs.screenshot if context > 1 else None, image_format=obs.image_format)
+            )  # fmt: skip
+            if terminal or done:
+                break
+            obs = (
+                next_obs
+                if next_obs is not None
+                else observation_from_wire(fleet.env_call(lease=lease, op="observe")["observation"])
+            )
+        reward = float(fleet.env_call(lease=lease, op="evaluate")["reward"])
+    except fleet.LeaseLost:
+        _close(trajectory, TrajectoryStatus.CRASHED, None, {"error": "the environment crashed"})
+        raise
+    except (PolicyError, fleet.EnvCallFailed) as exc:
+        _close(trajectory, TrajectoryStatus.FAILED, None, {"error": f"{type(exc).__name__}: {exc}"[:2000]})
+        return EpisodeResult(TrajectoryStatus.FAILED, None, len(parse_oks), time.perf_counter() - started)
+    breakdown = total_reward(reward, actions_done, parse_oks, RewardConfig.from_dict(run.config["reward"]))
+    success_min = float(run.config["curation"]["success_min_reward"])
+    closed = _close(
+        trajectory, TrajectoryStatus.COMPLETED, reward,
+        {"reward": breakdown.to_dict(), "success": reward >= success_min, "steps": len(parse_oks)},
+        success=reward >= success_min,
+    )  # fmt: skip
+    if closed:
+        pool_push(run_id=run.pk, trajectory_id=trajectory.pk, group_id=group.pk)
+        r = rds()
+        pipe = r.pipeline()
+        pipe.hincrby(key(run.pk, "acct"), "episodes", 1)
+        pipe.hincrby(key(run.pk, "acct"), "actions", len(parse_oks))
+        pipe.execute()
+    return EpisodeResult(TrajectoryStatus.COMPLETED, reward, len(parse_oks), time.perf_counter() - started)
+
+
+def _text(value: str) -> str:
+    """PostgreSQL text cannot hold NUL; a sampled response may (the token ids keep the exact sample)."""
+    return value.replace("\x00", "\ufffd")
+
+
+def _store_step(
+    trajectory: Trajectory,
+    index: int,
+    obs: Observation,
+    candidate: Any,
+    version: int,
+    executed: list[dict[str, Any]],
+    env_error: str = "",
+) -> None:
+    store.step_append(
+        trajectory=trajectory,
+        screenshot=obs.screenshot,
+        image_format=obs.image_format,
+        fields={
+            "index": index,
+            "raw_text": _text(candidate.raw_text),
+            "thought": _text(candidate.thought),
+            "action_text": _text(candidate.action_text),
+            "action": executed,
+            "parse_error": _text(candidate.parsed.error.message if candidate.parsed.error else env_error),
+            "coord_convention": str(candidate.convention),
+            "screen_width": obs.width,
+            "screen_height": obs.height,
+            "policy_version": str(version),
+            "rl": {
+                "version": version,
+                "token_ids": list(candidate.token_ids or []),
+                "logprobs": list(candidate.token_logprobs or []),
+                "value": candidate.value,
+                "instruction": obs.instruction,
+                "elements": [
+                    {
+                        "index": e.index,
+                        "tag": e.tag,
+                        "text": e.text,
+                        "x": e.x,
+                        "y": e.y,
+                        "width": e.width,
+                        "height": e.height,
+                    }
+                    for e in obs.elements
+                ],
+            },
+        },
+    )
+
+
+def _close(
+    trajectory: Trajectory,
+    status: str,
+    reward: float | None,
+    engine: dict[str, Any],
+    success: bool | None = None,
+) -> bool:
+    """Finish the trajectory once (False if it was already closed, e.g. by a reclaimer)."""
+    with transaction.atomic():
+        store.trajectory_finish(trajectory=trajectory, status=status, final_reward=reward, success=success)
+        if trajectory.status != status or (
+            status == TrajectoryStatus.COMPLETED and trajectory.final_reward != reward
+        ):
+            return False
+        steps = trajectory.steps.values_list("policy_version", flat=True)
+        versions = [int(v) for v in steps if v.isdigit()]
+        meta = dict(trajectory.metadata)
+        meta["engine"] = {**meta.get("engine", {}), **engine,
+                          "min_version": min(versions) if versions else None,
+                          "max_version": max(versions) if versions else None}  # fmt: skip
+        Trajectory.objects.filter(pk=trajectory.pk).update(metadata=meta)
+        trajectory.metadata = meta
+    return True

@@ -1,0 +1,145 @@
+"""Environment slots: the unit a rollout worker owns (one leased environment, one trajectory at a time).
+
+A run has `env.parallel_envs` slots. Slot k is a Redis hash `<prefix>:run:<id>:slot:<k>`:
+
+    generation  fencing token: a rollout task runs slot k only while the hash holds its generation
+    state       running | stopped
+    heartbeat   unix time of the task's last sign of life (every policy call and env step)
+    lease       lease id of the environment it holds (released when the task stops)
+    trajectory  the trajectory in flight ("" between episodes)
+
+`slots_supervise` (called by the trainer loop and by the `engine_watch` beat task) starts a task for
+every stopped slot and reclaims a slot whose heartbeat is older than settings.RL_SLOT_TIMEOUT_S (its
+worker was killed): the generation moves on (the old task, if it ever wakes, stops at its next
+check), the in-flight trajectory is closed as abandoned by one conditional UPDATE (exactly once; it
+is never trained on), the lease is released, and a new task starts the slot again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from django.conf import settings
+
+from rl_control.engine.keys import key, rds
+from webapp.fleet import services as fleet
+from webapp.store import services as store
+from webapp.store.models import Trajectory, TrajectoryStatus
+
+log = logging.getLogger(__name__)
+
+# Compare-and-bump: move slot KEYS[1] to a new generation only if it still has ARGV[1] ("" = none).
+_BUMP = """
+local g = redis.call('HGET', KEYS[1], 'generation') or ''
+if g ~= ARGV[1] then return 0 end
+local n = redis.call('HINCRBY', KEYS[1], 'generation', 1)
+redis.call('HSET', KEYS[1], 'state', 'running', 'heartbeat', ARGV[2], 'lease', '', 'trajectory', '')
+return n
+"""
+# Set fields of KEYS[1] only while it holds generation ARGV[1]; returns 1 when written.
+_FENCED_SET = """
+if redis.call('HGET', KEYS[1], 'generation') ~= ARGV[1] then return 0 end
+for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 1
+"""
+
+
+def slot_key(run_id: int, slot: int) -> str:
+    return key(run_id, "slot", slot)
+
+
+def slot_read(run_id: int, slot: int) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in rds().hgetall(slot_key(run_id, slot)).items()}
+
+
+def slot_set(run_id: int, slot: int, generation: int, **fields: Any) -> bool:
+    """Write `fields` to the slot if it still belongs to `generation` (False: this task was fenced off)."""
+    args: list[Any] = [generation]
+    for name, value in fields.items():
+        args += [name, str(value)]
+    return bool(rds().eval(_FENCED_SET, 1, slot_key(run_id, slot), *args))
+
+
+def slot_beat(run_id: int, slot: int, generation: int, **fields: Any) -> bool:
+    return slot_set(run_id, slot, generation, heartbeat=f"{time.time():.3f}", **fields)
+
+
+def slot_start(run_id: int, slot: int, seen_generation: str) -> int | None:
+    """Start a new task for the slot if it is still at `seen_generation`; returns the new generation."""
+    from rl_control.tasks import rollout_slot
+
+    generation = int(rds().eval(_BUMP, 1, slot_key(run_id, slot), seen_generation, f"{time.time():.3f}"))
+    if generation == 0:
+        return None  # someone else restarted it first
+    rollout_slot.apply_async(args=[run_id, slot, generation], queue=settings.RL_ROLLOUT_QUEUE)
+    return generation
+
+
+def _reclaim(run_id: int, slot: int, info: dict[str, str]) -> None:
+    """Close what a dead task left: its in-flight trajectory (abandoned, once) and its lease."""
+    trajectory_id = info.get("trajectory")
+    if trajectory_id:
+        trajectory = Trajectory.objects.filter(pk=int(trajectory_id)).first()
+        if trajectory is not None and trajectory.status == TrajectoryStatus.RUNNING:
+            store.trajectory_finish(
+                trajectory=trajectory, status=TrajectoryStatus.ABANDONED, final_reward=None
+            )
+            Trajectory.objects.filter(pk=trajectory.pk).update(
+                metadata={**trajectory.metadata, "abandoned_reason": "rollout worker stopped responding"}
+            )
+    if info.get("lease"):
+        fleet.lease_release(lease_id=info["lease"])
+    rds().hincrby(key(run_id, "acct"), "reclaimed", 1)
+
+
+def slots_supervise(run_id: int, n_slots: int, *, timeout_s: float | None = None) -> dict[str, int]:
+    """Make sure each of the run's `n_slots` slots has a live task; returns {started, reclaimed}."""
+    timeout_s = settings.RL_SLOT_TIMEOUT_S if timeout_s is None else timeout_s
+    started = reclaimed = 0
+    now = time.time()
+    for slot in range(n_slots):
+        info = slot_read(run_id, slot)
+        seen = info.get("generation", "")
+        if info.get("state") == "running" and now - float(info.get("heartbeat") or 0) <= timeout_s:
+            continue
+        if info.get("state") == "running":
+            log.warning("run %s slot %s: no heartbeat for %.0f s, reclaiming", run_id, slot, timeout_s)
+            if slot_start(run_id, slot, seen) is not None:
+                _reclaim(run_id, slot, info)
+                reclaimed += 1
+                started += 1
+            continue
+        if slot_start(run_id, slot, seen) is not None:
+            started += 1
+    return {"started": started, "reclaimed": reclaimed}
+
+
+def slots_live(run_id: int, n_slots: int) -> int:
+    """Slots whose task is running (heartbeat fresh)."""
+    now = time.time()
+    return sum(
+        1
+        for s in range(n_slots)
+        if (info := slot_read(run_id, s)).get("state") == "running"
+        and now - float(info.get("heartbeat") or 0) <= settings.RL_SLOT_TIMEOUT_S
+    )
+
+
+def slots_clear(run_id: int) -> None:
+    """Forget a finished run's slots and counters (its tasks see the generation gone and stop)."""
+    r = rds()
+    names = list(r.scan_iter(match=key(run_id, "*"), count=500))
+    if names:
+        r.delete(*names)
+
+
+def slot_fail(run_id: int, slot: int, generation: int) -> None:
+    """A rollout task died of an unexpected error: close its in-flight trajectory (abandoned, once),
+    release its environment and mark the slot stopped so the supervisor starts it again."""
+    info = slot_read(run_id, slot)
+    if info.get("generation") != str(generation):
+        return  # already reclaimed by the supervisor
+    _reclaim(run_id, slot, info)
+    slot_set(run_id, slot, generation, state="stopped", lease="", env="", worker="", trajectory="")

@@ -1,0 +1,139 @@
+"""A local engine stack of real processes, for the engine tests and benchmarks.
+
+One policy server (workers.policy.server, its own process), one env host (Celery worker on
+`env.<name>` with a browser warm pool), rollout workers (Celery, prefork, on a queue of their own)
+and one trainer worker (Celery, solo = concurrency 1). Every name (queues, Redis prefixes) carries
+a random suffix so several stacks share PostgreSQL and Redis without seeing each other's work.
+`settings_overrides()` is what the calling process needs to talk to the same stack.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+CELERY = [sys.executable, "-m", "celery", "-A", "webapp", "worker", "--without-gossip", "--without-mingle",
+          "--without-heartbeat", "-l", "warning"]  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(what: str, predicate: Callable[[], Any], timeout_s: float, every_s: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every_s)
+    raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def stop_process(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    """Stop a process started in its own session (and its children) by its group id."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, sig)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+class LocalStack:
+    def __init__(
+        self,
+        workdir: Path,
+        database_url: str,
+        *,
+        settings_module: str,
+        envs: int = 2,
+        slot_timeout_s: float = 60.0,
+        updates_per_chunk: int = 2,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
+        self.name = f"e{uuid.uuid4().hex[:8]}"
+        self.workdir = workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.envs = envs
+        self.procs: list[subprocess.Popen] = []
+        self.port = free_port()
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": settings_module,
+            "DATABASE_URL": database_url,
+            "FLEET_REDIS_PREFIX": f"test:fleet:{self.name}",
+            "RL_REDIS_PREFIX": f"test:rl:{self.name}",
+            "RL_POLICY_URLS": f"http://127.0.0.1:{self.port}/v1",
+            "RL_ROLLOUT_QUEUE": f"rollout.{self.name}",
+            "RL_TRAIN_QUEUE": f"train.{self.name}",
+            "RL_CHECKPOINT_ROOT": str(workdir / "rl"),
+            "RL_SLOT_TIMEOUT_S": str(slot_timeout_s),
+            "RL_UPDATES_PER_CHUNK": str(updates_per_chunk),
+            "RL_ROLLOUT_CHUNK_S": "20",
+            "OMP_NUM_THREADS": "1",
+            **(extra_env or {}),
+        }
+        self.rollout: subprocess.Popen | None = None
+
+    def settings_overrides(self) -> dict[str, Any]:
+        e = self.env
+        return {
+            "FLEET_REDIS_PREFIX": e["FLEET_REDIS_PREFIX"], "RL_REDIS_PREFIX": e["RL_REDIS_PREFIX"],
+            "RL_POLICY_URLS": [e["RL_POLICY_URLS"]], "RL_ROLLOUT_QUEUE": e["RL_ROLLOUT_QUEUE"],
+            "RL_TRAIN_QUEUE": e["RL_TRAIN_QUEUE"], "RL_CHECKPOINT_ROOT": e["RL_CHECKPOINT_ROOT"],
+            "RL_SLOT_TIMEOUT_S": float(e["RL_SLOT_TIMEOUT_S"]),
+        }  # fmt: skip
+
+    def spawn(self, args: list[str], **extra: str) -> subprocess.Popen:
+        log = open(self.workdir / f"proc{len(self.procs)}.log", "wb")
+        proc = subprocess.Popen(args, env={**self.env, **extra}, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
+        self.procs.append(proc)
+        return proc
+
+    def rollout_worker(self) -> subprocess.Popen:
+        """A rollout worker with one process per environment slot (prefork: see rl_control.tasks)."""
+        self.rollout = self.spawn([*CELERY, "-n", f"r{len(self.procs)}{self.name}@%h", "-Q",
+                                   self.env["RL_ROLLOUT_QUEUE"], "-P", "prefork", "-c", str(self.envs)])  # fmt: skip
+        return self.rollout
+
+    def start(self, start_checkpoint: Path) -> None:
+        self.spawn([sys.executable, "-m", "workers.policy.server", "--checkpoint", str(start_checkpoint),
+                    "--port", str(self.port), "--threads", "1"])  # fmt: skip
+        self.spawn([*CELERY, "-n", f"h{self.name}@%h", "-Q", f"env.{self.name}", "-P", "threads",
+                    "-c", str(2 * self.envs)], FLYWHEEL_ENV_HOST=self.name,
+                   FLEET_WARM_POOL=f"browser={self.envs}", FLEET_HOST_PERIOD_S="0.5")  # fmt: skip
+        self.rollout_worker()
+        self.spawn([*CELERY, "-n", f"t{self.name}@%h", "-Q", self.env["RL_TRAIN_QUEUE"], "-P", "solo"])
+        wait_for("the policy server", self._server_up, 180)
+
+    def _server_up(self) -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{self.port}/v1/models", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            stop_process(proc)
+
+    def logs(self, tail: int = 3000) -> str:
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-tail:]}"
+            for p in sorted(self.workdir.glob("proc*.log"))
+        )

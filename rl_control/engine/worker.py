@@ -1,0 +1,116 @@
+"""The body of a rollout task: one environment slot of one run, episode after episode.
+
+Rollout-wise scheduling (seed 002 §3.3): the slot claims its next rollout the moment the last one
+ended; nothing waits for other environments (sync mode waits only at the batch barrier, in
+`rollout_claim`). The task keeps its lease between episodes, renews the slot heartbeat at every
+policy call and env step, and returns after settings.RL_ROLLOUT_CHUNK_S so the next task of the
+same slot (same generation) picks up: a long run is many short Celery tasks. It stops when the run
+is no longer running (after finishing the episode in flight: pause loses nothing) or when its slot
+was reclaimed (fenced). Time is booked in `<prefix>:run:<id>:acct` (busy_s in episodes, idle_s
+waiting for an environment or at the barrier) for the utilisation figures.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.conf import settings
+from django.db import close_old_connections
+
+from rl_control.engine import slots
+from rl_control.engine.data import rollout_claim
+from rl_control.engine.keys import key, rds
+from rl_control.engine.rollout import Fenced, policy_for, run_episode
+from rl_control.models import EngineState, Run, RunStatus
+from webapp.fleet import services as fleet
+from workers.envs.leases import Lease
+
+log = logging.getLogger(__name__)
+IDLE_WAIT_S = 0.05
+
+
+def _book(run_id: int, **seconds: float) -> None:
+    pipe = rds().pipeline()
+    for name, value in seconds.items():
+        pipe.hincrbyfloat(key(run_id, "acct"), name, value)
+    pipe.execute()
+
+
+def slot_loop(run_id: int, slot: int, generation: int) -> str:
+    """Run the slot until the chunk time is up, the run stops running, or the slot is fenced.
+
+    Returns why it returned: "continue" (the caller enqueues the next chunk), "stopped", "fenced".
+    """
+    deadline = time.monotonic() + settings.RL_ROLLOUT_CHUNK_S
+    run = Run.objects.get(pk=run_id)
+    urls = settings.RL_POLICY_URLS
+    if not urls:
+        raise RuntimeError("settings.RL_POLICY_URLS is empty: no policy server to roll out with")
+    policy = policy_for(urls[slot % len(urls)], run_id)
+    info = slots.slot_read(run_id, slot)
+    lease = None
+    if info.get("lease") and info.get("env"):  # the previous chunk of this generation kept its environment
+        lease = Lease(lease_id=info["lease"], env_id=info["env"], worker=info["worker"],
+                      kind=run.config["env"]["kind"], owner=f"rl:{run_id}:{slot}:{generation}", task="")  # fmt: skip
+    outcome = "fenced"
+    try:
+        while True:
+            if not slots.slot_beat(run_id, slot, generation):
+                outcome = "fenced"
+                return outcome
+            run.refresh_from_db(fields=["status", "mode"])
+            if run.status != RunStatus.RUNNING:
+                outcome = "stopped"
+                return outcome
+            if time.monotonic() > deadline:
+                outcome = "continue"
+                return outcome
+            waited = time.perf_counter()
+            if lease is None:
+                try:
+                    lease = fleet.lease_acquire(
+                        kind=run.config["env"]["kind"], owner=f"rl:{run_id}:{slot}:{generation}"
+                    )
+                    slots.slot_set(
+                        run_id, slot, generation, lease=lease.lease_id, env=lease.env_id, worker=lease.worker
+                    )
+                except fleet.NoEnvironmentAvailable:
+                    time.sleep(0.5)
+                    _book(run_id, idle_s=time.perf_counter() - waited)
+                    continue
+            claim = rollout_claim(run=run, env_slot=slot, generation=generation)
+            if claim is None:
+                if fleet.lease_renew(lease_id=lease.lease_id) != "active":
+                    lease = None
+                time.sleep(IDLE_WAIT_S)
+                _book(run_id, idle_s=time.perf_counter() - waited)
+                continue
+            _book(run_id, idle_s=time.perf_counter() - waited)
+            slots.slot_set(run_id, slot, generation, trajectory=claim.trajectory.pk)
+            version = EngineState.objects.filter(run_id=run_id).values_list("version", flat=True).first() or 0
+            started = time.perf_counter()
+            try:
+                run_episode(
+                    run=run, claim=claim, lease=lease, policy=policy, current_version=version,
+                    beat=lambda: slots.slot_beat(run_id, slot, generation),
+                )  # fmt: skip
+            except fleet.LeaseLost as exc:
+                log.warning("run %s slot %s: %s; leasing another environment", run_id, slot, exc)
+                rds().hincrby(key(run_id, "acct"), "crashed", 1)
+                fleet.lease_release(lease_id=lease.lease_id)
+                slots.slot_set(run_id, slot, generation, lease="", env="", worker="")
+                lease = None
+            except Fenced:
+                outcome = "fenced"
+                return outcome
+            finally:
+                _book(run_id, busy_s=time.perf_counter() - started)
+            slots.slot_set(run_id, slot, generation, trajectory="")
+            close_old_connections()
+    finally:
+        if outcome != "continue" and lease is not None:
+            fleet.lease_release(lease_id=lease.lease_id)
+            slots.slot_set(run_id, slot, generation, lease="", env="", worker="")
+        if outcome == "stopped":
+            slots.slot_set(run_id, slot, generation, state="stopped")

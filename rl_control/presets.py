@@ -1,0 +1,162 @@
+"""Named starting points for a run (the launch form lists them) and one-line help per config field.
+
+Each preset is (algorithm, mode, overrides of the defaults); `preset_get` returns the full,
+validated config so a form shows every value that will be used, not only the ones that differ.
+
+    ppo-uitars2    seed 000 §2.5: PPO, clip-higher 0.2 / 0.28, decoupled GAE (λ_critic = 1.0),
+                   length-adaptive λ_policy with α = 0.05, value pretraining before PPO
+    grpo-dart      seed 002 §3–4, A.4: step-wise GRPO, lr 1e-6, β_KL 0.1, truncated IS C = 1,
+                   top-80 % entropy steps, dynamic N from 8, experience pool
+    bepa           seed 003 §4, App.: GRPO N = 8, 15 steps, lr 1e-6, clip 0.2 / 0.3, no KL,
+                   4 epochs, per-task cache of one success injected when all N fail
+    sync-baseline  the coupled baseline: every environment waits for the slowest rollout of the
+                   batch and the trainer for the whole batch (no streaming pool), GRPO, no injection
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass, fields
+from functools import cache
+from typing import Any
+
+from rl_control.run_config import SECTIONS, run_config_build
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    title: str
+    description: str
+    algorithm: str
+    mode: str
+    overrides: dict[str, Any]
+
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in [
+        Preset(
+            name="ppo-uitars2",
+            title="PPO (UI-TARS-2)",
+            description="PPO with clip-higher, decoupled and length-adaptive GAE, value pretraining "
+            "(seed 000 §2.5.4).",
+            algorithm="ppo",
+            mode="async",
+            overrides={
+                "ppo": {
+                    "clip_low": 0.2,
+                    "clip_high": 0.28,
+                    "lambda_critic": 1.0,
+                    "lambda_policy": None,  # length-adaptive
+                    "length_adaptive_alpha": 0.05,
+                    "value_pretrain_max_updates": 500,
+                },
+                "curation": {"injection": "none", "staleness_bound": 1},
+                "env": {"context_screenshots": 5},
+            },
+        ),
+        Preset(
+            name="grpo-dart",
+            title="Step-wise GRPO (DART)",
+            description="Step-wise GRPO with truncated IS, entropy step filter, dynamic N and an "
+            "experience pool (seed 002 §3–4).",
+            algorithm="grpo",
+            mode="async",
+            overrides={
+                "grpo": {
+                    "lr": 1e-6,
+                    "beta_kl": 0.1,
+                    "clip_low": 0.2,
+                    "clip_high": 0.28,
+                    "is_cap": 1.0,
+                    "entropy_keep_fraction": 0.8,
+                    "rollouts_per_task": 8,
+                },
+                "curation": {
+                    "rollouts_max": 8,
+                    "rollouts_min": 2,
+                    "success_threshold": 0.6,
+                    "step_cap": 30,
+                    "injection": "experience_pool",
+                },
+            },
+        ),
+        Preset(
+            name="bepa",
+            title="GRPO + BEPA cache",
+            description="GRPO whose all-failed groups get the task's cached success as rollout #1 "
+            "(seed 003 §4).",
+            algorithm="grpo",
+            mode="async",
+            overrides={
+                "grpo": {
+                    "lr": 1e-6,
+                    "beta_kl": 0.0,
+                    "clip_low": 0.2,
+                    "clip_high": 0.3,
+                    "epochs": 4,
+                    "rollouts_per_task": 8,
+                    "entropy_keep_fraction": 1.0,
+                    "temperature": 1.0,
+                },
+                "curation": {"rollouts_max": 8, "rollouts_min": 8, "step_cap": 15, "injection": "bepa_cache"},
+            },
+        ),
+        Preset(
+            name="sync-baseline",
+            title="Synchronous baseline",
+            description="Coupled rollout/train loop with a batch barrier: the comparison point for the "
+            "asynchronous pipeline.",
+            algorithm="grpo",
+            mode="sync",
+            overrides={
+                "grpo": {"rollouts_per_task": 8},
+                "curation": {"rollouts_max": 8, "rollouts_min": 8, "injection": "none", "staleness_bound": 0},
+            },
+        ),
+    ]
+}
+
+
+def preset_get(name: str) -> dict[str, Any]:
+    """{name, title, description, algorithm, mode, config (full), help}; KeyError when unknown."""
+    preset = PRESETS[name]
+    config = run_config_build(algorithm=preset.algorithm, config=preset.overrides)
+    return {
+        "name": preset.name,
+        "title": preset.title,
+        "description": preset.description,
+        "algorithm": preset.algorithm,
+        "mode": preset.mode,
+        "config": config,
+        "help": {key: text for key, text in field_help().items() if key.split(".")[0] in config},
+    }
+
+
+def preset_list() -> list[dict[str, Any]]:
+    return [preset_get(name) for name in PRESETS]
+
+
+_FIELD_COMMENT = re.compile(r"^\s+(\w+):[^#\n]*#\s*(.+)$")
+
+
+@cache
+def field_help() -> dict[str, str]:
+    """ "section.field" → one-line help, read from the `# …` comment on each dataclass field.
+
+    The comments are the single source of the help text (STYLE: one line of doc per field);
+    a test checks that every field of every section has one.
+    """
+    out: dict[str, str] = {
+        "seed": "seed for policy sampling and task order (the same seed replays the same choices)",
+        "task_ids": "explicit task list; empty = every enabled task of the run's pool",
+    }
+    for section, cls in SECTIONS.items():
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        for line in inspect.getsource(cls).splitlines():
+            match = _FIELD_COMMENT.match(line)
+            if match and match.group(1) in names:
+                out[f"{section}.{match.group(1)}"] = match.group(2).strip()
+    return out

@@ -1,0 +1,177 @@
+"""The full hyperparameter set of an RL run, validated section by section (SPEC §8).
+
+A run config is a JSON object with these sections; every section is a dataclass with one line of
+help per field (the launch form renders it, see `presets.field_help`):
+
+    env       EnvSettings        environment kind, parallel environments, screenshots in context
+    budget    BudgetSettings     when the run finishes on its own: updates, episodes, minutes
+    alerts    AlertSettings      thresholds of the run alerts (SPEC §9)
+    ppo|grpo  PPOConfig / GRPOConfig (workers.rl.config) — only the section of the run's algorithm
+    curation  CurationConfig     dynamic N, step limit, staleness bound, pool / BEPA cache / replay
+    reward    RewardConfig       format, length and repetition shaping
+    seed      int                seeds policy sampling and task order
+    task_ids  list[int]          explicit task list; empty = every enabled task of the run's pool
+
+`run_config_build` fills defaults, rejects unknown keys and returns the normalised dict, or raises
+`RunConfigError` whose `errors` map "section.field" to a list of messages (the API's 400 body).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+# `_Config` gives the dict round-trip and per-field type checks that the algorithm configs use;
+# the run-level sections below are a second use of it, so it is shared rather than copied.
+from workers.rl.config import ConfigError, CurationConfig, GRPOConfig, PPOConfig, RewardConfig, _Config
+
+Algorithm = Literal["ppo", "grpo"]
+EnvKindName = Literal["desktop", "browser", "game", "phone", "terminal"]
+
+
+@dataclass
+class EnvSettings(_Config):
+    """Where rollouts run (SPEC §3)."""
+
+    kind: EnvKindName = "browser"  # environment kind every rollout of this run uses
+    parallel_envs: int = 8  # environments rolling out at once; each starts its next episode when one ends
+    context_screenshots: int = 5  # last screenshots kept in the policy context (seed 000: 5, seed 004: 3)
+
+    def _value_errors(self) -> dict[str, str]:
+        e: dict[str, str] = {}
+        if not 1 <= self.parallel_envs <= 512:
+            e["parallel_envs"] = "must be in [1, 512]"
+        if not 1 <= self.context_screenshots <= 16:
+            e["context_screenshots"] = "must be in [1, 16]"
+        return e
+
+
+@dataclass
+class BudgetSettings(_Config):
+    """When a run finishes on its own: the first limit reached ends it (null = no limit)."""
+
+    max_updates: int | None = 200  # trainer updates (policy versions) before the run finishes
+    max_episodes: int | None = None  # finished rollouts before the run finishes
+    max_minutes: float | None = 60.0  # wall-clock minutes of running (pauses excluded) before it finishes
+
+    def _value_errors(self) -> dict[str, str]:
+        e: dict[str, str] = {}
+        for name in ("max_updates", "max_episodes", "max_minutes"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                e[name] = "must be > 0 or null"
+        if not e and self.max_updates is None and self.max_episodes is None and self.max_minutes is None:
+            e["max_updates"] = "set at least one of max_updates, max_episodes, max_minutes"
+        return e
+
+
+@dataclass
+class AlertSettings(_Config):
+    """Alert thresholds (SPEC §9); the staleness alert uses curation.staleness_bound."""
+
+    entropy_min: float = 0.05  # policy/entropy below this (nats per token) = entropy collapse
+    entropy_max: float = 5.0  # policy/entropy above this (nats per token) = entropy blow-up
+    ev_drop: float = 0.3  # value/explained_variance this far below its best of the window = EV drop
+    divergence_min: float = 0.05  # reward mean up and verified success down, each by ≥ this over the window
+    env_crash_rate_max: float = 0.2  # fleet/crash_rate (crashed ÷ started episodes) above this = crash spike
+    window: int = 20  # recorded steps looked back over for drops and trends
+    cooldown_steps: int = 50  # an alert kind fires again only this many training steps after it last fired
+
+    def _value_errors(self) -> dict[str, str]:
+        e: dict[str, str] = {}
+        if not self.entropy_min >= 0:
+            e["entropy_min"] = "must be ≥ 0"
+        if not self.entropy_max > self.entropy_min:
+            e["entropy_max"] = "must be > entropy_min"
+        if not self.ev_drop > 0:
+            e["ev_drop"] = "must be > 0"
+        if not self.divergence_min > 0:
+            e["divergence_min"] = "must be > 0"
+        if not 0 < self.env_crash_rate_max <= 1:
+            e["env_crash_rate_max"] = "must be in (0, 1]"
+        if self.window < 4:
+            e["window"] = "must be ≥ 4 (two halves of at least two points)"
+        if self.cooldown_steps < 0:
+            e["cooldown_steps"] = "must be ≥ 0"
+        return e
+
+
+SECTIONS: dict[str, type[_Config]] = {
+    "env": EnvSettings,
+    "budget": BudgetSettings,
+    "alerts": AlertSettings,
+    "ppo": PPOConfig,
+    "grpo": GRPOConfig,
+    "curation": CurationConfig,
+    "reward": RewardConfig,
+}
+ALGORITHM_SECTIONS: dict[str, str] = {"ppo": "ppo", "grpo": "grpo"}
+SCALARS = ("seed", "task_ids")
+
+
+class RunConfigError(ValueError):
+    """Invalid run input; `errors` maps "section.field" (or a top-level key) to messages."""
+
+    def __init__(self, errors: Mapping[str, list[str]]) -> None:
+        self.errors = {key: list(messages) for key, messages in errors.items()}
+        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in sorted(self.errors.items())))
+
+
+def deep_merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` with `overrides` applied: nested dicts merge key by key, anything else replaces."""
+    merged = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def run_config_build(*, algorithm: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """Normalise `config` for `algorithm`: defaults filled in, every field checked.
+
+    Returns a JSON-ready dict with every section present. Raises `RunConfigError` listing every
+    problem at once (unknown keys, wrong types, out-of-range values, the other algorithm's section).
+    """
+    if algorithm not in ALGORITHM_SECTIONS:
+        raise RunConfigError({"algorithm": [f"must be one of {sorted(ALGORITHM_SECTIONS)}"]})
+    if not isinstance(config, Mapping):
+        raise RunConfigError({"config": ["must be a JSON object"]})
+    own = ALGORITHM_SECTIONS[algorithm]
+    skipped = {s for s in ALGORITHM_SECTIONS.values() if s != own}
+    errors: dict[str, list[str]] = {}
+    out: dict[str, Any] = {}
+    for key in config:
+        if key in skipped:
+            errors[key] = [f"only for algorithm {key}; this run uses {algorithm}"]
+        elif key not in SECTIONS and key not in SCALARS:
+            errors[key] = ["unknown section"]
+    for name, cls in SECTIONS.items():
+        if name in skipped:
+            continue
+        given = config.get(name, {})
+        if not isinstance(given, Mapping):
+            errors[name] = ["must be a JSON object"]
+            continue
+        try:
+            out[name] = cls.from_dict(deep_merge(cls().to_dict(), given)).to_dict()
+        except ConfigError as exc:
+            for field, message in exc.errors.items():
+                errors[f"{name}.{field}"] = [message]
+    seed = config.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        errors["seed"] = ["must be an integer ≥ 0"]
+    out["seed"] = seed
+    task_ids = config.get("task_ids", [])
+    if not isinstance(task_ids, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in task_ids
+    ):
+        errors["task_ids"] = ["must be a list of task ids"]
+    elif len(set(task_ids)) != len(task_ids):
+        errors["task_ids"] = ["lists a task twice"]
+    out["task_ids"] = task_ids
+    if errors:
+        raise RunConfigError(errors)
+    return out

@@ -1,0 +1,49 @@
+"""Writes for RL runs (STYLE: services take keyword-only arguments, named <entity>_<verb>).
+
+runs      create / fork, the control state machine, progress and budget
+metrics   metrics_record (one training step's scalars, alerts) and metrics_compact (blocks)
+"""
+
+from rl_control.services import metrics, runs
+from rl_control.services.metrics import metrics_compact, metrics_record
+from rl_control.services.runs import (
+    TRANSITIONS,
+    RunError,
+    RunTransitionError,
+    run_budget_exhausted,
+    run_create,
+    run_elapsed_seconds,
+    run_enforce_budget,
+    run_fail,
+    run_finish,
+    run_fork,
+    run_launch,
+    run_pause,
+    run_progress,
+    run_resume,
+    run_stop,
+    status_payload,
+)
+
+__all__ = [
+    "TRANSITIONS",
+    "RunError",
+    "RunTransitionError",
+    "metrics",
+    "metrics_compact",
+    "metrics_record",
+    "run_budget_exhausted",
+    "run_create",
+    "run_elapsed_seconds",
+    "run_enforce_budget",
+    "run_fail",
+    "run_finish",
+    "run_fork",
+    "run_launch",
+    "run_pause",
+    "run_progress",
+    "run_resume",
+    "run_stop",
+    "runs",
+    "status_payload",
+]  # fmt: skip

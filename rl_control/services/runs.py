@@ -1,0 +1,316 @@
+"""Writes for RL runs: create / fork, the control state machine, progress and budget.
+
+State machine (every change is one conditional UPDATE; an illegal one raises `RunTransitionError`):
+
+    created ──launch──▶ running ◀──resume── paused
+       │                  │ └──────pause──────▲
+       └──stop / fail──▶ stopped / failed ◀───┤ (stop, fail from running or paused too)
+                          running / paused ──finish──▶ finished
+
+The engine (rl_control.engine) executes running runs: `run_launch` and `run_resume` start a trainer
+chunk once the transition commits (the trainer starts the rollout slots); pause, stop, finish and
+fail need nothing more: every rollout task and the trainer look at the run's status at each
+episode / loop and stop by themselves (an episode in flight at a pause is finished and kept).
+The trainer reports through `run_progress` and `metrics_record`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+from django.db import transaction
+from django.db.models import DurationField, ExpressionWrapper, F, FloatField, Value
+from django.db.models.functions import Coalesce, Extract, Greatest, Now
+from django.utils import timezone
+
+from rl_control.events import RunStatusEvent, publish_run_status
+from rl_control.models import Run, RunMode, RunStatus
+from rl_control.presets import PRESETS
+from rl_control.run_config import RunConfigError, deep_merge, run_config_build
+from webapp.store.models import Checkpoint, Task, TaskPool
+
+
+class RunError(Exception):
+    """A request about a run that cannot be carried out as asked (the API answers 400)."""
+
+
+class RunTransitionError(RunError):
+    """The run is not in a state that allows this action (the API answers 409)."""
+
+
+# action → (statuses it is allowed from, status it leads to)
+TRANSITIONS: dict[str, tuple[tuple[str, ...], str]] = {
+    "launch": ((RunStatus.CREATED,), RunStatus.RUNNING),
+    "pause": ((RunStatus.RUNNING,), RunStatus.PAUSED),
+    "resume": ((RunStatus.PAUSED,), RunStatus.RUNNING),
+    "stop": ((RunStatus.CREATED, RunStatus.RUNNING, RunStatus.PAUSED), RunStatus.STOPPED),
+    "finish": ((RunStatus.RUNNING, RunStatus.PAUSED), RunStatus.FINISHED),
+    "fail": ((RunStatus.CREATED, RunStatus.RUNNING, RunStatus.PAUSED), RunStatus.FAILED),
+}
+MAX_ERROR_CHARS = 5000
+
+
+def status_payload(run: Run) -> RunStatusEvent:
+    return {
+        "type": "run.status",
+        "run_id": run.pk,
+        "status": run.status,
+        "error": run.error,
+        "updates_done": run.updates_done,
+        "episodes_done": run.episodes_done,
+        "policy_version": run.policy_version,
+        "samples": run.samples,
+        "headline_success": run.headline_success,
+    }
+
+
+def _publish_status(run: Run) -> None:
+    transaction.on_commit(partial(publish_run_status, status_payload(run)))
+
+
+# ---------------------------------------------------------------------------------------- create
+
+
+def _task_errors(*, pool: TaskPool | None, task_ids: list[int], env_kind: str) -> dict[str, list[str]]:
+    if pool is None and not task_ids:
+        return {"pool": ["choose a task pool or list task_ids"]}
+    if not task_ids:
+        return {}
+    tasks = dict(Task.objects.filter(pk__in=task_ids).values_list("pk", "pool_id"))
+    missing = [t for t in task_ids if t not in tasks]
+    if missing:
+        return {"task_ids": [f"no such task: {', '.join(map(str, missing))}"]}
+    if pool is not None:
+        outside = [t for t in task_ids if tasks[t] != pool.pk]
+        if outside:
+            return {"task_ids": [f"not in pool {pool.name}: {', '.join(map(str, outside))}"]}
+    kinds = set(Task.objects.filter(pk__in=task_ids).values_list("env_kind", flat=True))
+    if kinds - {env_kind}:
+        return {"task_ids": [f"tasks use env kind {', '.join(sorted(kinds))}; env.kind is {env_kind}"]}
+    return {}
+
+
+def run_create(
+    *,
+    user: Any,
+    name: str,
+    config: Mapping[str, Any] | None = None,
+    preset: str = "",
+    algorithm: str | None = None,
+    mode: str | None = None,
+    pool: TaskPool | None = None,
+    parent: Run | None = None,
+    start_checkpoint: Checkpoint | None = None,
+) -> Run:
+    """Create a run in `created` from a preset (optional) with `config` applied over it.
+
+    `algorithm` and `mode` default to the preset's (else grpo / async). Raises `RunConfigError`
+    with every problem at once, keyed "section.field" or by the argument's name.
+    """
+    errors: dict[str, list[str]] = {}
+    base: Mapping[str, Any] = {}
+    if preset:
+        if preset not in PRESETS:
+            raise RunConfigError({"preset": [f"unknown preset; choose one of {sorted(PRESETS)}"]})
+        chosen = PRESETS[preset]
+        if algorithm and algorithm != chosen.algorithm:
+            errors["algorithm"] = [f"preset {preset} is {chosen.algorithm}"]
+        base, algorithm, mode = chosen.overrides, chosen.algorithm, mode or chosen.mode
+    algorithm, mode = algorithm or "grpo", mode or "async"
+    if not name.strip():
+        errors["name"] = ["must not be blank"]
+    if mode not in RunMode.values:
+        errors["mode"] = [f"must be one of {RunMode.values}"]
+    full: dict[str, Any] = {}
+    try:
+        full = run_config_build(algorithm=algorithm, config=deep_merge(base, config or {}))
+    except RunConfigError as exc:
+        errors.update(exc.errors)
+    if full:
+        errors.update(_task_errors(pool=pool, task_ids=full["task_ids"], env_kind=full["env"]["kind"]))
+    if errors:
+        raise RunConfigError(errors)
+    run = Run.objects.create(
+        name=name.strip()[:200],
+        algorithm=algorithm,
+        mode=mode,
+        preset=preset,
+        pool=pool,
+        config=full,
+        parent=parent,
+        start_checkpoint=start_checkpoint,
+        created_by=user,
+    )
+    _publish_status(run)
+    return run
+
+
+def run_fork(
+    *,
+    run: Run,
+    user: Any,
+    checkpoint: Checkpoint | None = None,
+    name: str = "",
+    config: Mapping[str, Any] | None = None,
+) -> Run:
+    """A new `created` run with `run`'s config (plus overrides) starting from one of its checkpoints.
+
+    `checkpoint` must belong to `run` (or be the checkpoint `run` started from); when omitted, the
+    newest checkpoint of `run` is used, else the one it started from.
+    """
+    if checkpoint is None:
+        checkpoint = run.checkpoints.order_by("-created_at", "-id").first() or run.start_checkpoint
+    elif checkpoint.run_id != run.pk and checkpoint.pk != run.start_checkpoint_id:
+        raise RunConfigError(
+            {"checkpoint": [f"checkpoint {checkpoint.version} does not belong to run {run.pk}"]}
+        )
+    return run_create(
+        user=user,
+        name=name or f"{run.name} (fork)",
+        config=deep_merge(run.config, config or {}),
+        algorithm=run.algorithm,
+        mode=run.mode,
+        pool=run.pool,
+        parent=run,
+        start_checkpoint=checkpoint,
+    )
+
+
+# ---------------------------------------------------------------------------------- transitions
+
+# Seconds of the current running spell, computed by PostgreSQL inside the UPDATE (0 when not running).
+# Never negative: Now() is the transaction's start, which can precede a resumed_at set inside it.
+_SPELL_SECONDS = Greatest(
+    Coalesce(
+        Extract(ExpressionWrapper(Now() - F("resumed_at"), output_field=DurationField()), "epoch"),
+        Value(0.0),
+        output_field=FloatField(),
+    ),
+    Value(0.0),
+    output_field=FloatField(),
+)
+
+
+def _transition(run: Run, action: str, **fields: Any) -> Run:
+    allowed, target = TRANSITIONS[action]
+    changed = Run.objects.filter(pk=run.pk, status__in=allowed).update(
+        status=target, updated_at=timezone.now(), **fields
+    )
+    run.refresh_from_db()
+    if changed != 1:
+        raise RunTransitionError(
+            f"cannot {action} run {run.pk}: it is {run.status}; {action} is allowed from {', '.join(allowed)}"
+        )
+    _publish_status(run)
+    return run
+
+
+def _end_spell() -> dict[str, Any]:
+    return {"running_seconds": F("running_seconds") + _SPELL_SECONDS, "resumed_at": None}
+
+
+def _engine_start(run: Run) -> None:
+    from rl_control.engine.control import engine_start
+
+    engine_start(run=run)
+
+
+@transaction.atomic
+def run_launch(*, run: Run) -> Run:
+    """created → running, and the engine starts once this commits."""
+    now = timezone.now()
+    run = _transition(run, "launch", started_at=now, resumed_at=now)
+    _engine_start(run)
+    return run
+
+
+def run_pause(*, run: Run) -> Run:
+    return _transition(run, "pause", **_end_spell())
+
+
+@transaction.atomic
+def run_resume(*, run: Run) -> Run:
+    """paused → running; a new trainer chunk continues from the last committed update."""
+    run = _transition(run, "resume", resumed_at=timezone.now())
+    _engine_start(run)
+    return run
+
+
+def run_stop(*, run: Run) -> Run:
+    return _transition(run, "stop", finished_at=timezone.now(), **_end_spell())
+
+
+def run_finish(*, run: Run) -> Run:
+    return _transition(run, "finish", finished_at=timezone.now(), **_end_spell())
+
+
+def run_fail(*, run: Run, error: str) -> Run:
+    """Any non-terminal status → failed, with a readable `error` (required)."""
+    if not error.strip():
+        raise RunError("a failed run needs an error message")
+    return _transition(
+        run, "fail", error=error.strip()[:MAX_ERROR_CHARS], finished_at=timezone.now(), **_end_spell()
+    )
+
+
+# ------------------------------------------------------------------------------------- progress
+
+
+def run_elapsed_seconds(run: Run, *, now: datetime | None = None) -> float:
+    """Running time so far, pauses excluded (from the row as loaded)."""
+    spell = ((now or timezone.now()) - run.resumed_at).total_seconds() if run.resumed_at else 0.0
+    return run.running_seconds + max(0.0, spell)
+
+
+def run_budget_exhausted(run: Run) -> str | None:
+    """Which budget limit the run has reached, as a sentence, or None."""
+    budget = run.config.get("budget") or {}
+    if budget.get("max_updates") is not None and run.updates_done >= budget["max_updates"]:
+        return f"reached max_updates = {budget['max_updates']}"
+    if budget.get("max_episodes") is not None and run.episodes_done >= budget["max_episodes"]:
+        return f"reached max_episodes = {budget['max_episodes']}"
+    if budget.get("max_minutes") is not None and run_elapsed_seconds(run) >= 60.0 * budget["max_minutes"]:
+        return f"reached max_minutes = {budget['max_minutes']}"
+    return None
+
+
+def run_enforce_budget(*, run: Run) -> bool:
+    """Finish a running run whose budget is spent; True when this call finished it."""
+    run.refresh_from_db()
+    if run.status != RunStatus.RUNNING or run_budget_exhausted(run) is None:
+        return False
+    try:
+        run_finish(run=run)
+    except RunTransitionError:  # paused or stopped meanwhile: nothing to finish
+        return False
+    return True
+
+
+def run_progress(
+    *,
+    run: Run,
+    updates_done: int,
+    episodes_done: int,
+    policy_version: int,
+    samples: int,
+) -> Run:
+    """Record the trainer's counters on a running or paused run; finishes it when the budget is spent.
+
+    Raises `RunTransitionError` when the run is no longer running or paused (the trainer stops).
+    """
+    changed = Run.objects.filter(pk=run.pk, status__in=(RunStatus.RUNNING, RunStatus.PAUSED)).update(
+        updates_done=updates_done,
+        episodes_done=episodes_done,
+        policy_version=policy_version,
+        samples=samples,
+        updated_at=timezone.now(),
+    )
+    run.refresh_from_db()
+    if changed != 1:
+        raise RunTransitionError(f"run {run.pk} is {run.status}; progress is only recorded while it runs")
+    _publish_status(run)
+    run_enforce_budget(run=run)
+    return run

@@ -1,0 +1,80 @@
+"""Celery tasks of RL runs: receive ids, load rows, call services.
+
+rollout_slot        queue `rollout`: one environment slot of a run (rl_control.engine.worker)
+train_chunk         queue `train` (concurrency 1): N trainer updates, then the next chunk
+                    (rl_control.engine.learner)
+engine_watch        queue `default`, beat: restart dead slots / trainer chunks of running runs
+runs_enforce_budgets  queue `default`, beat: finish running runs whose budget ran out
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from celery import shared_task
+from celery.result import allow_join_result
+from django.conf import settings
+
+from rl_control import services
+from rl_control.engine.slots import slot_fail
+from rl_control.models import Run, RunStatus
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name="rl_control.tasks.runs_enforce_budgets", ignore_result=True)
+def runs_enforce_budgets() -> list[int]:
+    """Finish every running run over its budget; returns the ids it finished (for logs and tests).
+
+    Meant for celery beat (e.g. once a minute); the schedule lives in the settings.
+    """
+    finished = []
+    for run in Run.objects.filter(status=RunStatus.RUNNING).only("pk"):
+        if services.run_enforce_budget(run=run):
+            finished.append(run.pk)
+    return finished
+
+
+@shared_task(name="rl_control.tasks.rollout_slot", ignore_result=True)
+def rollout_slot(run_id: int, slot: int, generation: int) -> str:
+    """Roll out on slot `slot` of run `run_id` while this task's `generation` owns it."""
+    from rl_control.engine.worker import slot_loop
+
+    if not Run.objects.filter(pk=run_id).exists():
+        return "gone"
+    try:
+        # env calls wait on the env host's reply (fleet.env_call runs on the host's own queue, so
+        # this cannot deadlock). allow_join_result flips a process-wide flag: run rollout workers
+        # with the prefork or solo pool (one task per process), not threads.
+        with allow_join_result():
+            outcome = slot_loop(run_id, slot, generation)
+    except Exception:
+        log.exception("run %s slot %s: rollout task failed; the slot restarts", run_id, slot)
+        time.sleep(2.0)  # no hot crash loop
+        slot_fail(run_id, slot, generation)
+        raise
+    if outcome == "continue":
+        rollout_slot.apply_async(args=[run_id, slot, generation], queue=settings.RL_ROLLOUT_QUEUE)
+    return outcome
+
+
+@shared_task(name="rl_control.tasks.train_chunk", ignore_result=True)
+def train_chunk(run_id: int, chunk: int) -> str:
+    """One chunk of trainer updates for run `run_id`; enqueues the next chunk when it is allowed to."""
+    from rl_control.engine.learner import learner_chunk
+
+    if not Run.objects.filter(pk=run_id).exists():
+        return "gone"
+    outcome = learner_chunk(run_id=run_id, chunk=chunk)
+    if outcome == "continue":
+        train_chunk.apply_async(args=[run_id, chunk + 1], queue=settings.RL_TRAIN_QUEUE)
+    return outcome
+
+
+@shared_task(name="rl_control.tasks.engine_watch", ignore_result=True)
+def engine_watch() -> list[int]:
+    """Restart what died: slots without heartbeat, a trainer chunk without heartbeat (running runs)."""
+    from rl_control.engine.control import engine_watch_run
+
+    return [run.pk for run in Run.objects.filter(status=RunStatus.RUNNING) if engine_watch_run(run=run)]

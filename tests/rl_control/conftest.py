@@ -1,0 +1,44 @@
+"""Fixtures for the run tests: a task pool and a helper that creates runs through the service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rl_control import services
+from rl_control.models import Run
+from tests.factories import TaskFactory, TaskPoolFactory
+from webapp.store.models import TaskPool
+
+
+@pytest.fixture
+def pool(db) -> TaskPool:
+    pool = TaskPoolFactory(name="miniwob-8")
+    TaskFactory.create_batch(3, pool=pool, env_kind="browser")
+    return pool
+
+
+@pytest.fixture
+def make_run(users, pool):
+    """`make_run(preset="grpo-dart", config={...})` → a created run owned by the researcher."""
+
+    def make(*, name: str = "run", preset: str = "grpo-dart", config: dict[str, Any] | None = None) -> Run:
+        return services.run_create(
+            user=users["researcher"], name=name, preset=preset, config=config, pool=pool
+        )
+
+    return make
+
+
+@pytest.fixture
+def published(monkeypatch) -> list[dict[str, Any]]:
+    """Every event the services publish, in order (the channel layer itself is tested elsewhere)."""
+    events: list[dict[str, Any]] = []
+    for module, name in [
+        ("rl_control.services.runs", "publish_run_status"),
+        ("rl_control.services.metrics", "publish_run_metrics"),
+        ("rl_control.alerts", "publish_run_alert"),
+    ]:
+        monkeypatch.setattr(f"{module}.{name}", lambda payload: events.append(dict(payload)))
+    return events

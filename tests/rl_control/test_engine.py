@@ -1,0 +1,205 @@
+"""The RL engine end to end with real processes: an env host (Chromium + MiniWoB++), a rollout worker,
+a trainer worker (Celery, own queues), the embedded policy server (its own process), PostgreSQL and
+Redis. Runs are tiny (untrained model, 2 environments, step limit 2, a few updates) but go through
+every real component: leases, env calls, policy sampling with token ids, the streaming pool,
+curation, PolicyTrainer updates, checkpoints, weight pushes, metrics, pause/resume and kill -9.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+from rl_control import services
+from rl_control.engine.slots import slot_read
+from rl_control.engine.stack import LocalStack, stop_process, wait_for
+from rl_control.models import EngineState, RolloutGroup, Run, RunMetric, RunStatus
+from webapp.fleet import services as fleet
+from webapp.store.models import Checkpoint, Step, Task, TaskPool, Trajectory
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@pytest.fixture
+def stack_factory(tmp_path: Path) -> Iterator[Callable[[float], LocalStack]]:
+    """`make(slot_timeout_s)` → a started-later LocalStack on this test's database; the test process
+    talks to it through the settings overrides (fleet registry, queues, Redis prefixes)."""
+    made: list[tuple[LocalStack, Any]] = []
+
+    def make(slot_timeout_s: float = 60.0) -> LocalStack:
+        url = f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}"
+        stack = LocalStack(tmp_path / f"stack{len(made)}", url, settings_module="webapp.settings.test",
+                           envs=2, slot_timeout_s=slot_timeout_s, updates_per_chunk=2)  # fmt: skip
+        overrides = override_settings(**stack.settings_overrides())
+        overrides.enable()
+        fleet.registry.cache_clear()
+        made.append((stack, overrides))
+        return stack
+
+    yield make
+    for stack, overrides in made:
+        stack.stop()
+        fleet.registry().clear()
+        overrides.disable()
+        fleet.registry.cache_clear()
+
+
+@pytest.fixture
+def start_checkpoint(tmp_path: Path) -> Checkpoint:
+    from workers.policy.embedded.configuration import FlywheelPolicyConfig
+    from workers.policy.embedded.policy import new_model
+    from workers.policy.embedded.tokenizer import FlywheelTokenizer
+
+    path = tmp_path / "start"
+    new_model(FlywheelPolicyConfig(flywheel_version="0"), seed=0).save_pretrained(path)
+    FlywheelTokenizer().save_pretrained(path)
+    return Checkpoint.objects.create(version=f"start-{uuid.uuid4().hex[:6]}", path=str(path))
+
+
+def _miniwob_pool() -> TaskPool:
+    pool = TaskPool.objects.create(name=f"miniwob-{uuid.uuid4().hex[:6]}")
+    for name in ("click-test", "click-button"):
+        Task.objects.create(pool=pool, external_id=name, instruction="", env_kind="browser", source="miniwob",
+                            setup={"task": name})  # fmt: skip
+    return pool
+
+
+def _run(users: dict[str, Any], checkpoint: Checkpoint, *, max_updates: int, name: str = "engine") -> Run:
+    """PPO (one value-pretraining update, then PPO): every completed rollout is trained on, so even
+    the untrained model's all-zero rewards give updates (GRPO would skip such groups: no signal)."""
+    return services.run_create(
+        user=users["researcher"], name=name, algorithm="ppo", pool=_miniwob_pool(), start_checkpoint=checkpoint,
+        config={
+            "env": {"parallel_envs": 2},
+            "ppo": {"lr_policy": 1e-4, "value_pretrain_max_updates": 1, "minibatch_size": 4},
+            "curation": {"step_cap": 2, "min_batch_trajectories": 2, "staleness_bound": 1},
+            "budget": {"max_updates": max_updates, "max_minutes": 20},
+        },
+    )  # fmt: skip
+
+
+def _check_record(run: Run) -> None:
+    """What every engine run must leave behind: no slot handed out twice, versions on every step,
+    only completed, fresh trajectories trained on, one checkpoint per update."""
+    trajectories = list(Trajectory.objects.filter(run=run))
+    slots = Counter((t.metadata["engine"]["group"], t.metadata["engine"]["slot"]) for t in trajectories)
+    assert max(slots.values()) == 1, "a group slot was rolled out twice"
+    for group in RolloutGroup.objects.filter(run=run):
+        assert group.issued <= group.size
+    trained_ids: set[int] = set()
+    policy_trained: set[int] = set()  # trained by a policy update (not the critic's pretraining)
+    for group in RolloutGroup.objects.filter(run=run, state="trained"):
+        trained_ids |= {int(i) for i in group.plan["train_ids"]}
+        if not group.plan.get("value_pretraining"):
+            policy_trained |= {int(i) for i in group.plan["train_ids"]}
+    assert policy_trained
+    by_id = {t.pk: t for t in trajectories}
+    assert trained_ids, "nothing was trained on"
+    for tid in trained_ids:
+        t = by_id[tid]
+        assert t.status == "completed" and t.source == "rl" and t.final_reward is not None
+        steps = list(Step.objects.filter(trajectory=t).order_by("index"))
+        assert steps and all(s.policy_version.isdigit() for s in steps)
+        assert all(s.rl["token_ids"] and len(s.rl["token_ids"]) == len(s.rl["logprobs"]) for s in steps)
+        if tid in policy_trained:
+            assert all({"advantage", "ratio", "clipped", "value"} <= set(s.rl) for s in steps), (
+                "no replay stats"
+            )
+    # update 1 pretrains the critic (policy fixed, same version); every later update is a new version
+    assert Checkpoint.objects.filter(run=run).count() == run.updates_done - 1 == run.policy_version
+    first = set(RunMetric.objects.filter(run=run, step=1).values_list("name", flat=True))
+    assert {
+        "value/loss",
+        "value/pretraining",
+        "outcome/reward_mean",
+        "efficiency/env_utilization",
+    } <= first, first
+    last = set(RunMetric.objects.filter(run=run, step=run.updates_done).values_list("name", flat=True))
+    assert {"outcome/reward_mean", "policy/entropy", "policy/clip_frac_high", "value/loss",
+            "efficiency/env_utilization", "efficiency/trainer_idle_frac", "efficiency/weight_sync_s",
+            "efficiency/staleness_mean"} <= last, last  # fmt: skip
+
+
+def test_engine_trains_pauses_resumes_and_finishes(users, stack_factory, start_checkpoint) -> None:
+    stack = stack_factory(60.0)
+    stack.start(Path(start_checkpoint.path))
+    run = _run(users, start_checkpoint, max_updates=3)
+    services.run_launch(run=run)
+    try:
+        wait_for("the first update", lambda: Run.objects.get(pk=run.pk).updates_done >= 1, 300)
+        run.refresh_from_db()
+        services.run_pause(run=run)
+        # Rollouts finish the episode in flight, then every slot stops and releases its environment.
+        wait_for(
+            "the slots to stop",
+            lambda: all(slot_read(run.pk, k).get("state") == "stopped" for k in range(2)),
+            120,
+        )
+        assert not Trajectory.objects.filter(run=run, status="running").exists()
+        paused_at = Run.objects.get(pk=run.pk).updates_done
+        episodes = Trajectory.objects.filter(run=run).count()
+        time.sleep(3)
+        assert Trajectory.objects.filter(run=run).count() == episodes, "rollouts went on while paused"
+        assert Run.objects.get(pk=run.pk).updates_done == paused_at
+        services.run_resume(run=Run.objects.get(pk=run.pk))
+        wait_for("the run to finish", lambda: Run.objects.get(pk=run.pk).status != RunStatus.RUNNING, 400)
+    except (AssertionError, TimeoutError):
+        print(stack.logs())
+        raise
+    run.refresh_from_db()
+    assert run.status == RunStatus.FINISHED, (run.status, run.error, stack.logs())
+    assert run.updates_done == 3 and run.policy_version == EngineState.objects.get(run=run).version == 2
+    _check_record(run)
+    # Completed episodes from before the pause were trained after the resume: none was lost.
+    open_completed = Trajectory.objects.filter(run=run, status="completed", metadata__engine__group__in=list(
+        RolloutGroup.objects.filter(run=run, state="open").values_list("pk", flat=True)))  # fmt: skip
+    consumed = set(RolloutGroup.objects.filter(run=run).exclude(state="open").values_list("pk", flat=True))
+    for t in Trajectory.objects.filter(run=run, status="completed", created_at__lte=run.updated_at):
+        assert t.metadata["engine"]["group"] in consumed or open_completed.filter(pk=t.pk).exists()
+    wait_for(
+        "every environment released",
+        lambda: not Trajectory.objects.filter(run=run, status="running").exists(),
+        60,
+    )
+
+
+def test_engine_survives_a_killed_rollout_worker(users, stack_factory, start_checkpoint) -> None:
+    stack = stack_factory(10.0)
+    stack.start(Path(start_checkpoint.path))
+    run = _run(users, start_checkpoint, max_updates=2, name="kill")
+    services.run_launch(run=run)
+    try:
+        victim = wait_for(
+            "a trajectory in flight",
+            lambda: Trajectory.objects.filter(run=run, status="running", num_steps__gte=1).first(), 300,
+        )  # fmt: skip
+        assert stack.rollout is not None
+        stop_process(stack.rollout, signal.SIGKILL)
+        stack.rollout_worker()  # the fleet's other machine: same queue, takes the reclaimed slots
+        wait_for("the run to finish", lambda: Run.objects.get(pk=run.pk).status != RunStatus.RUNNING, 400)
+    except (AssertionError, TimeoutError):
+        print(stack.logs())
+        raise
+    run.refresh_from_db()
+    assert run.status == RunStatus.FINISHED, (run.status, run.error, stack.logs())
+    victim.refresh_from_db()
+    assert victim.status in ("abandoned", "completed")
+    abandoned = Trajectory.objects.filter(run=run, status="abandoned")
+    assert abandoned.exists(), "the killed worker's in-flight trajectory was not reclaimed"
+    assert all(t.metadata.get("abandoned_reason") for t in abandoned)
+    trained = {
+        int(i) for g in RolloutGroup.objects.filter(run=run, state="trained") for i in g.plan["train_ids"]
+    }
+    assert not trained & set(abandoned.values_list("pk", flat=True)), "an abandoned trajectory was trained on"
+    reclaimed = sum(RunMetric.objects.filter(run=run, name="fleet/reclaimed").values_list("value", flat=True))
+    assert reclaimed >= 1
+    _check_record(run)

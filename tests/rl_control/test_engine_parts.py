@@ -1,0 +1,130 @@
+"""Engine parts on the real PostgreSQL and Redis, without worker processes: the data manager's claims
+(never a slot twice, the sync barrier), slot reclaiming (exactly once, fencing), run services."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from rl_control import services
+from rl_control.engine import slots
+from rl_control.engine.data import groups_ready, rollout_claim
+from rl_control.engine.keys import key, rds, version_of
+from rl_control.models import EngineState, RolloutGroup, Run
+from webapp.store import services as store
+from webapp.store.models import Trajectory
+
+
+@pytest.fixture
+def engine_names() -> Iterator[dict[str, str]]:
+    """Own Redis prefix and rollout queue (no worker consumes it); both removed afterwards."""
+    name = uuid.uuid4().hex[:8]
+    names = {"RL_REDIS_PREFIX": f"test:rlp:{name}", "RL_ROLLOUT_QUEUE": f"rollout.parts.{name}",
+             "RL_TRAIN_QUEUE": f"train.parts.{name}"}  # fmt: skip
+    with override_settings(**names):
+        yield names
+        r = rds()
+        stale = list(r.scan_iter(match=f"{names['RL_REDIS_PREFIX']}:*"))
+        r.delete(names["RL_ROLLOUT_QUEUE"], names["RL_TRAIN_QUEUE"], *stale)
+
+
+def _running(make_run: Any, **config: Any) -> Run:
+    run = make_run(preset="grpo-dart", config={"env": {"parallel_envs": 2}, **config})
+    Run.objects.filter(pk=run.pk).update(status="running")
+    run.refresh_from_db()
+    EngineState.objects.create(run=run)
+    return run
+
+
+@pytest.mark.django_db
+def test_claims_fill_groups_slot_by_slot_and_never_twice(make_run, engine_names) -> None:
+    run = _running(make_run, grpo={"rollouts_per_task": 2}, curation={"rollouts_max": 2, "rollouts_min": 2})
+    claims = [rollout_claim(run=run, env_slot=k % 2, generation=1) for k in range(5)]
+    assert all(c is not None for c in claims)
+    groups = list(RolloutGroup.objects.filter(run=run).order_by("id"))
+    # async: a free environment never waits; groups of N = 2 fill in order, a new one opens as needed
+    assert [(g.issued, g.size) for g in groups] == [(2, 2), (2, 2), (1, 2)]
+    pairs = [(c.group.pk, c.slot) for c in claims if c]
+    assert len(set(pairs)) == 5
+    assert Trajectory.objects.filter(run=run, status="running").count() == 5
+    # a group is ready only when none of its rollouts is still running
+    assert groups_ready(run=run, version=0) == []
+    for c in claims[:2]:
+        assert c is not None
+        store.trajectory_finish(trajectory=c.trajectory, status="completed", final_reward=1.0)
+    assert [g.pk for g in groups_ready(run=run, version=0)] == [groups[0].pk]
+
+
+@pytest.mark.django_db
+def test_sync_mode_waits_at_the_batch_barrier(make_run, engine_names) -> None:
+    run = make_run(preset="sync-baseline", config={"env": {"parallel_envs": 2},
+                   "grpo": {"rollouts_per_task": 2}, "curation": {"rollouts_max": 2, "rollouts_min": 2,
+                   "min_batch_trajectories": 4}})  # fmt: skip
+    Run.objects.filter(pk=run.pk).update(status="running")
+    run.refresh_from_db()
+    state = EngineState.objects.create(run=run)
+    got = [rollout_claim(run=run, env_slot=0, generation=1) for _ in range(4)]
+    assert all(got) and RolloutGroup.objects.filter(run=run, batch=0).count() == 2
+    assert rollout_claim(run=run, env_slot=1, generation=1) is None  # batch handed out: wait
+    EngineState.objects.filter(pk=state.pk).update(version=1)  # the trainer consumed batch 0
+    nxt = rollout_claim(run=run, env_slot=1, generation=1)
+    assert nxt is not None and nxt.group.batch == 1
+
+
+@pytest.mark.django_db
+def test_dead_slot_is_reclaimed_exactly_once_and_fenced(make_run, engine_names) -> None:
+    run = _running(make_run)
+    claim = rollout_claim(run=run, env_slot=0, generation=1)
+    assert claim is not None
+    r = rds()
+    r.hset(slots.slot_key(run.pk, 0), mapping={"generation": 1, "state": "running", "heartbeat": time.time() - 999,
+                                               "trajectory": claim.trajectory.pk, "lease": ""})  # fmt: skip
+    r.hset(slots.slot_key(run.pk, 1), mapping={"generation": 4, "state": "running", "heartbeat": time.time()})
+    got = slots.slots_supervise(run.pk, 2, timeout_s=5.0)
+    assert got == {"started": 1, "reclaimed": 1}
+    claim.trajectory.refresh_from_db()
+    assert claim.trajectory.status == "abandoned" and claim.trajectory.metadata["abandoned_reason"]
+    assert slots.slot_read(run.pk, 0)["generation"] == "2"
+    assert not slots.slot_beat(run.pk, 0, 1), "the old task must be fenced off"
+    assert slots.slot_beat(run.pk, 0, 2)
+    assert slots.slots_supervise(run.pk, 2, timeout_s=5.0) == {"started": 0, "reclaimed": 0}
+    # the new task was queued on the run's rollout queue with the new generation
+    assert r.llen(engine_names["RL_ROLLOUT_QUEUE"]) == 1
+    assert r.hget(key(run.pk, "acct"), "reclaimed") == b"1"
+
+
+def test_version_names() -> None:
+    assert version_of(7, "run7-v12") == 12 and version_of(7, "12") == 12
+    assert version_of(7, "run8-v12") is None and version_of(7, "init") is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_launch_and_resume_start_a_fenced_trainer_chunk(make_run, engine_names) -> None:
+    run = make_run(preset="grpo-dart")
+    services.run_launch(run=run)
+    state = EngineState.objects.get(run=run)
+    assert state.chunk == 1
+    services.run_pause(run=run)
+    services.run_resume(run=run)
+    state.refresh_from_db()
+    assert state.chunk == 2  # any chunk still running from before the pause stops at its next beat
+    assert rds().llen(engine_names["RL_TRAIN_QUEUE"]) == 2
+
+
+@pytest.mark.slow  # imports torch and the trainer: ~25 s on a loaded 2-core machine
+@pytest.mark.django_db
+def test_trainer_without_a_policy_server_fails_the_run_readably(make_run, engine_names) -> None:
+    from rl_control.engine.learner import learner_chunk
+
+    run = _running(make_run)
+    EngineState.objects.filter(run=run).update(chunk=1)
+    with override_settings(RL_POLICY_URLS=[]):
+        assert learner_chunk(run_id=run.pk, chunk=1) == "ended"
+    run.refresh_from_db()
+    assert run.status == "failed" and "RL_POLICY_URLS" in run.error
+    assert learner_chunk(run_id=run.pk, chunk=0) == "superseded"
