@@ -1,0 +1,167 @@
+"""V(s) per trajectory (seed 000 §2.3): from the verifier reward, an LLM judge / ORM, or two agreeing
+reviewers, as the pool's `validation_mode` says. Every decision records its validator and time
+(`webapp.store.services.trajectory_validate`), and routes the trajectory (V=1 → SFT, V=0 → CT)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from webapp.flywheel.models import PoolValidation
+from webapp.store import services as store
+from webapp.store.models import ReviewState, Trajectory, TrajectoryStatus, ValidationMode
+
+VERIFIER_VALIDATOR = "verifier"
+HUMAN_VALIDATOR = "human-review"  # the name annotation.review records when two reviewers agree
+JUDGE_SYSTEM = (
+    "You judge whether a GUI agent completed its task. Reply with two lines:\n"
+    "V: 1 if the task was completed correctly, else V: 0\n"
+    "PREFIX: the number of leading steps that were all correct (0 if the first step was wrong)."
+)
+_V = re.compile(r"\bV\s*[:=]\s*([01])\b")
+_PREFIX = re.compile(r"\bPREFIX\s*[:=]\s*(\d+)\b", re.IGNORECASE)
+
+
+class ValidationError(RuntimeError):
+    """V(s) could not be decided (judge unreachable or unparseable, no judge configured)."""
+
+
+@dataclass(frozen=True)
+class JudgeVerdict:
+    value: int
+    correct_prefix: int
+    raw: str
+
+
+def parse_judge_reply(text: str, num_steps: int) -> JudgeVerdict:
+    """`V: 0|1` is required; `PREFIX: n` is optional and clipped to [0, num_steps] (V=1 → all)."""
+    match = _V.search(text)
+    if match is None:
+        raise ValidationError(f"judge reply has no 'V: 0|1' line: {text[:200]!r}")
+    value = int(match.group(1))
+    prefix_match = _PREFIX.search(text)
+    prefix = int(prefix_match.group(1)) if prefix_match else 0
+    prefix = num_steps if value == 1 else max(0, min(prefix, num_steps))
+    return JudgeVerdict(value, prefix, text)
+
+
+def judge_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
+    """The judge reads the instruction, every step's thought and action, and the verifier's reward."""
+    lines = [f"Task: {trajectory.task.instruction}"]
+    for step in trajectory.steps.order_by("index"):
+        lines.append(f"Step {step.index + 1}: Thought: {step.thought} | Action: {step.action_text}")
+    lines.append(f"Verifier reward: {trajectory.final_reward}")
+    lines.append(f"Status: {trajectory.status}")
+    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
+
+
+def pool_validation(pool_id: int) -> PoolValidation:
+    config, _ = PoolValidation.objects.get_or_create(pool_id=pool_id)
+    return config
+
+
+def pool_validation_set(
+    *,
+    pool_id: int,
+    mode: str,
+    judge_url: str = "",
+    judge_model: str = "judge",
+    keep_failure_prefix: bool = True,
+) -> PoolValidation:
+    """Choose the validator of a pool; the judge needs an http(s) URL."""
+    from webapp.store.models import TaskPool
+
+    if mode not in ValidationMode.values:
+        raise ValidationError(f"unknown validator {mode!r}; expected one of {ValidationMode.values}")
+    if mode == ValidationMode.JUDGE and not judge_url.startswith(("http://", "https://")):
+        raise ValidationError("the judge validator needs an http(s) judge_url")
+    TaskPool.objects.filter(pk=pool_id).update(validation_mode=mode)
+    config = pool_validation(pool_id)
+    config.judge_url, config.judge_model = judge_url, judge_model or "judge"
+    config.keep_failure_prefix = keep_failure_prefix
+    config.save()
+    return config
+
+
+def judge_trajectory(*, trajectory: Trajectory, config: PoolValidation) -> JudgeVerdict:
+    from workers.policy.base import PolicyError
+    from workers.policy.openai_client import OpenAIClient
+
+    if not config.judge_url:
+        raise ValidationError(f"pool {trajectory.task.pool_id} uses the judge but has no judge_url")
+    client = OpenAIClient(config.judge_url.rstrip("/").removesuffix("/v1"), timeout_s=60, max_retries=2)
+    try:
+        result = client.chat(judge_messages(trajectory), config.judge_model, temperature=0.0, logprobs=False)
+    except PolicyError as exc:
+        raise ValidationError(f"judge at {config.judge_url} failed: {exc}") from exc
+    finally:
+        client.close()
+    choices = result.body["choices"]
+    text = str((choices[0].get("message") or {}).get("content") or "") if choices else ""
+    return parse_judge_reply(text, trajectory.num_steps)
+
+
+def trajectory_validate_auto(*, trajectory: Trajectory, revalidate: bool = False) -> Trajectory | None:
+    """Decide V(s) with the pool's validator. Returns None when it is not decided yet (human review
+    pending: the trajectory is put in the review queue) or the trajectory is still running."""
+    if trajectory.status == TrajectoryStatus.RUNNING:
+        return None
+    if trajectory.validation is not None and not revalidate:
+        return trajectory
+    mode = trajectory.task.pool.validation_mode
+    if mode == ValidationMode.VERIFIER:
+        success = trajectory.status == TrajectoryStatus.COMPLETED and (trajectory.final_reward or 0) > 0
+        return store.trajectory_validate(
+            trajectory=trajectory, value=int(success), validator=VERIFIER_VALIDATOR
+        )
+    if mode == ValidationMode.JUDGE:
+        config = pool_validation(trajectory.task.pool_id)
+        verdict = judge_trajectory(trajectory=trajectory, config=config)
+        judged = {
+            "value": verdict.value,
+            "correct_prefix": verdict.correct_prefix,
+            "reply": verdict.raw[:2000],
+        }
+        Trajectory.objects.filter(pk=trajectory.pk).update(metadata={**trajectory.metadata, "judge": judged})
+        trajectory.metadata = {**trajectory.metadata, "judge": judged}
+        return store.trajectory_validate(
+            trajectory=trajectory, value=verdict.value, validator=f"judge:{config.judge_model}"
+        )
+    # Human: two agreeing reviewers decide (annotation.review.services.review_conclude records V(s)).
+    if trajectory.review_state == ReviewState.APPROVED:
+        return store.trajectory_validate(trajectory=trajectory, value=1, validator=HUMAN_VALIDATOR)
+    if trajectory.review_state == ReviewState.REJECTED:
+        return store.trajectory_validate(trajectory=trajectory, value=0, validator=HUMAN_VALIDATOR)
+    if trajectory.review_state == ReviewState.NONE:
+        Trajectory.objects.filter(pk=trajectory.pk, review_state=ReviewState.NONE).update(
+            review_state=ReviewState.PENDING
+        )
+    return None
+
+
+def validate_pending(
+    *, trajectory_ids: list[int] | None = None, pool_id: int | None = None
+) -> dict[str, int]:
+    """Validate every finished, unvalidated trajectory (optionally of some ids / one pool)."""
+    qs = Trajectory.objects.filter(validation__isnull=True).exclude(status=TrajectoryStatus.RUNNING)
+    if trajectory_ids is not None:
+        qs = qs.filter(pk__in=trajectory_ids)
+    if pool_id is not None:
+        qs = qs.filter(task__pool_id=pool_id)
+    counts = {"validated": 0, "v1": 0, "pending": 0, "errors": 0}
+    for trajectory in qs.select_related("task__pool").iterator(chunk_size=200):
+        try:
+            with transaction.atomic():
+                done = trajectory_validate_auto(trajectory=trajectory)
+        except ValidationError:
+            counts["errors"] += 1
+            continue
+        if done is None:
+            counts["pending"] += 1
+        else:
+            counts["validated"] += 1
+            counts["v1"] += int(done.validation == 1)
+    return counts
