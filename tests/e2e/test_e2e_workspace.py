@@ -25,7 +25,7 @@ from django.test import Client
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from annotation.models import AnnotationSession, Assignment
-from tests.annotation.conftest import _kill, live_stack, policy_server  # noqa: F401 (fixtures)
+from tests.annotation.conftest import _kill, live_stack, policy_server, warm_pool  # noqa: F401 (fixtures)
 from tests.conftest import PASSWORD
 from tests.factories import TaskFactory
 from webapp.store.models import Step, Trajectory

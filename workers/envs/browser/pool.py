@@ -55,6 +55,9 @@ CHROMIUM_ARGS = (
 )
 
 
+_SCREENSHOT_TRIES = 5
+
+
 class SessionReclaimed(EnvError):
     """The session was closed (idle reclamation or `close_session`); open a new one."""
 
@@ -78,8 +81,17 @@ class PageSession:
         params: dict[str, Any] = {"format": image_format, "optimizeForSpeed": True}
         if image_format == "jpeg":
             params["quality"] = quality
-        result = await self.cdp.send("Page.captureScreenshot", params)
-        return base64.b64decode(result["data"])
+        for attempt in range(_SCREENSHOT_TRIES):
+            try:
+                result = await self.cdp.send("Page.captureScreenshot", params)
+                return base64.b64decode(result["data"])
+            except PlaywrightError as exc:
+                # A page that has not produced its first compositor frame yet (a fresh tab while
+                # other tabs render on a busy machine) answers this; it passes within a frame or two.
+                if "Unable to capture screenshot" not in str(exc) or attempt == _SCREENSHOT_TRIES - 1:
+                    raise
+                await asyncio.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     async def elements(self, limit: int = 200) -> tuple[Element, ...]:
         """Visible interactive/text elements in page pixels (see `dom.ELEMENTS_JS`)."""
