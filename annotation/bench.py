@@ -110,10 +110,17 @@ from webapp.accounts.services import user_create
 from webapp.store.models import Task, TaskPool
 user = user_create(username="bench", password="bench-pass-1", roles=[Role.ANNOTATOR])
 pool, _ = TaskPool.objects.get_or_create(name="bench")
-task, _ = Task.objects.get_or_create(pool=pool, external_id="click-test", defaults=dict(
-    instruction="MiniWoB++ click-test", env_kind="browser", source="miniwob", setup={"task": "click-test"}))
-Assignment.objects.get_or_create(user=user, task=task)
+# An accepted candidate may finish click-test, which submits the episode and closes its assignment:
+# one task copy per session the bench may need.
+for i in range(120):
+    task, _ = Task.objects.get_or_create(pool=pool, external_id=f"click-test-{i}", defaults=dict(
+        instruction="MiniWoB++ click-test", env_kind="browser", source="miniwob", setup={"task": "click-test"}))
+    Assignment.objects.get_or_create(user=user, task=task)
 """
+# What the annotator does when the model's first candidate cannot be executed (an untrained model
+# writes many): override with their own click, which takes the same path through the platform.
+OVERRIDE = {"kind": "override", "thought": "I click the empty area below the task.",
+            "action_text": "click(start_box='(150,200)')", "convention": "screen"}  # fmt: skip
 
 
 async def _measure(base: str, decisions: int) -> dict[str, list[float]]:
@@ -139,13 +146,17 @@ async def _measure(base: str, decisions: int) -> dict[str, list[float]]:
                 ws_url, additional_headers={"Cookie": cookie, "Origin": base}
             ) as ws:
                 version = state["observation"]["obs_version"]
-                await _candidates(ws, version)
+                event = await _candidates(ws, version)
                 while len(out["obs"]) < decisions:
+                    url = f"/api/annotation/sessions/{state['id']}/decide/"
+                    decision = {**_decision(event.get("candidates") or []), "obs_version": version}
                     t0 = time.perf_counter()
-                    r = await client.post(f"/api/annotation/sessions/{state['id']}/decide/", headers=headers,
-                                          json={"kind": "accept", "index": 0, "obs_version": version})  # fmt: skip
+                    r = await client.post(url, headers=headers, json=decision)
+                    if r.status_code == 400:  # the environment refused the action: the annotator overrides
+                        t0 = time.perf_counter()
+                        r = await client.post(url, headers=headers, json={**OVERRIDE, "obs_version": version})
                     if r.status_code != 200:
-                        break  # a candidate that does not parse, etc.: take a fresh session
+                        break  # the session ended under us: take a fresh one
                     body = r.json()
                     t_obs = time.perf_counter()
                     if body["done"]:
@@ -161,6 +172,16 @@ async def _measure(base: str, decisions: int) -> dict[str, list[float]]:
                     out["platform"].append((t_cands - t0) * 1000 - model)
             await client.post(f"/api/annotation/sessions/{state['id']}/abandon/", headers=headers)
     return out
+
+
+def _decision(candidates: list[dict[str, Any]]) -> dict[str, Any]:
+    """Accept the first candidate that executes; override when none does. A `wait()` candidate is
+    not accepted: its execution is a deliberate pause (1 s), not platform time."""
+    for cand in candidates:
+        kinds = [a.get("kind") for a in cand.get("actions") or []]
+        if not cand.get("parse_error") and kinds and "wait" not in kinds:
+            return {"kind": "accept", "index": cand["index"]}
+    return dict(OVERRIDE)
 
 
 async def _wait(client: httpx.AsyncClient) -> None:
@@ -180,7 +201,7 @@ async def _candidates(ws: Any, version: int) -> dict[str, Any]:
         if message["type"] == "annotation.state":
             c = message["state"]["candidates"]
             if c["obs_version"] == version and c["status"] in ("ready", "failed"):
-                return {"model_ms": c["model_ms"], "status": c["status"]}
+                return {"model_ms": c["model_ms"], "status": c["status"], "candidates": c.get("items") or []}
         elif message["type"] == "annotation.candidates" and message["obs_version"] == version:
             return message
 

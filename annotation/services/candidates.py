@@ -15,6 +15,7 @@ from django.db import transaction
 
 from annotation import events
 from annotation.models import AnnotationSession
+from webapp.store.services import pg_safe
 from workers.actions.coords import action_to_screen
 from workers.actions.types import Action, Convention
 from workers.envs.base import Element, Observation
@@ -129,7 +130,7 @@ def candidates_propose(*, session_id: int, obs_version: int) -> bool:
         records, status, error = [], "failed", f"{type(exc).__name__}: {exc}"
     model_ms = round((time.perf_counter() - started) * 1000, 1)
     stored = AnnotationSession.objects.filter(pk=session_id, obs_version=obs_version, status="active").update(
-        candidates=records, candidates_status=status, candidates_error=error[:2000],
+        candidates=pg_safe(records), candidates_status=status, candidates_error=pg_safe(error[:2000]),
         candidates_version=obs_version, candidates_ms=model_ms,
     )  # fmt: skip
     if stored:

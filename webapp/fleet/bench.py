@@ -9,6 +9,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from typing import Any
@@ -67,6 +68,16 @@ def _reclaim_delays(n: int, period_s: float, ttl_s: float) -> list[float]:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     beat = subprocess.Popen([*celery, "beat", "-l", "warning", "--schedule", schedule], env=env,
                             cwd=settings.BASE_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    # The envs' host must look alive, or the reaper rightly retires its envs as a dead host's.
+    alive = threading.Event()
+
+    def heartbeat() -> None:
+        while not alive.wait(period_s / 2):
+            reg.host_heartbeat(worker="bench", ttl_s=5 * period_s)
+
+    reg.host_heartbeat(worker="bench", ttl_s=5 * period_s)
+    beating = threading.Thread(target=heartbeat, daemon=True)
+    beating.start()
     delays: list[float] = []
     try:
         time.sleep(4 * period_s + 3)  # worker and beat start
@@ -81,6 +92,7 @@ def _reclaim_delays(n: int, period_s: float, ttl_s: float) -> list[float]:
             delays.append(time.time() - expires)
             time.sleep(period_s * 0.37)  # de-phase the next lease from the beat ticks
     finally:
+        alive.set()
         for proc in (beat, worker):
             proc.terminate()
         for proc in (beat, worker):

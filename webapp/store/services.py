@@ -27,6 +27,20 @@ from webapp.store.models import (
 )
 
 
+def pg_safe(value: Any) -> Any:
+    """`value` with every NUL character replaced by U+FFFD, through dicts, lists and tuples.
+
+    PostgreSQL text and JSONB cannot hold NUL, and model output can contain it (a byte-level model
+    samples any byte): without this one such candidate would fail the whole write."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {pg_safe(k): pg_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [pg_safe(v) for v in value]
+    return value
+
+
 class StoreError(ValueError):
     """A write to the store was refused; the message says why."""
 
@@ -115,6 +129,7 @@ def step_append(
         raise StoreError(f"unknown step fields: {sorted(unknown)}")
     if "decision" in fields and fields["decision"] not in DecisionKind.values:
         raise StoreError(f"unknown decision {fields['decision']!r}; expected one of {DecisionKind.values}")
+    fields = {name: pg_safe(v) for name, v in fields.items()}
     index = fields.pop("index", None)
     if index is None:
         index = trajectory.num_steps
