@@ -18,6 +18,7 @@ is 1.0 exactly when the game is won.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,8 @@ from workers.envs.browser.pool import BrowserPool, PageSession
 from workers.envs.browser.server import get_server
 
 GAMES_DIR = Path(__file__).parent / "html"
+START_TIMEOUT_S = 10.0  # a game page loads and starts in ≈0.1 s
+log = logging.getLogger(__name__)
 # Viewport per game (page pixels): the board and its HUD fit exactly, nothing scrolls.
 GAME_VIEWPORTS: dict[str, tuple[int, int]] = {"2048": (400, 470), "whack": (420, 420), "maze": (400, 410)}
 DEFAULT_INSTRUCTIONS: dict[str, str] = {
@@ -99,9 +102,20 @@ class GameEnv(PageEnv):
         self.step_ms = float(task.setup.get("step_ms", self.step_ms))
         self.game, self.done, self.last_reward = game, False, 0.0
         # A fresh page per episode: virtual time cannot be switched back to real time on a page.
-        self.close()
-        handle = self._session(GAME_VIEWPORTS[game])
-        return handle.call(lambda s: self._start(s, url), self.call_timeout_s)
+        # A fresh page now and then never finishes starting on a busy machine (it loads in ≈0.1 s
+        # otherwise): such a page is dropped and the start tried once more on a new one.
+        for attempt in range(2):
+            self.close()
+            handle = self._session(GAME_VIEWPORTS[game])
+            try:
+                return handle.call(
+                    lambda s: self._start(s, url), START_TIMEOUT_S if attempt == 0 else self.call_timeout_s
+                )
+            except EnvError as exc:
+                if attempt == 1 or "timed out" not in str(exc):
+                    raise
+                log.warning("game %s: page did not start (%s); retrying on a fresh page", game, exc)
+        raise AssertionError("unreachable")
 
     async def _start(self, s: PageSession, url: str) -> Observation:
         await s.page.goto(url, wait_until="load")
