@@ -7,13 +7,10 @@ click the form's real field and button positions. Needs the built frontend
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.conf import settings
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from annotation.models import AnnotationSession, Review
 from tests.annotation.test_review_replay import (
@@ -32,11 +29,6 @@ from webapp.store.models import Trajectory
 pytestmark = pytest.mark.e2e
 __all__ = ["replay_stack"]  # a fixture: an env host and a replay worker
 
-MANIFEST = Path(settings.BASE_DIR) / "frontend" / "dist" / ".vite" / "manifest.json"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--no-first-run", "--disable-sync",
-]  # fmt: skip
 FORM = """<html><body style="margin:0;font:16px sans-serif;background:#fafafa">
 <div style="background:#ffd;padding:12px 16px;height:26px">Type Ada into the name field and submit.</div>
 <div style="padding:24px 16px">
@@ -44,28 +36,6 @@ FORM = """<html><body style="margin:0;font:16px sans-serif;background:#fafafa">
   <button id="go" style="font-size:16px;padding:6px 18px">Submit</button>
   <p id="out"></p>
 </div></body></html>"""
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    wanted = os.environ.get("FLYWHEEL_E2E_SCREENSHOTS")
-    path = Path(wanted) if wanted else tmp_path_factory.mktemp("e2e-review")
-    path.mkdir(parents=True, exist_ok=True)
-    yield path
-    print(f"\ne2e screenshots in {path}")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not MANIFEST.exists():
-        pytest.fail(
-            f"The frontend is not built ({MANIFEST} is missing): run `npm --prefix frontend run build`."
-        )
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def _centre(page: Page, selector: str) -> list[float]:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.db import connection
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from rl_control import services
 from rl_control.models import Run
@@ -34,11 +34,6 @@ from webapp.store import services as store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-MANIFEST = Path(settings.BASE_DIR) / "frontend" / "dist" / ".vite" / "manifest.json"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--no-first-run", "--disable-sync",
-]  # fmt: skip
 SERVE = (
     "import sys, uvicorn\n"
     "from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler\n"
@@ -49,28 +44,6 @@ FORM = """<html><body style="margin:0;font:16px sans-serif;background:#fafafa">
 <div style="background:#ffd;padding:12px 16px;height:26px">Tick the box, then press Done.</div>
 <div style="padding:24px 16px"><label><input id="box" type="checkbox"> I agree</label><br><br>
 <button id="done" style="font-size:16px;padding:6px 18px">Done</button></div></body></html>"""
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    wanted = os.environ.get("FLYWHEEL_E2E_SCREENSHOTS")
-    path = Path(wanted) if wanted else tmp_path_factory.mktemp("e2e-runs")
-    path.mkdir(parents=True, exist_ok=True)
-    yield path
-    print(f"\ne2e screenshots in {path}")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not MANIFEST.exists():
-        pytest.fail(
-            f"The frontend is not built ({MANIFEST} is missing): run `npm --prefix frontend run build`."
-        )
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def _free_port() -> int:

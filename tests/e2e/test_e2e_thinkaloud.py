@@ -24,7 +24,8 @@ from annotation.models import AnnotationSession, Assignment, Review, ThinkAloudR
 from tests.annotation.conftest import live_stack, policy_server, warm_pool  # noqa: F401 (fixtures)
 from tests.annotation.test_thinkaloud_worker import asr_worker  # noqa: F401 (fixture)
 from tests.conftest import PASSWORD
-from tests.e2e.test_e2e_workspace import CHROMIUM_ARGS, MANIFEST, _wait_idle, asgi_server, shots  # noqa: F401
+from tests.e2e.conftest import CHROMIUM_ARGS, MANIFEST, shots  # noqa: F401
+from tests.e2e.test_e2e_workspace import _wait_idle, asgi_server  # noqa: F401
 from tests.factories import TaskFactory
 from webapp.store.models import Step
 from workers.asr.audio import SAMPLE_RATE

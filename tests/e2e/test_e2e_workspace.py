@@ -22,7 +22,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 from django.test import Client
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from annotation.models import AnnotationSession, Assignment
 from tests.annotation.conftest import _kill, live_stack, policy_server, warm_pool  # noqa: F401 (fixtures)
@@ -32,11 +32,6 @@ from webapp.store.models import Step, Trajectory
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-MANIFEST = Path(settings.BASE_DIR) / "frontend" / "dist" / ".vite" / "manifest.json"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--no-first-run", "--disable-sync",
-]  # fmt: skip
 # The ASGI app with static files served from the finders (frontend/dist), as `runserver` would.
 SERVE = (
     "import sys, uvicorn\n"
@@ -44,28 +39,6 @@ SERVE = (
     "from webapp.asgi import application\n"
     "uvicorn.run(ASGIStaticFilesHandler(application), host='127.0.0.1', port=int(sys.argv[1]), log_level='warning')\n"
 )
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    wanted = os.environ.get("FLYWHEEL_E2E_SCREENSHOTS")
-    path = Path(wanted) if wanted else tmp_path_factory.mktemp("e2e-workspace")
-    path.mkdir(parents=True, exist_ok=True)
-    yield path
-    print(f"\ne2e screenshots in {path}")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not MANIFEST.exists():
-        pytest.fail(
-            f"The frontend is not built ({MANIFEST} is missing): run `npm --prefix frontend run build`."
-        )
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def _free_port() -> int:

@@ -1,0 +1,41 @@
+"""Fixtures shared by the browser end-to-end tests: Debian's Chromium through Playwright, and a folder
+for the screenshots they take ($FLYWHEEL_E2E_SCREENSHOTS or a fresh temp dir, printed at the end)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from playwright.sync_api import Browser, sync_playwright
+
+MANIFEST = Path(settings.BASE_DIR) / "frontend" / "dist" / ".vite" / "manifest.json"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--no-first-run", "--disable-sync",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    wanted = os.environ.get("FLYWHEEL_E2E_SCREENSHOTS")
+    path = Path(wanted) if wanted else tmp_path_factory.mktemp("e2e-screens")
+    path.mkdir(parents=True, exist_ok=True)
+    yield path
+    print(f"\ne2e screenshots in {path}")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not MANIFEST.exists():
+        pytest.fail(
+            f"The frontend is not built ({MANIFEST} is missing): run `npm --prefix frontend run build`."
+        )
+    # The sync API keeps an event loop in this thread; the ORM calls of the fixtures are still sync.
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        yield b
+        b.close()
