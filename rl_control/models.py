@@ -207,7 +207,8 @@ class RolloutGroup(models.Model):
 
     A slot is claimed by one conditional UPDATE on `issued` (never twice); each claim creates one
     `store.Trajectory` (source rl, run set) whose metadata carries {"group", "slot", "generation"}.
-    `batch` is the policy version a synchronous-mode batch belongs to (None in async mode).
+    `batch` is the synchronous-mode batch the group belongs to: the trainer's update count
+    (EngineState.updates) when the batch opened (None in async mode).
     """
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="rollout_groups")

@@ -3,13 +3,19 @@ trainer workers, an env host with Chromium + MiniWoB++, the embedded policy serv
 Redis, in a database of their own (`<name>_bench_rollout`, `<name>_bench_learn`).
 
 `run_rollout(quick)`: the same heterogeneous workload in async mode, then in sync mode (batch
-barrier), each for a fixed wall-clock window. Heterogeneous: MiniWoB++ tasks whose episodes end
-after very different times and step counts (tasks with a short episode timer end after one or two
-actions; the others run to the step cap). Figures per mode: training-usable actions per minute
-(steps of trajectories the trainer actually consumed, divided by the window), environment
-utilisation (time inside episodes ÷ time leased, the engine's own accounting), trainer idle
-fraction; and the ratio async ÷ sync. "Training-usable" = steps of completed rollouts the trainer
-consumed within the staleness bound (stale, crashed, abandoned and unfinished ones do not count). Goals: ratio ≥ 2.5, async utilisation ≥ 0.9.
+barrier), each for a fixed wall-clock window, with PPO (one rollout is one scheduling unit; a sync
+batch is one trajectory per environment, as in a coupled rollout-then-train loop). Heterogeneous:
+eight MiniWoB++ tasks whose step budgets (`setup["max_steps"]`) span 1 to 20 steps, long-tailed as
+real GUI task sets are; the start policy is untrained, so most episodes run to their budget. Every
+action is followed by a transition pause (`setup["transition_pause_ms"]`, as OSWorld's
+`sleep_after_execution` and AndroidWorld's transition pause): on a production fleet an action's
+cost is mostly waiting on the environment and a GPU server, not this machine's two CPU cores, and
+without the pause the 2-core box itself, not the scheduler, would be what is measured.
+Figures per mode: training-usable actions per minute (steps of trajectories the trainer actually
+consumed, divided by the window), environment utilisation (time inside episodes ÷ time leased, the
+engine's own accounting), trainer idle fraction; and the ratio async ÷ sync. "Training-usable" =
+steps of completed rollouts the trainer consumed within the staleness bound (stale, crashed,
+abandoned and unfinished ones do not count). Goals: ratio ≥ 2.5, async utilisation ≥ 0.9.
 
 `run_learn(quick)`: MiniWoB++ 8 tasks; scripted-expert demonstrations → a deliberately limited
 SFT (few steps) → success rate on held-out seeds → RL through the real engine (GRPO) for a time
@@ -29,13 +35,15 @@ from typing import Any
 
 from django.conf import settings
 
-WORKLOAD: list[tuple[str, int | None]] = [  # (MiniWoB task, episode timer in ms; None = default)
-    ("click-test", 1500),
-    ("click-button", 2500),
-    ("focus-text", 1500),
-    ("enter-text", None),
-    ("click-checkboxes", None),
-    ("click-tab", None),
+WORKLOAD: list[tuple[str, int]] = [  # (MiniWoB++ task, step budget)
+    ("click-test", 1),
+    ("focus-text", 1),
+    ("click-button", 2),
+    ("click-link", 3),
+    ("click-tab", 5),
+    ("click-dialog", 8),
+    ("enter-text", 13),
+    ("click-checkboxes", 20),
 ]
 LEARN_TASKS = ["click-test", "click-button", "click-link", "focus-text", "enter-text", "click-dialog",
                "click-tab", "click-checkboxes"]  # fmt: skip
@@ -94,14 +102,17 @@ def _start_checkpoint(workdir: Path, model: Any = None) -> Any:
     return Checkpoint.objects.create(version=f"bench-start-{workdir.name}", path=str(path))
 
 
-def _pool(name: str, tasks: list[tuple[str, int | None]]) -> Any:
+def _pool(name: str, tasks: list[tuple[str, int | None]], pause_ms: int = 0) -> Any:
+    """A pool of MiniWoB++ tasks: (task, step budget or None), each with the given transition pause."""
     from webapp.store.models import Task, TaskPool
 
     pool = TaskPool.objects.create(name=name)
-    for task, timer in tasks:
+    for task, budget in tasks:
         setup: dict[str, Any] = {"task": task}
-        if timer:
-            setup["episode_max_time_ms"] = timer
+        if budget:
+            setup["max_steps"] = budget
+        if pause_ms:
+            setup["transition_pause_ms"] = pause_ms
         Task.objects.create(
             pool=pool, external_id=task, instruction="", env_kind="browser", source="miniwob", setup=setup
         )
@@ -125,13 +136,12 @@ def _measure_mode(
     from webapp.store.models import Trajectory
 
     run = services.run_create(
-        user=_user(), name=f"bench-{mode}", algorithm="grpo", mode=mode, pool=pool, start_checkpoint=checkpoint,
+        user=_user(), name=f"bench-{mode}", algorithm="ppo", mode=mode, pool=pool, start_checkpoint=checkpoint,
         config={
             "env": {"parallel_envs": envs},
-            "grpo": {"rollouts_per_task": 2, "lr": 1e-5, "beta_kl": 0.0},
-            "curation": {"rollouts_max": 2, "rollouts_min": 2, "step_cap": step_cap,
-                         "min_batch_trajectories": 2 * envs, "staleness_bound": 1 if mode == "async" else 0,
-                         "injection": "none"},
+            "ppo": {"lr": 1e-5},
+            "curation": {"step_cap": step_cap, "min_batch_trajectories": envs,
+                         "staleness_bound": 1 if mode == "async" else 0, "injection": "none"},
             "budget": {"max_updates": 10_000, "max_minutes": 60},
         },
     )  # fmt: skip
@@ -176,9 +186,10 @@ def drive_rollout(quick: bool) -> dict[str, Any]:
 
     from rl_control.engine.stack import LocalStack
 
-    envs = 2 if quick else 4
-    window_s = 90.0 if quick else 300.0
-    step_cap = 4 if quick else 8
+    envs = 4 if quick else 8
+    window_s = 120.0 if quick else 300.0
+    pause_ms = 500 if quick else 1000
+    step_cap = max(budget for _, budget in WORKLOAD)
     workdir = Path(tempfile.mkdtemp(prefix="bench-rollout-"))
     db = settings.DATABASES["default"]
     stack = LocalStack(workdir, f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT']}/{db['NAME']}",
@@ -194,7 +205,7 @@ def drive_rollout(quick: bool) -> dict[str, Any]:
             fleet.registry.cache_clear()
             out = {}
             for mode in ("async", "sync"):
-                pool = _pool(f"bench-rollout-{mode}", WORKLOAD)
+                pool = _pool(f"bench-rollout-{mode}", list(WORKLOAD), pause_ms)
                 out[mode] = _measure_mode(mode, pool, checkpoint, envs, window_s, step_cap)
     finally:
         stack.stop()
@@ -203,7 +214,9 @@ def drive_rollout(quick: bool) -> dict[str, Any]:
         "quick": quick,
         "envs": envs,
         "window_s": window_s,
-        "workload": [t for t, _ in WORKLOAD],
+        "workload": dict(WORKLOAD),
+        "transition_pause_ms": pause_ms,
+        "algorithm": "ppo",
         "async": out["async"],
         "sync": out["sync"],
         "ratio": round(a / s, 3) if s else None,

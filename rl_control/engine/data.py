@@ -1,15 +1,17 @@
 """The data manager: hands out rollouts, keeps the streaming pool, says which groups are ready to train.
 
 Rollouts are handed out as slots of `RolloutGroup`s (task, N from dynamic sampling, step limit from
-the longest success so far; workers.rl.curator state kept in `EngineState.curation`). A slot is
-claimed by one conditional UPDATE (`issued < size`), in the same transaction that creates its
-`Trajectory`, so a slot is never rolled out twice.
+the longest success so far, capped by the run's step cap and the task's own `setup["max_steps"]`;
+workers.rl.curator state kept in `EngineState.curation`). A slot is claimed by one conditional
+UPDATE (`issued < size`), in the same transaction that creates its `Trajectory`, so a slot is
+never rolled out twice.
 
 Async mode: a free environment takes the oldest open slot, or opens a new group: it never waits
 (rollout-wise scheduling); the curator's staleness bound drops what is too old at training time.
-Sync mode (coupled baseline): the groups of batch `v` are opened together when the policy is at
-version v; an environment with no slot left in the batch waits until the trainer has consumed the
-whole batch and pushed version v + 1 (the barrier).
+Sync mode (coupled baseline): the groups of batch `u` are opened together once the trainer has made
+u updates; an environment with no slot left in the batch waits until the trainer has consumed the
+whole batch in update u + 1 and pushed its weights (the barrier). Batches count updates, not policy
+versions: PPO's value pretraining updates the critic and keeps the version.
 
 The streaming pool: every completed trajectory is appended to the Redis stream
 `<prefix>:run:<id>:pool` (the trainer blocks on it instead of polling) and is durable as its
@@ -29,6 +31,7 @@ from rl_control.engine.keys import key, rds
 from rl_control.models import EngineState, RolloutGroup, RolloutGroupState, Run, RunMode
 from webapp.store import services as store
 from webapp.store.models import Task, Trajectory, TrajectoryStatus
+from webapp.store.taskspec import task_step_budget
 from workers.rl.config import CurationConfig
 from workers.rl.curator import GroupCurator
 
@@ -80,6 +83,7 @@ def _open_group(run: Run, state: EngineState, *, batch: int | None) -> RolloutGr
     state.counters = counters
     cap = run.config["curation"]["step_cap"]
     limit = curator.step_limit.limit_for(task.external_id) if state.curation else cap
+    limit = min(limit, task_step_budget(task) or limit)
     return RolloutGroup.objects.create(
         run=run, task=task, size=group_size(run, curator, task), step_limit=max(1, min(limit, cap)),
         created_version=state.version, batch=batch,
@@ -100,13 +104,13 @@ def rollout_claim(*, run: Run, env_slot: int, generation: int) -> Claim | None:
         sync = run.mode == RunMode.SYNC
         open_groups = RolloutGroup.objects.filter(run=run, state=RolloutGroupState.OPEN)
         if sync:
-            open_groups = open_groups.filter(batch=state.version)
+            open_groups = open_groups.filter(batch=state.updates)
         group = open_groups.filter(issued__lt=F("size")).order_by("id").first()
         if group is None:
             if sync:
-                if open_groups.exists() or RolloutGroup.objects.filter(run=run, batch=state.version).exists():
+                if open_groups.exists() or RolloutGroup.objects.filter(run=run, batch=state.updates).exists():
                     return None  # batch fully handed out: wait at the barrier
-                groups = [_open_group(run, state, batch=state.version) for _ in range(sync_batch_groups(run))]
+                groups = [_open_group(run, state, batch=state.updates) for _ in range(sync_batch_groups(run))]
                 group = groups[0]
             else:
                 group = _open_group(run, state, batch=None)  # never let an environment wait
@@ -134,15 +138,15 @@ def pool_wait(*, run_id: int, last_id: str, timeout_s: float) -> str:
     return got[0][1][-1][0].decode()
 
 
-def groups_ready(*, run: Run, version: int) -> list[RolloutGroup]:
-    """Open groups whose every slot was handed out and none is still running (sync: this batch only)."""
+def groups_ready(*, run: Run, batch: int) -> list[RolloutGroup]:
+    """Open groups whose every slot was handed out and none is still running (sync: batch `batch` only)."""
     qs = (
         RolloutGroup.objects.filter(run=run, state=RolloutGroupState.OPEN, issued=F("size"))
         .select_related("task")
         .order_by("id")
     )
     if run.mode == RunMode.SYNC:
-        qs = qs.filter(batch=version)
+        qs = qs.filter(batch=batch)
     groups = list(qs)
     if not groups:
         return []

@@ -169,11 +169,11 @@ def _chunk(run: Run, state: EngineState, chunk: int) -> str:
 def _collect(run: Run, state: EngineState) -> list[RolloutGroup] | None:
     """Groups to train on now, or None to keep waiting (SPEC §8: the trainer steps when completed
     trajectories reach the minimum batch; unfinished groups stay in the pool)."""
-    ready = groups_ready(run=run, version=state.version)
+    ready = groups_ready(run=run, batch=state.updates)
     if not ready:
         return None
     if run.mode == RunMode.SYNC:
-        batch = RolloutGroup.objects.filter(run=run, batch=state.version).count()
+        batch = RolloutGroup.objects.filter(run=run, batch=state.updates).count()
         if len(ready) < batch or batch < sync_batch_groups(run):
             return None
         return ready

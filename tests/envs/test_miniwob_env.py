@@ -65,3 +65,20 @@ def test_same_seed_same_problem_and_bad_input(env: MiniWoBEnv) -> None:
         env.step(Action("click", point=Point(500, 10)))
     with pytest.raises(EnvError, match="unknown MiniWoB"):
         env.reset(_task("no-such-task"))
+
+
+def test_transition_pause_waits_after_each_action_and_bad_values_are_refused(env: MiniWoBEnv) -> None:
+    task = TaskSpec(task_id="click-test", instruction="", kind="browser", source="miniwob",
+                    setup={"transition_pause_ms": 300})  # fmt: skip
+    obs = env.reset(task, seed=7)
+    button = next(e for e in obs.elements if e.tag == "button")
+    result = env.step(Action("click", point=Point(*button.center)))
+    # the pause sits between the action and the readout: counted in the step's action time
+    assert result.done and result.observation.timings_ms["action"] >= 300.0
+    env.reset(_task("click-test"), seed=7)  # the next task without a pause does not inherit it
+    assert env.pause_s == 0.0
+    for bad in (-1, 20_000, "soon", True):
+        broken = TaskSpec(task_id="click-test", instruction="", kind="browser", source="miniwob",
+                          setup={"transition_pause_ms": bad})  # fmt: skip
+        with pytest.raises(EnvError, match="transition_pause_ms"):
+            env.reset(broken, seed=1)

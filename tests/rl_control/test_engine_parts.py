@@ -53,11 +53,11 @@ def test_claims_fill_groups_slot_by_slot_and_never_twice(make_run, engine_names)
     assert len(set(pairs)) == 5
     assert Trajectory.objects.filter(run=run, status="running").count() == 5
     # a group is ready only when none of its rollouts is still running
-    assert groups_ready(run=run, version=0) == []
+    assert groups_ready(run=run, batch=0) == []
     for c in claims[:2]:
         assert c is not None
         store.trajectory_finish(trajectory=c.trajectory, status="completed", final_reward=1.0)
-    assert [g.pk for g in groups_ready(run=run, version=0)] == [groups[0].pk]
+    assert [g.pk for g in groups_ready(run=run, batch=0)] == [groups[0].pk]
 
 
 @pytest.mark.django_db
@@ -71,9 +71,27 @@ def test_sync_mode_waits_at_the_batch_barrier(make_run, engine_names) -> None:
     got = [rollout_claim(run=run, env_slot=0, generation=1) for _ in range(4)]
     assert all(got) and RolloutGroup.objects.filter(run=run, batch=0).count() == 2
     assert rollout_claim(run=run, env_slot=1, generation=1) is None  # batch handed out: wait
-    EngineState.objects.filter(pk=state.pk).update(version=1)  # the trainer consumed batch 0
+    # the trainer consumed batch 0 in an update that kept the policy version (PPO value pretraining)
+    EngineState.objects.filter(pk=state.pk).update(updates=1)
     nxt = rollout_claim(run=run, env_slot=1, generation=1)
     assert nxt is not None and nxt.group.batch == 1
+
+
+@pytest.mark.django_db
+def test_a_tasks_own_step_budget_caps_its_groups(make_run, engine_names, pool) -> None:
+    run = _running(make_run, grpo={"rollouts_per_task": 2},
+                   curation={"step_cap": 12, "rollouts_max": 2, "rollouts_min": 2})  # fmt: skip
+    tasks = list(pool.tasks.order_by("pk"))
+    budgets = {tasks[0].pk: 3, tasks[1].pk: 40, tasks[2].pk: "many"}  # below, above the cap; not an int
+    for task in tasks:
+        task.setup = {**task.setup, "max_steps": budgets[task.pk]} if task.pk in budgets else task.setup
+        task.save(update_fields=["setup"])
+    limits = {}
+    for _ in range(2 * len(tasks)):  # groups of 2: one group per task in the first pass
+        claim = rollout_claim(run=run, env_slot=0, generation=1)
+        assert claim is not None
+        limits[claim.group.task_id] = claim.group.step_limit
+    assert limits[tasks[0].pk] == 3 and limits[tasks[1].pk] == 12 and limits[tasks[2].pk] == 12
 
 
 @pytest.mark.django_db

@@ -30,7 +30,7 @@ from typing import Any
 
 from workers.actions.types import Action
 from workers.envs.base import EnvError, Observation, TaskSpec
-from workers.envs.browser.page_env import PageEnv
+from workers.envs.browser.page_env import PageEnv, transition_pause_s
 from workers.envs.browser.pool import BrowserPool, PageSession
 from workers.envs.browser.server import get_server
 
@@ -114,6 +114,7 @@ class MiniWoBEnv(PageEnv):
         max_ms = int(task.setup.get("episode_max_time_ms", DEFAULT_MAX_TIME_MS))
         if max_ms <= 0:
             raise EnvError("episode_max_time_ms must be positive")
+        self.pause_s = transition_pause_s(task)
         self.seed = seed if seed is not None else secrets.randbelow(2**31)
         handle = self._session(VIEWPORT)
         self.task_name = name

@@ -1,18 +1,41 @@
 """Shared machinery of the page-backed environments (MiniWoB++, games, phone): one pooled session,
 observation building, and a step template that runs action + readout + screenshot in ONE call on the
 pool loop (each cross-thread hop costs ~0.1 ms; each CDP round trip a few ms).
+
+Transition pause: `task.setup["transition_pause_ms"]` (0 … 10,000, default 0) waits that long after
+each executed action before the readout and the screenshot, as OSWorld's `sleep_after_execution`
+and AndroidWorld's transition pause do: real pages and apps need time for an action's effect
+(navigation, animation, a server round trip) to show. The wait is an asyncio sleep on the pool
+loop, so other sessions in the same browser keep working meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 from workers.actions.types import TERMINAL_KINDS, Action
-from workers.envs.base import EnvError, EnvKind, ImageFormat, Observation, StepResult
+from workers.envs.base import EnvError, EnvKind, ImageFormat, Observation, StepResult, TaskSpec
 from workers.envs.browser.dom import dom_text
 from workers.envs.browser.input import perform
 from workers.envs.browser.pool import BrowserPool, PageSession, SessionHandle, get_default_pool
+
+MAX_TRANSITION_PAUSE_MS = 10_000
+
+
+def transition_pause_s(task: TaskSpec) -> float:
+    """The task's `setup["transition_pause_ms"]` in seconds; EnvError if it is not 0 … 10,000."""
+    value = task.setup.get("transition_pause_ms", 0)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value <= MAX_TRANSITION_PAUSE_MS
+    ):
+        raise EnvError(
+            f"transition_pause_ms must be a number of ms in 0 … {MAX_TRANSITION_PAUSE_MS}, not {value!r}"
+        )
+    return float(value) / 1000.0
 
 
 class PageEnv:
@@ -41,6 +64,7 @@ class PageEnv:
         self.wait_s = wait_s
         self.call_timeout_s = call_timeout_s
         self.instruction = ""
+        self.pause_s = 0.0  # transition pause of the current task (set by reset)
         self.last_reward = 0.0
         self.done = False
         self._handle: SessionHandle | None = None
@@ -108,6 +132,8 @@ class PageEnv:
         t0 = time.perf_counter()
         if action.kind not in TERMINAL_KINDS:
             await self._act(s, action)
+            if self.pause_s > 0:
+                await asyncio.sleep(self.pause_s)
         t1 = time.perf_counter()
         reward, done, info = await self._readout(s, action)
         t2 = time.perf_counter()

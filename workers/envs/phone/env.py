@@ -18,7 +18,7 @@ from typing import Any
 from workers.actions.types import Action, Point
 from workers.envs.base import EnvError, Observation, TaskSpec
 from workers.envs.browser.input import perform, require_point
-from workers.envs.browser.page_env import PageEnv
+from workers.envs.browser.page_env import PageEnv, transition_pause_s
 from workers.envs.browser.pool import PageSession
 from workers.envs.browser.server import get_server
 
@@ -62,6 +62,7 @@ class PhoneEnv(PageEnv):
             raise EnvError(f"phone task needs setup.apps with the start app {start!r}")
         self.home = app_url(self.apps[start.lower()])
         self.instruction, self.done, self.last_reward = task.instruction, False, 0.0
+        self.pause_s = transition_pause_s(task)
         handle = self._session(VIEWPORT, PIXEL_7)
         return handle.call(self._load_home, self.call_timeout_s)
 
