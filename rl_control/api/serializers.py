@@ -101,6 +101,10 @@ class RunCreateInput(serializers.Serializer):
     config = serializers.DictField(
         required=False, default=dict, help_text="Overrides applied over the preset."
     )
+    start_checkpoint = serializers.SlugRelatedField(
+        slug_field="version", queryset=Checkpoint.objects.all(), required=False, allow_null=True,
+        help_text="Checkpoint version to start from; default: the newest promoted to RL start.",
+    )  # fmt: skip
 
 
 class RunForkInput(serializers.Serializer):

@@ -81,6 +81,7 @@ class RunListCreateView(generics.ListAPIView):
             lambda: services.run_create(
                 user=request.user, name=v["name"], config=v["config"], preset=v["preset"],
                 algorithm=v.get("algorithm"), mode=v.get("mode"), pool=v.get("pool"),
+                start_checkpoint=v.get("start_checkpoint"),
             ),
             code=status.HTTP_201_CREATED,
         )  # fmt: skip

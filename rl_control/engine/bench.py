@@ -139,7 +139,8 @@ def _measure_mode(
         user=_user(), name=f"bench-{mode}", algorithm="ppo", mode=mode, pool=pool, start_checkpoint=checkpoint,
         config={
             "env": {"parallel_envs": envs},
-            "ppo": {"lr": 1e-5},
+            # every update is a policy update with a weight push (no critic-only pretraining phase)
+            "ppo": {"value_pretrain_max_updates": 0},
             "curation": {"step_cap": step_cap, "min_batch_trajectories": envs,
                          "staleness_bound": 1 if mode == "async" else 0, "injection": "none"},
             "budget": {"max_updates": 10_000, "max_minutes": 60},

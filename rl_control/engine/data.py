@@ -46,11 +46,36 @@ def run_tasks(run: Run) -> list[Task]:
 
 
 def curator_of(run: Run, state: EngineState) -> GroupCurator:
+    """The run's curator: as the trainer last saved it, else a new one (its experience pool
+    pre-populated with stored successes, seed 002 §4.2)."""
     if state.curation:
         return GroupCurator.from_dict(state.curation)
-    return GroupCurator(
+    curator = GroupCurator(
         CurationConfig.from_dict({**run.config["curation"], "seed": run.config.get("seed", 0)})
     )
+    if curator.config.injection == "experience_pool":
+        for task_key, trajectory_id in stored_successes(run, curator.config.experience_pool_per_task):
+            curator.pool.add(task_key, trajectory_id)
+    return curator
+
+
+def stored_successes(run: Run, per_task: int) -> list[tuple[str, str]]:
+    """Successes of the run's tasks collected before it (seed 002 §4.2: the experience pool is
+    pre-populated "through preliminary sampling"): trajectories validated V(s) = 1 (annotations,
+    expert demonstrations, rejection sampling) or completed with a positive verifier reward and not
+    validated otherwise; other runs' rollouts count too. Up to `per_task` per task, oldest first
+    (the pool keeps the newest)."""
+    out: list[tuple[str, str]] = []
+    good = Q(validation=1) | Q(validation__isnull=True, final_reward__gt=0)
+    for task in run_tasks(run):
+        rows = (
+            Trajectory.objects.filter(good, task=task, status=TrajectoryStatus.COMPLETED, num_steps__gt=0)
+            .exclude(run=run)
+            .order_by("-finished_at", "-pk")
+            .values_list("pk", flat=True)[:per_task]
+        )
+        out += [(task.external_id, str(pk)) for pk in reversed(list(rows))]
+    return out
 
 
 def group_size(run: Run, curator: GroupCurator, task: Task) -> int:

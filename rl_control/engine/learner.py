@@ -52,6 +52,7 @@ from rl_control.engine.rollout import server_root
 from rl_control.models import EngineState, RolloutGroup, RolloutGroupState, Run, RunMode, RunStatus
 from webapp.store.checkpoints import checkpoint_register
 from webapp.store.models import Checkpoint, Step, Trajectory, TrajectoryStatus
+from workers.policy.embedded.grammar import Grammar, GrammarError
 from workers.policy.openai_client import OpenAIClient
 from workers.rl.config import RLConfig
 from workers.rl.curator import GroupCurator, RolloutOutcome
@@ -196,23 +197,39 @@ def _read(name: str) -> bytes | None:
 
 
 def trajectory_sample(
-    trajectory: Trajectory, group_id: str, *, sample_id: str | None = None
+    trajectory: Trajectory, group_id: str, *, sample_id: str | None = None, grammar: Grammar | None = None
 ) -> TrajectorySample | None:
-    """The trainer's view of a stored rollout: every step's prompt rebuilt from its stored
-    observation (instruction, elements, screenshot) and the earlier actions; None without tokens."""
+    """The trainer's view of a stored trajectory: every step's prompt rebuilt from its stored
+    observation (instruction, elements, screenshot) and the earlier actions; None without tokens.
+
+    Rollout steps carry the sampled token ids and log-probs. Given a `grammar`, steps written by a
+    person or a scripted expert (thought + action text, no tokens) are encoded with it instead,
+    with zero log-probs: the caller recomputes them (experience-pool injection)."""
     steps = []
     history: list[str] = []
     for step in trajectory.steps.order_by("index"):
         rl = step.rl or {}
-        if rl.get("token_ids"):
+        token_ids, logprobs = rl.get("token_ids"), rl.get("logprobs")
+        if (
+            not token_ids
+            and grammar is not None
+            and step.action_text
+            and isinstance(rl.get("elements"), list)
+        ):
+            try:
+                token_ids = grammar.encode_response(f"Thought: {step.thought}\nAction: {step.action_text}")
+            except GrammarError:
+                return None  # the model cannot write this step: the trajectory cannot be trained on
+            logprobs = [0.0] * len(token_ids)
+        if token_ids:
             steps.append(
                 step_sample_from(
-                    instruction=rl.get("instruction", ""),
+                    instruction=rl.get("instruction") or trajectory.task.instruction,
                     observation_image=_read(step.screenshot.name),
                     elements=rl.get("elements", []),
                     history=list(history),
-                    token_ids=rl["token_ids"],
-                    rollout_logprobs=rl["logprobs"],
+                    token_ids=token_ids,
+                    rollout_logprobs=logprobs,
                     policy_version=int(rl.get("version", 0)),
                 )
             )
@@ -220,10 +237,16 @@ def trajectory_sample(
     if not steps:
         return None
     engine = trajectory.metadata.get("engine", {})
-    reward = float((engine.get("reward") or {}).get("total", trajectory.final_reward or 0.0))
+    if engine.get("reward"):
+        reward = float(engine["reward"].get("total", trajectory.final_reward or 0.0))
+    elif trajectory.final_reward is not None:
+        reward = float(trajectory.final_reward)
+    else:  # validated by a person or a judge, no verifier reward
+        reward = 1.0 if trajectory.validation == 1 else 0.0
+    success = bool(engine.get("success")) if "success" in engine else trajectory.validation == 1 or reward > 0
     return TrajectorySample(
         trajectory_id=sample_id or str(trajectory.pk), task_key=trajectory.task.external_id,
-        group_id=group_id, steps=steps, reward=reward, success=bool(engine.get("success")),
+        group_id=group_id, steps=steps, reward=reward, success=success,
     )  # fmt: skip
 
 
@@ -269,7 +292,9 @@ def _update(
         for use in plan.injections:
             injections[use.source] = injections.get(use.source, 0) + 1
             stored = Trajectory.objects.filter(pk=int(use.trajectory_id)).select_related("task").first()
-            s = stored and trajectory_sample(stored, str(group.pk), sample_id=f"{stored.pk}@g{group.pk}")
+            s = stored and trajectory_sample(
+                stored, str(group.pk), sample_id=f"{stored.pk}@g{group.pk}", grammar=trainer.grammar
+            )
             if s:
                 # BEPA / pool: the stored success's log-probs are recomputed under the current policy.
                 for step, lps in zip(s.steps, trainer.recompute_logprobs(s.steps), strict=True):

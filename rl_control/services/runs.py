@@ -30,6 +30,7 @@ from rl_control.events import RunStatusEvent, publish_run_status
 from rl_control.models import Run, RunMode, RunStatus
 from rl_control.presets import PRESETS
 from rl_control.run_config import RunConfigError, deep_merge, run_config_build
+from webapp.flywheel.selectors import rl_start_checkpoint
 from webapp.store.models import Checkpoint, Task, TaskPool
 
 
@@ -107,8 +108,9 @@ def run_create(
 ) -> Run:
     """Create a run in `created` from a preset (optional) with `config` applied over it.
 
-    `algorithm` and `mode` default to the preset's (else grpo / async). Raises `RunConfigError`
-    with every problem at once, keyed "section.field" or by the argument's name.
+    `algorithm` and `mode` default to the preset's (else grpo / async); `start_checkpoint` to the
+    newest checkpoint promoted to "RL start" (the flywheel), else the run starts from a fresh model.
+    Raises `RunConfigError` with every problem at once, keyed "section.field" or by the argument's name.
     """
     errors: dict[str, list[str]] = {}
     base: Mapping[str, Any] = {}
@@ -133,6 +135,8 @@ def run_create(
         errors.update(_task_errors(pool=pool, task_ids=full["task_ids"], env_kind=full["env"]["kind"]))
     if errors:
         raise RunConfigError(errors)
+    if start_checkpoint is None and parent is None:
+        start_checkpoint = rl_start_checkpoint()
     run = Run.objects.create(
         name=name.strip()[:200],
         algorithm=algorithm,

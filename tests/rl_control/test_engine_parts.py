@@ -146,3 +146,58 @@ def test_trainer_without_a_policy_server_fails_the_run_readably(make_run, engine
     run.refresh_from_db()
     assert run.status == "failed" and "RL_POLICY_URLS" in run.error
     assert learner_chunk(run_id=run.pk, chunk=0) == "superseded"
+
+
+def _stored(
+    task: Any, *, reward: float | None, validation: int | None = None, thought: str = "I click OK."
+) -> Any:
+    import io
+
+    from PIL import Image
+
+    png = io.BytesIO()
+    Image.new("RGB", (160, 210), "white").save(png, "PNG")
+    trajectory = store.trajectory_create(task=task, source="annotation", policy_version="scripted-expert")
+    store.step_append(
+        trajectory=trajectory, screenshot=png.getvalue(), image_format="png",
+        fields={"thought": thought, "action_text": "click(start_box='(30,40)')", "screen_width": 160,
+                "screen_height": 210, "rl": {"instruction": "Click OK.", "elements": [
+                    {"index": 0, "tag": "button", "text": "OK", "x": 10, "y": 30, "width": 40, "height": 20}]}},
+    )  # fmt: skip
+    store.trajectory_finish(trajectory=trajectory, status="completed", final_reward=reward)
+    if validation is not None:
+        store.trajectory_validate(trajectory=trajectory, value=validation, validator="test")
+    trajectory.refresh_from_db()
+    return trajectory
+
+
+@pytest.mark.django_db
+def test_experience_pool_starts_with_stored_successes_and_injects_text_only_steps(
+    make_run, engine_names, pool
+) -> None:
+    from rl_control.engine.data import curator_of
+    from rl_control.engine.learner import trajectory_sample
+    from workers.policy.embedded.grammar import Grammar
+    from workers.policy.embedded.tokenizer import FlywheelTokenizer
+
+    run = _running(make_run, curation={"injection": "experience_pool"})
+    first, second = list(pool.tasks.order_by("pk"))[:2]
+    good = _stored(first, reward=1.0)
+    judged = _stored(second, reward=None, validation=1)  # a reviewer's V(s) = 1, no verifier
+    _stored(first, reward=0.0)  # a failure
+    _stored(first, reward=1.0, validation=0)  # a verifier success a person rejected
+    curator = curator_of(run, EngineState.objects.get(run=run))
+    assert curator.pool.to_dict()["items"] == {
+        first.external_id: [str(good.pk)],
+        second.external_id: [str(judged.pk)],
+    }
+
+    grammar = Grammar(FlywheelTokenizer())
+    sample = trajectory_sample(good, "g1", sample_id=f"{good.pk}@g1", grammar=grammar)
+    assert sample is not None and sample.reward == 1.0 and sample.success
+    expected = grammar.encode_response("Thought: I click OK.\nAction: click(start_box='(30,40)')")
+    assert sample.steps[0].token_ids == expected and sample.steps[0].rollout_logprobs == [0.0] * len(expected)
+    assert trajectory_sample(judged, "g1", grammar=grammar).reward == 1.0
+    assert trajectory_sample(good, "g1") is None, "without a grammar a step without tokens is not trainable"
+    unwritable = _stored(first, reward=1.0, thought="x" * 500)  # longer than the model may write
+    assert trajectory_sample(unwritable, "g1", grammar=grammar) is None

@@ -61,6 +61,24 @@ def test_create_from_preset_with_overrides(api, pool, role, users) -> None:
     assert data["created_by"] == users[role].username and data["progress"] == 0.0
 
 
+def test_new_runs_start_from_the_checkpoint_promoted_to_rl_start(api, pool, users) -> None:
+    from webapp.flywheel.services.promotion import checkpoint_promote
+
+    first = Checkpoint.objects.create(version="sft-1", path="/tmp/sft-1")
+    second = Checkpoint.objects.create(version="sft-2", path="/tmp/sft-2")
+    body = {"name": "r", "preset": "grpo-dart", "pool": pool.pk}
+    client = api("researcher")
+    created = client.post("/api/rl/runs/", body, format="json").json()
+    assert created["start_checkpoint"] is None  # nothing promoted yet: a fresh model
+    checkpoint_promote(checkpoint=first, targets=["rl_start"])
+    checkpoint_promote(checkpoint=second, targets=["annotation"])  # not an RL start
+    assert client.post("/api/rl/runs/", body, format="json").json()["start_checkpoint"] == "sft-1"
+    chosen = client.post("/api/rl/runs/", {**body, "start_checkpoint": "sft-2"}, format="json")
+    assert chosen.status_code == 201 and chosen.json()["start_checkpoint"] == "sft-2"
+    missing = client.post("/api/rl/runs/", {**body, "start_checkpoint": "nope"}, format="json")
+    assert missing.status_code == 400 and "start_checkpoint" in missing.json()
+
+
 def test_create_errors_are_per_field(api, pool) -> None:
     response = api("researcher").post(
         "/api/rl/runs/",

@@ -3,12 +3,14 @@
 
     iteration 0: rejection sampling with the untrained model → V(s) (verifier) → pool refresh
     scripted-expert demonstrations (labelled stand-ins for human annotations, source "annotation")
-    dataset v1 (SFT = V(s)=1, CT = the rest) → SFT → checkpoint c1 → promote (annotation + RL start)
-    iteration 1: rejection sampling with c1 → V(s) → refresh → dataset v2 → SFT c1 → c2 → promote
+    dataset v1 (SFT = V(s)=1, CT = the rest) → SFT → s1 → RL from s1 → r1
+    → promote the better of s1 / r1 on the held-out seeds (annotation + RL start) = c1
+    iteration 1: rejection sampling with c1 → V(s) → refresh → dataset v2 → SFT c1 → s2 → RL → c2
     iteration 2 (full only): rejection sampling with c2 …
 
-RL between SFT and promotion runs only when the RL engine can be imported (rl_control.engine.learner);
-otherwise the figures say it was skipped. Success is greedy success on held-out seeds
+RL runs through the real engine (rl_control.engine.learn.rl_phase: Celery rollout and trainer
+workers, env host with Chromium, policy server) on the same pool, so its trajectories land in the
+pool's store and feed the next dataset. Success is greedy success on held-out seeds
 (workers.policy.evaluate); the V(s)=1 rate is that of each iteration's rejection sampling.
 """
 
@@ -29,6 +31,7 @@ FULL_TASKS = (*QUICK_TASKS, "click-link", "click-test-2", "click-dialog", "click
 # Sampling temperature of rejection sampling: at 1.0 a model SFT'd on 18 demonstrations samples noise
 # (measured: V(s)=1 0/6 at T=1.0 although greedy success was 50 %; 2/6 at T=0.3).
 RS_TEMPERATURE = 0.3
+RL_LR = 2e-5
 MAX_NEW_TOKENS = 64  # expert responses take ~40 tokens; an untrained model would write ~150 a step
 
 
@@ -78,6 +81,47 @@ def _success(checkpoint: Any, tasks: tuple[str, ...], seeds: list[int], max_step
     return round(report["mean"], 4) if report else float("nan")
 
 
+def _rl_then_pick(
+    sft: Any, pool: Any, tasks: tuple[str, ...], seeds: list[int], max_steps: int, minutes: float, it: int
+) -> tuple[dict[str, Any], Any]:
+    """RL from the SFT checkpoint through the real engine; returns the figures and the checkpoint to
+    promote: the RL result unless it does worse than its SFT start on the held-out seeds."""
+    import tempfile
+    from pathlib import Path
+
+    from django.contrib.auth import get_user_model
+
+    from rl_control.engine.learn import rl_phase
+
+    user, _ = get_user_model().objects.get_or_create(username="bench-flywheel")
+    started = time.perf_counter()
+    rl = rl_phase(
+        checkpoint=sft, pool=pool, user=user, workdir=Path(tempfile.mkdtemp(prefix="bench-flywheel-rl-")),
+        minutes=minutes, envs=2, name=f"flywheel iteration {it + 1}",
+        config={"grpo": {"rollouts_per_task": 4, "lr": RL_LR, "beta_kl": 0.0, "temperature": RS_TEMPERATURE},
+                "curation": {"rollouts_max": 4, "rollouts_min": 2, "step_cap": max_steps + 2,
+                             "min_batch_trajectories": 8, "injection": "experience_pool"}},
+    )  # fmt: skip
+    run, rates = rl["run"], rl["success_rates"]
+    figures: dict[str, Any] = {
+        "run": run.pk, "status": run.status, "error": run.error, "updates": run.updates_done,
+        "episodes": run.episodes_done, "wall_s": round(time.perf_counter() - started, 1),
+        "train_success_first": round(rates[0], 3) if rates else None,
+        "train_success_last": round(rates[-1], 3) if rates else None,
+    }  # fmt: skip
+    if rl["checkpoint"] is None:
+        figures["picked"] = "sft (the run registered no checkpoint)"
+        return figures, sft
+    sft_success = _success(sft, tasks, seeds, max_steps)
+    rl_success = _success(rl["checkpoint"], tasks, seeds, max_steps)
+    figures.update(checkpoint=rl["checkpoint"].version, success_sft=sft_success, success_rl=rl_success)
+    if rl_success >= sft_success:
+        figures["picked"] = "rl"
+        return figures, rl["checkpoint"]
+    figures["picked"] = "sft (RL did worse on the held-out seeds)"
+    return figures, sft
+
+
 def run_flywheel(quick: bool) -> dict[str, Any]:
     import torch
 
@@ -114,14 +158,7 @@ def run_flywheel(quick: bool) -> dict[str, Any]:
     success0 = _success(current, tasks, eval_seeds, max_steps)
     figures["success_untrained"] = success0
 
-    try:
-        from rl_control.engine import learner  # noqa: F401
-
-        rl_available = False  # importable, but driving a run needs its Celery workers: not in a bench
-        rl_note = "RL engine present but not driven by this bench (needs rollout/train workers)"
-    except ImportError:
-        rl_available, rl_note = False, "RL skipped: rl_control.engine.learner is not available"
-
+    rl_minutes = 2.0 if quick else 6.0
     for it in range(iterations):
         entry: dict[str, Any] = {"iteration": it, "checkpoint": current.version}
         _log(f"iteration {it}: rejection sampling with {current.version}")
@@ -149,8 +186,10 @@ def run_flywheel(quick: bool) -> dict[str, Any]:
         child = checkpoint_sft(parent=current, dataset=dataset, steps=sft_steps[min(it, 1)], seed=it,
                                version=f"bench-sft{it + 1}-{run}")  # fmt: skip
         entry["sft"] = {**child.metrics["sft"], "wall_s": round(time.perf_counter() - t0, 1)}
-        entry["rl"] = "ran" if rl_available else rl_note
+        _log(f"RL from {child.version} for {rl_minutes} min")
+        entry["rl"], child = _rl_then_pick(child, pool, tasks, eval_seeds, max_steps, rl_minutes, it)
         checkpoint_promote(checkpoint=child, targets=["annotation", "rl_start"])
+        entry["promoted"] = child.version
         current = child
         figures["iterations"].append(entry)
 

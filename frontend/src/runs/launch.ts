@@ -63,6 +63,8 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
     forkId > 0 ? api<RunDetail>(`/api/rl/runs/${forkId}/`) : Promise.resolve(null),
   ]);
   const checkpoints = parent ? await api<CheckpointRow[]>(`/api/rl/runs/${parent.id}/checkpoints/`) : [];
+  // a new run starts from the checkpoint promoted to "RL start" unless another one is chosen
+  const allCheckpoints = parent ? [] : await api<CheckpointRow[] | { results: CheckpointRow[] }>("/api/checkpoints/").then(resultsOf);
   const help = presets[0]?.help ?? {};
 
   const form = h("form", { class: "rc-launch", "data-testid": "launch-form", novalidate: true });
@@ -72,6 +74,7 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
   const presetDesc = h("p", { class: "muted", "data-testid": "preset-description" });
   const poolSel = h("select", { name: "pool", "data-testid": "field-pool", disabled: parent !== null }, h("option", { value: "" }, "— choose —"), ...pools.map((p) => h("option", { value: p.id, selected: parent?.pool === p.id }, `${p.name} (${p.task_count} tasks)`)));
   const ckptSel = h("select", { name: "checkpoint", "data-testid": "field-checkpoint" }, h("option", { value: "" }, "newest checkpoint of the run"), ...checkpoints.map((c) => h("option", { value: c.version, selected: params.get("checkpoint") === c.version }, c.version)));
+  const startSel = h("select", { name: "start_checkpoint", "data-testid": "field-start-checkpoint" }, h("option", { value: "" }, "the checkpoint promoted to RL start (else a fresh model)"), ...allCheckpoints.map((c) => h("option", { value: c.version }, c.version)));
   const launchNow = h("input", { type: "checkbox", name: "launch", checked: true, "data-testid": "field-launch" });
   const sections = h("div", { class: "rc-sections" });
   const errorEls = new Map<string, HTMLElement>();
@@ -160,7 +163,7 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
       h("div", { class: "rc-field" }, h("label", {}, "Name"), name, errorSlot("name")),
       h("div", { class: "rc-field" }, h("label", {}, "Preset"), presetSel, presetDesc, errorSlot("preset")),
       h("div", { class: "rc-field" }, h("label", {}, "Task pool"), poolSel, errorSlot("pool")),
-      parent ? h("div", { class: "rc-field" }, h("label", {}, "Start from checkpoint"), ckptSel, errorSlot("checkpoint")) : null,
+      parent ? h("div", { class: "rc-field" }, h("label", {}, "Start from checkpoint"), ckptSel, errorSlot("checkpoint")) : h("div", { class: "rc-field" }, h("label", {}, "Start from checkpoint"), startSel, errorSlot("start_checkpoint")),
       h("label", { class: "field field-check" }, launchNow, "Start it right away"),
     ),
     sections,
@@ -174,7 +177,7 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
     const config = overrides(base, values());
     const request = parent
       ? post<RunDetail>(`/api/rl/runs/${parent.id}/fork/`, { name: name.value, checkpoint: ckptSel.value || null, config })
-      : post<RunDetail>("/api/rl/runs/", { name: name.value, preset: presetSel.value, pool: poolSel.value === "" ? null : Number(poolSel.value), config });
+      : post<RunDetail>("/api/rl/runs/", { name: name.value, preset: presetSel.value, pool: poolSel.value === "" ? null : Number(poolSel.value), start_checkpoint: startSel.value || null, config });
     request
       .then(async (run) => {
         if (launchNow.checked) await api(`/api/rl/runs/${run.id}/launch/`, { method: "POST" });
