@@ -52,6 +52,7 @@ METRICS: dict[str, str] = {
     "efficiency/env_utilization": "fraction of environment time spent stepping (not waiting on the policy)",
     "efficiency/trainer_idle_frac": "fraction of trainer time spent waiting for data",
     "efficiency/staleness_mean": "mean policy-version lag of the trained steps",
+    "efficiency/stale_steps_frac": "share of the update's steps beyond the staleness bound (no loss on them)",
     "efficiency/staleness_max": "largest policy-version lag of the trained steps",
     "efficiency/pool_fill": "completed trajectories waiting in the rollout pool",
     "efficiency/weight_sync_s": "seconds to bring new weights to every rollout server",

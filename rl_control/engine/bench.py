@@ -14,8 +14,9 @@ without the pause the 2-core box itself, not the scheduler, would be what is mea
 Figures per mode: training-usable actions per minute (steps of trajectories the trainer actually
 consumed, divided by the window), environment utilisation (time inside episodes ÷ time leased, the
 engine's own accounting), trainer idle fraction; and the ratio async ÷ sync. "Training-usable" =
-steps of completed rollouts the trainer consumed within the staleness bound (stale, crashed,
-abandoned and unfinished ones do not count). Goals: ratio ≥ 2.5, async utilisation ≥ 0.9.
+steps the trainer gave a loss to: steps of completed rollouts it consumed that were within the
+staleness bound of that update (stale steps and stale, crashed, abandoned and unfinished rollouts
+do not count). Goals: ratio ≥ 2.5, async utilisation ≥ 0.9.
 
 `run_learn(quick)`: MiniWoB++ 8 tasks; scripted-expert demonstrations → a deliberately limited
 SFT (few steps) → success rate on held-out seeds → RL through the real engine (GRPO) for a time
@@ -45,6 +46,11 @@ WORKLOAD: list[tuple[str, int]] = [  # (MiniWoB++ task, step budget)
     ("enter-text", 13),
     ("click-checkboxes", 20),
 ]
+# Async mode trains on steps up to this many versions old (truncated IS corrects the lag; AReaL runs
+# η = 4–8). With the engine default of 1, versions advance every few seconds here (8-trajectory
+# batches) while a 20-step episode takes ~25 s, so most steps of long episodes were too old to
+# train on (measured: 29 % of the async steps stale, ratio 1.47 at --quick).
+ASYNC_STALENESS = 4
 LEARN_TASKS = ["click-test", "click-button", "click-link", "focus-text", "enter-text", "click-dialog",
                "click-tab", "click-checkboxes"]  # fmt: skip
 
@@ -133,7 +139,7 @@ def _measure_mode(
     from rl_control.engine.slots import slot_read
     from rl_control.engine.stack import wait_for
     from rl_control.models import RolloutGroup, Run, RunMetric
-    from webapp.store.models import Trajectory
+    from webapp.store.models import Step, Trajectory
 
     run = services.run_create(
         user=_user(), name=f"bench-{mode}", algorithm="ppo", mode=mode, pool=pool, start_checkpoint=checkpoint,
@@ -142,7 +148,8 @@ def _measure_mode(
             # every update is a policy update with a weight push (no critic-only pretraining phase)
             "ppo": {"value_pretrain_max_updates": 0},
             "curation": {"step_cap": step_cap, "min_batch_trajectories": envs,
-                         "staleness_bound": 1 if mode == "async" else 0, "injection": "none"},
+                         "staleness_bound": ASYNC_STALENESS if mode == "async" else 0,
+                         "injection": "none"},
             "budget": {"max_updates": 10_000, "max_minutes": 60},
         },
     )  # fmt: skip
@@ -155,13 +162,17 @@ def _measure_mode(
     services.run_stop(run=run)
     wait_for("the slots to stop", lambda: all(slot_read(run.pk, k).get("state") != "running" for k in range(envs)),
              300, every_s=1.0)  # fmt: skip
-    # Training-usable: completed rollouts the trainer consumed within the staleness bound (the
-    # curator's train_ids), whether or not their group then carried a GRPO signal; excluded are
-    # stale, crashed, abandoned and unfinished rollouts.
-    trained: set[int] = set()
-    for group in RolloutGroup.objects.filter(run=run).exclude(state="open"):
-        trained |= {int(i) for i in group.plan.get("train_ids", [])}
-    usable = sum(Trajectory.objects.filter(pk__in=trained).values_list("num_steps", flat=True))
+    # Training-usable: steps the trainer gave a loss to. Completed rollouts it consumed (the
+    # curator's train_ids, whether or not their group then carried a GRPO signal) count with their
+    # steps within the staleness bound of the update that consumed them; excluded are stale steps
+    # and stale, crashed, abandoned and unfinished rollouts.
+    bound = int(run.config["curation"]["staleness_bound"])
+    usable = 0
+    for group in RolloutGroup.objects.filter(run=run).exclude(state="open").exclude(trained_version=None):
+        ids = [int(i) for i in group.plan.get("train_ids", [])]
+        oldest = group.trained_version - 1 - bound  # the update ran at trained_version - 1
+        versions = Step.objects.filter(trajectory_id__in=ids).values_list("policy_version", flat=True)
+        usable += sum(1 for v in versions if v.isdigit() and int(v) >= oldest)
     every = Trajectory.objects.filter(run=run)
 
     def mean(name: str) -> float | None:
@@ -172,6 +183,7 @@ def _measure_mode(
         "window_s": round(time.time() - started, 1),
         "usable_actions_per_min": round(60.0 * usable / window_s, 2),
         "usable_actions": usable,
+        "stale_steps_frac": mean("efficiency/stale_steps_frac"),
         "all_actions": sum(every.values_list("num_steps", flat=True)),
         "episodes": every.filter(status="completed").count(),
         "updates": Run.objects.get(pk=run.pk).updates_done,
@@ -218,6 +230,7 @@ def drive_rollout(quick: bool) -> dict[str, Any]:
         "workload": dict(WORKLOAD),
         "transition_pause_ms": pause_ms,
         "algorithm": "ppo",
+        "async_staleness_bound": ASYNC_STALENESS,
         "async": out["async"],
         "sync": out["sync"],
         "ratio": round(a / s, 3) if s else None,

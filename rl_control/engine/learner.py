@@ -253,7 +253,7 @@ def trajectory_sample(
 def _outcome(t: Trajectory) -> RolloutOutcome:
     engine = t.metadata.get("engine", {})
     reward = float((engine.get("reward") or {}).get("total", t.final_reward or 0.0))
-    version = engine.get("min_version")
+    version = engine.get("max_version")  # step-level staleness: see RolloutOutcome
     return RolloutOutcome(str(t.pk), reward, int(engine.get("steps") or t.num_steps), int(version or 0))
 
 

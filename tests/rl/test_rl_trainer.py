@@ -361,3 +361,18 @@ def test_update_metrics_are_canonical_dashboard_names(config: RLConfig) -> None:
     assert expected | {"policy/entropy", "policy/is_weight_mean", "policy/is_weight_max"} <= set(metrics)
     assert {name: metric_name_problem(name) for name in metrics if metric_name_problem(name)} == {}
     assert all(math.isfinite(v) for v in metrics.values())
+
+
+def test_steps_beyond_the_staleness_bound_carry_no_loss() -> None:
+    """A long async rollout spans versions: its old steps are masked, its fresh ones trained."""
+    config = grpo_config()
+    assert config.curation.staleness_bound == 1
+    trainer = PolicyTrainer(tiny_model(0), config)
+    trainer.version = 5
+    batch = two_step_batch(EmbeddedPolicy(trainer.model, seed=3), 5)
+    # first step sampled at version 2 (3 behind: stale), second at version 5 (fresh)
+    aged = [replace(t, steps=[replace(t.steps[0], policy_version=2), t.steps[1]]) for t in batch]
+    metrics = trainer.update(aged)
+    assert metrics["efficiency/stale_steps_frac"] == 0.5
+    assert all(trainer.last_step_stats[t.trajectory_id][0]["kept"] is False for t in aged)
+    assert any(trainer.last_step_stats[t.trajectory_id][1]["kept"] for t in aged)

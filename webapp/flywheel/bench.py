@@ -31,7 +31,6 @@ FULL_TASKS = (*QUICK_TASKS, "click-link", "click-test-2", "click-dialog", "click
 # Sampling temperature of rejection sampling: at 1.0 a model SFT'd on 18 demonstrations samples noise
 # (measured: V(s)=1 0/6 at T=1.0 although greedy success was 50 %; 2/6 at T=0.3).
 RS_TEMPERATURE = 0.3
-RL_LR = 2e-5
 MAX_NEW_TOKENS = 64  # expert responses take ~40 tokens; an untrained model would write ~150 a step
 
 
@@ -91,16 +90,17 @@ def _rl_then_pick(
 
     from django.contrib.auth import get_user_model
 
-    from rl_control.engine.learn import rl_phase
+    from rl_control.engine.learn import LEARN_LR, LEARN_STALENESS, LEARN_TEMPERATURE, rl_phase
 
     user, _ = get_user_model().objects.get_or_create(username="bench-flywheel")
     started = time.perf_counter()
     rl = rl_phase(
         checkpoint=sft, pool=pool, user=user, workdir=Path(tempfile.mkdtemp(prefix="bench-flywheel-rl-")),
         minutes=minutes, envs=2, name=f"flywheel iteration {it + 1}",
-        config={"grpo": {"rollouts_per_task": 4, "lr": RL_LR, "beta_kl": 0.0, "temperature": RS_TEMPERATURE},
+        config={"grpo": {"rollouts_per_task": 4, "lr": LEARN_LR, "beta_kl": 0.0, "temperature": LEARN_TEMPERATURE},
                 "curation": {"rollouts_max": 4, "rollouts_min": 2, "step_cap": max_steps + 2,
-                             "min_batch_trajectories": 8, "injection": "experience_pool"}},
+                             "min_batch_trajectories": 16, "staleness_bound": LEARN_STALENESS,
+                             "injection": "experience_pool"}},
     )  # fmt: skip
     run, rates = rl["run"], rl["success_rates"]
     figures: dict[str, Any] = {

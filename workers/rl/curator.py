@@ -42,7 +42,9 @@ def within_staleness_bound(policy_version: int, current_version: int, bound: int
 class RolloutOutcome:
     """A finished rollout as the curator sees it.
 
-    policy_version: the OLDEST policy version among its steps (weights may change mid-episode).
+    policy_version: the NEWEST policy version among its steps (weights may change mid-episode): a
+    rollout is trained on while its last step is within the staleness bound; the trainer gives no
+    loss to its steps that are beyond it (workers.rl.trainer, step-level staleness).
     """
 
     trajectory_id: str

@@ -20,6 +20,9 @@ Step-wise GRPO (seed 002 Eq. 1–2, seed 001 §3.2): every step gets R_traj (+ i
 z-scored over all steps of the group (population std); steps outside the top `entropy_keep_fraction`
 of mean token entropy of their group are masked out; truncated IS; optional k3 KL to a reference.
 
+Both: a step whose policy version lags the trainer's by more than `curation.staleness_bound` gets no
+loss (step-level staleness: in async mode a long rollout spans several versions).
+
 Value pretraining (seed 000 §2.5.4): `pretrain_value` trains only the value head (policy fixed) on
 λ = 1 returns until `value_pretrain_done`. Entropulse (seed 001 §3.3): `update` feeds a
 `PlateauDetector`; when `plateaued`, the caller runs `entropulse(successes)` = SFT on stored
@@ -360,6 +363,12 @@ class PolicyTrainer:
         self.last_dropped = dropped
         if not kept:
             raise PolicyError(f"no trainable trajectory: {len(dropped)} dropped as not policy samples")
+        # Step-level staleness: weights change mid-episode in async mode, so a long rollout's early
+        # steps can be older than the bound while its last ones are fresh. Steps beyond the bound
+        # carry no loss (their trajectory's reward still sets the group baseline and the returns).
+        bound = self.config.curation.staleness_bound
+        for r in rows:
+            r.keep = self.version - r.step.policy_version <= bound
         return kept, rows
 
     def recompute_logprobs(self, steps: Sequence[StepSample]) -> list[list[float]]:
@@ -395,6 +404,8 @@ class PolicyTrainer:
             metrics = self._update_grpo(trajectories, rows)
         self.model.eval()
         lags = [self.version - r.step.policy_version for r in rows]
+        bound = self.config.curation.staleness_bound
+        metrics["efficiency/stale_steps_frac"] = sum(lag > bound for lag in lags) / len(lags)
         metrics["efficiency/staleness_mean"] = sum(lags) / len(lags)
         metrics["efficiency/staleness_max"] = float(max(lags))
         self.version += 1
@@ -585,7 +596,7 @@ class PolicyTrainer:
         )
         keep = entropy_step_filter(step_entropy, [group_ids[r.traj] for r in rows], g.entropy_keep_fraction)
         for r, k in zip(rows, keep.tolist(), strict=True):
-            r.keep = bool(k)
+            r.keep = r.keep and bool(k)
         meter = _Meter()
         for _ in range(g.epochs):
             for idx in self._minibatches(len(rows), g.minibatch_size):
