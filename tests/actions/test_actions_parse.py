@@ -215,6 +215,9 @@ def test_scroll_without_position_and_odd_spellings() -> None:
     assert only("Action: scroll(start_box='', direction='up')") == Action(kind="scroll", direction="up")
     assert only("Action: scroll(start_box='(1,2)', direction='Down')").direction == "down"
     assert only("Action: scroll(direction=down)").direction == "down"
+    # found by the 100k fuzz: an unquoted direction skipped the check a quoted one gets
+    bad = parse_response("Action:scroll(direction=A)")
+    assert bad.error is not None and "bad direction" in bad.error.message and not bad.actions
 
 
 def test_no_argument_actions() -> None:

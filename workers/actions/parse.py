@@ -260,9 +260,8 @@ def _read_field(field: str, arg: RawArg, convention: Convention) -> Any:
         return Point(x, y)
     if field == "arguments":
         return read_json_object(arg)
-    if not arg.quoted:
-        if field in ("direction", "button") and arg.value.isidentifier():
-            return arg.value.lower()  # scroll(direction=down): unambiguous enough to accept
+    # scroll(direction=down): an unquoted name is unambiguous enough to accept, then checked as if quoted
+    if not arg.quoted and not (field in ("direction", "button") and arg.value.isidentifier()):
         raise LexError(f"expected a quoted string for {arg.key or 'argument'}", arg.position)
     if field == "keys":
         keys = split_keys(arg.value)
