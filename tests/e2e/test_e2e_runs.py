@@ -165,6 +165,8 @@ def test_researcher_launches_watches_controls_replays_and_compares(
     page.get_by_test_id("field-preset").select_option("grpo-dart")
     expect(page.get_by_test_id("preset-description")).to_contain_text("grpo")
     expect(page.get_by_test_id("section-grpo")).to_contain_text("clip_low")
+    # a new run starts from the checkpoint promoted to "RL start" unless another is picked
+    expect(page.get_by_test_id("field-start-checkpoint")).to_contain_text("promoted to RL start")
     page.get_by_test_id("field-name").fill("e2e grpo")
     page.get_by_test_id("field-grpo.clip_low").fill("-1")
     page.get_by_test_id("launch-submit").click()
