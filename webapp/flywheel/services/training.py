@@ -97,9 +97,12 @@ def checkpoint_sft(
 
     if parent.endpoint_url or not parent.path:
         raise TrainingError(f"checkpoint {parent.version} is an external endpoint; SFT needs local weights")
-    examples = dataset_sft_examples(dataset=dataset)
+    examples, skipped = writable_examples(dataset_sft_examples(dataset=dataset), checkpoint_dir(parent))
     if not examples:
-        raise TrainingError(f"dataset v{dataset.version} has no SFT examples with screenshots and elements")
+        raise TrainingError(
+            f"dataset v{dataset.version} has no SFT examples with screenshots and elements"
+            + (f" that the model can write ({skipped} cannot)" if skipped else "")
+        )
     version = version or _slug(f"sft-d{dataset.version}-{uuid.uuid4().hex[:6]}")
     target, relative = _new_dir(version)
     result = sft_train(
@@ -110,6 +113,7 @@ def checkpoint_sft(
         "sft": {
             "dataset": dataset.version,
             "examples": len(examples),
+            "skipped_examples": skipped,
             "steps": result["steps"],
             "loss_first": result["loss_first"],
             "loss_last": result["loss_last"],
@@ -120,6 +124,26 @@ def checkpoint_sft(
         version=version, path=relative, parent=parent, metrics=metrics,
         notes=f"SFT on dataset v{dataset.version} ({len(examples)} examples)",
     )  # fmt: skip
+
+
+def writable_examples(examples: list[Any], checkpoint_path: Any) -> tuple[list[Any], int]:
+    """The examples whose target the checkpoint's grammar can write, and how many it cannot (e.g. a
+    sampled thought longer than the model's thought cap, or an action outside its subset): one such
+    step is left out of the SFT instead of failing it."""
+    from workers.policy.embedded.configuration import FlywheelPolicyConfig
+    from workers.policy.embedded.grammar import Grammar, GrammarError
+    from workers.policy.embedded.tokenizer import FlywheelTokenizer
+
+    config = FlywheelPolicyConfig.from_pretrained(checkpoint_path)
+    grammar = Grammar(FlywheelTokenizer.from_pretrained(checkpoint_path), config.max_thought, config.max_text)
+    kept = []
+    for example in examples:
+        try:
+            grammar.encode_response(example.target)
+        except GrammarError:
+            continue
+        kept.append(example)
+    return kept, len(examples) - len(kept)
 
 
 def sft_root(checkpoint: Checkpoint) -> Checkpoint | None:
