@@ -56,7 +56,8 @@ from workers.policy.embedded.grammar import Grammar, GrammarError
 from workers.policy.openai_client import OpenAIClient
 from workers.rl.config import RLConfig
 from workers.rl.curator import GroupCurator, RolloutOutcome
-from workers.rl.trainer import PolicyTrainer, TrajectorySample, step_sample_from
+from workers.rl.samples import TrajectorySample, step_sample_from
+from workers.rl.trainer import PolicyTrainer
 
 log = logging.getLogger(__name__)
 WAIT_S = 1.0

@@ -25,7 +25,8 @@ from workers.policy.openai_client import EMBEDDED, OpenAIPolicy
 from workers.policy.prompts import embedded_prompt_from_messages
 from workers.policy.server import PolicyService
 from workers.rl.config import ConfigError, CurationConfig, GRPOConfig, PPOConfig, RLConfig
-from workers.rl.trainer import PolicyTrainer, StepSample, TrajectorySample, step_sample_from
+from workers.rl.samples import StepSample, TrajectorySample, step_sample_from
+from workers.rl.trainer import PolicyTrainer
 
 
 @pytest.fixture(autouse=True)

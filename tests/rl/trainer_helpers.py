@@ -21,7 +21,7 @@ from workers.policy.embedded.grammar import NAME
 from workers.policy.embedded.modeling import FlywheelPolicyModel
 from workers.policy.embedded.policy import EmbeddedPolicy, new_model
 from workers.policy.embedded.tokenizer import CALL_PREFIXES
-from workers.rl.trainer import StepSample, TrajectorySample, step_sample_from
+from workers.rl.samples import StepSample, TrajectorySample, step_sample_from
 
 POINT_PREFIXES = tuple(
     p for p in CALL_PREFIXES if p.split("(")[0] in ("click", "left_double", "right_single", "hover")

@@ -9,7 +9,9 @@
 - `rewards`: format / length / repetition shaping around the verifier's outcome.
 - `merge`: θ = Σ α_k θ_k over state dicts. `value_pretrain`: when critic pretraining has converged.
 - `trainer`: PolicyTrainer (PPO / step-wise GRPO updates of the embedded model, value pretraining,
-  Entropulse, save / resume), StepSample / TrajectorySample, step_sample_from.
+  Entropulse, save / resume).
+- `samples`: StepSample / TrajectorySample (what the trainer trains on), step_sample_from,
+  sft_examples_from.
 
 Import from the modules themselves: this package re-exports nothing, so that a light user (the web
 process reading `stats` for dashboards) does not load torch through it.
