@@ -60,6 +60,14 @@ def policy_for(base_url: str, run_id: int) -> OpenAIPolicy:
     return OpenAIPolicy(base_url=server_root(base_url), model=f"run{run_id}", profile=EMBEDDED)
 
 
+def episode_seed(config: dict[str, Any], group_id: int, trajectory_id: int) -> int:
+    """The environment seed of a rollout: one per group when `env.shared_group_seed` (the group's
+    rollouts start from the same task instance), else one per trajectory; reproducible per run seed."""
+    shared = bool(config.get("env", {}).get("shared_group_seed", True))
+    unit = f"g{group_id}" if shared else str(trajectory_id)
+    return random.Random(f"{config.get('seed', 0)}:{unit}").randrange(2**31)
+
+
 def run_episode(
     *,
     run: Run,
@@ -76,7 +84,7 @@ def run_episode(
     trajectory, group = claim.trajectory, claim.group
     temperature = float((run.config.get(run.algorithm) or {}).get("temperature", 1.0))
     context = int(run.config["env"]["context_screenshots"])
-    seed = random.Random(f"{run.config.get('seed', 0)}:{trajectory.pk}").randrange(2**31)
+    seed = episode_seed(run.config, group.pk, trajectory.pk)
     parse_oks: list[bool] = []
     try:
         out = fleet.env_call(

@@ -201,3 +201,15 @@ def test_experience_pool_starts_with_stored_successes_and_injects_text_only_step
     assert trajectory_sample(good, "g1") is None, "without a grammar a step without tokens is not trainable"
     unwritable = _stored(first, reward=1.0, thought="x" * 500)  # longer than the model may write
     assert trajectory_sample(unwritable, "g1", grammar=grammar) is None
+
+
+def test_rollouts_of_a_group_share_one_task_instance_unless_configured_otherwise() -> None:
+    from rl_control.engine.rollout import episode_seed
+
+    shared = {"seed": 3, "env": {"shared_group_seed": True}}
+    assert episode_seed(shared, 7, 101) == episode_seed(shared, 7, 102)  # one group, one instance
+    assert episode_seed(shared, 7, 101) != episode_seed(shared, 8, 103)
+    assert episode_seed(shared, 7, 101) != episode_seed({**shared, "seed": 4}, 7, 101)
+    own = {"seed": 3, "env": {"shared_group_seed": False}}
+    assert len({episode_seed(own, 7, t) for t in (101, 102, 103)}) == 3
+    assert episode_seed(own, 7, 101) == episode_seed(own, 8, 101)  # reproducible per trajectory
