@@ -14,7 +14,8 @@ from workers.asr.wer import align_tokens, normalize_words, number_to_words, word
             "Now I click the Search-Box, then type!",
             ["now", "i", "click", "the", "search", "box", "then", "type"],
         ),
-        ("I'm on page 25 of 1,000", ["i'm", "on", "page", "twenty", "five", "of", "one", "thousand"]),
+        ("I'm on page 25 of 1,000", ["i", "am", "on", "page", "twenty", "five", "of", "one", "thousand"]),
+        ("I won't, they'll; it's John's", ["i", "will", "not", "they", "will", "it's", "john's"]),
         (
             "the 3rd row, the 21st and 12th",
             ["the", "third", "row", "the", "twenty", "first", "and", "twelfth"],
@@ -35,6 +36,11 @@ def test_number_to_words(n: int, words: str) -> None:
 
 def test_digits_and_spelled_numbers_score_the_same() -> None:
     assert word_error_rate("I select row 3", "I select row three.").wer == 0.0
+
+
+def test_contracted_and_full_forms_score_the_same() -> None:
+    assert word_error_rate("that worked I am finished", "That worked, I'm finished.").wer == 0.0
+    assert word_error_rate("I do not know", "I don't know").wer == 0.0
 
 
 def test_wer_counts_each_edit_kind() -> None:

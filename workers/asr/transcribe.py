@@ -2,9 +2,10 @@
 
 Whisper is known to "hear" words in silence and noise ("you", "thank you"). Two gates stop that:
 1. `vad_filter=True`: faster-whisper's bundled Silero VAD (an ONNX file inside the wheel, so it
-   works offline) cuts non-speech away before decoding; timestamps still refer to the full audio.
+   works offline) cuts long silences (≥ `decode_min_silence_ms`) away before decoding; timestamps
+   still refer to the full audio.
 2. After decoding, a word whose probability is below `min_word_probability` and which does not
-   overlap any VAD speech region is dropped, and so is a whole segment Whisper itself marks as
+   overlap any VAD speech region (finer: regions end at pauses ≥ `vad_min_silence_ms`) is dropped, and so is a whole segment Whisper itself marks as
    probably non-speech (high `no_speech_prob` with low average log-probability).
 Kept words keep their verbatim text and confidence.
 """
@@ -55,8 +56,12 @@ class TranscriberConfig:
     condition_on_previous_text: bool = True
     initial_prompt: str | None = None  # e.g. the task instruction: primes names Whisper should expect
     vad_filter: bool = True
-    vad_min_silence_ms: int = 500  # split speech at pauses at least this long
+    vad_min_silence_ms: int = 500  # speech regions of the word gate end at pauses at least this long
     vad_speech_pad_ms: int = 200  # keep this much audio around detected speech
+    # The decoder's VAD only cuts out silences at least this long: shorter pauses stay in the audio
+    # Whisper reads, so sentences keep their natural breaks and context. Measured on two sets of 20
+    # bench sessions (beam 3): WER 5.7 → 5.1 % and 5.6 → 4.5 % against cutting at every 500 ms pause.
+    decode_min_silence_ms: int = 3000
     min_word_probability: float = 0.5  # below this a word must overlap VAD speech to be kept
     no_speech_threshold: float = 0.6  # segment dropped if no_speech_prob above this ...
     segment_logprob_threshold: float = -1.0  # ... and its avg log-probability below this
@@ -146,7 +151,7 @@ class Transcriber:
                 word_timestamps=True,
                 vad_filter=cfg.vad_filter,
                 vad_parameters={
-                    "min_silence_duration_ms": cfg.vad_min_silence_ms,
+                    "min_silence_duration_ms": cfg.decode_min_silence_ms,
                     "speech_pad_ms": cfg.vad_speech_pad_ms,
                 },
                 condition_on_previous_text=cfg.condition_on_previous_text,

@@ -3,7 +3,9 @@
 Normalisation (applied identically to both sides, so the score measures recognition, not spelling):
 lower case; digits spelled out as words ("25" -> "twenty five", "3rd" -> "third"); hyphens and
 slashes split words; every other punctuation mark removed except apostrophes inside a word
-("I'm" stays "i'm"); a few spelling variants folded ("okay" -> "ok", "dropdown" -> "drop down").
+("I'm" stays one token); contractions expanded as Whisper's English normaliser expands them ("i'm" ->
+"i am", "won't" -> "will not", "they'll" -> "they will"; "'s" is left alone: it is "is", "has" or a
+possessive); a few spelling variants folded ("okay" -> "ok", "dropdown" -> "drop down").
 
 The edit-distance alignment is exposed (`align_tokens`) because the ASR benchmark also uses it to
 decide which hypothesis word stands for which reference word when scoring step alignment.
@@ -31,6 +33,22 @@ _VARIANTS = {
     "login": "log in",
     "popup": "pop up",
 }
+# Whisper's EnglishTextNormalizer contractions (whole words first, then endings), minus "'s".
+_CONTRACTIONS = {
+    "won't": "will not",
+    "can't": "can not",
+    "let's": "let us",
+    "ain't": "aint",
+    "y'all": "you all",
+}
+_ENDINGS = (
+    ("n't", " not"),
+    ("'re", " are"),
+    ("'d", " would"),
+    ("'ll", " will"),
+    ("'ve", " have"),
+    ("'m", " am"),
+)
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
 _ORDINAL = re.compile(r"^(\d+)(st|nd|rd|th)$")
 
@@ -71,6 +89,11 @@ def _spell_token(token: str) -> list[str]:
     ordinal = _ORDINAL.match(token)
     if ordinal and len(ordinal.group(1)) <= 6:
         return _ordinal_words(int(ordinal.group(1))).split()
+    if token in _CONTRACTIONS:
+        return _CONTRACTIONS[token].split()
+    for ending, expansion in _ENDINGS:
+        if token.endswith(ending) and len(token) > len(ending):
+            return (token[: -len(ending)] + expansion).split()
     return _VARIANTS.get(token, token).split()
 
 
