@@ -35,6 +35,7 @@ METRICS: dict[str, str] = {
     "policy/loss": "policy loss of the update",
     "policy/grad_norm": "global gradient norm before clipping",
     "policy/lr": "policy learning rate used by the update",
+    "policy/lr_scale": "learning-rate multiplier of the schedule at this point of the budget",
     "policy/ratio_mean": "mean importance ratio π_θ / π_old over trained tokens",
     "policy/is_weight_mean": "mean truncated IS weight min(π_train_old / π_rollout, C)",
     "policy/is_weight_max": "largest IS weight before truncation",

@@ -310,7 +310,10 @@ def _update(
         for plan in plans.values():
             plan["value_pretraining"] = True
     elif samples:
+        # The learning-rate schedule anneals over the run's budget (counters as of now, not as loaded).
+        lr_scale = trainer.set_progress(services.run_budget_fraction(Run.objects.get(pk=run.pk)))
         metrics.update(trainer.update(samples))
+        metrics["policy/lr_scale"] = lr_scale
         step_stats = trainer.last_step_stats
     else:
         trainer.version += 1  # nothing to learn from: the version still moves so the batch closes

@@ -281,6 +281,18 @@ def run_budget_exhausted(run: Run) -> str | None:
     return None
 
 
+def run_budget_fraction(run: Run) -> float:
+    """How much of the run's budget is spent, in [0, 1]: the largest fraction over its limits
+    (updates, episodes, minutes); 0 when it has none. Learning-rate schedules anneal over this."""
+    budget = run.config.get("budget") or {}
+    spent = (
+        (run.updates_done, budget.get("max_updates")),
+        (run.episodes_done, budget.get("max_episodes")),
+        (run_elapsed_seconds(run) / 60.0, budget.get("max_minutes")),
+    )
+    return min(1.0, max([done / limit for done, limit in spent if limit], default=0.0))
+
+
 def run_enforce_budget(*, run: Run) -> bool:
     """Finish a running run whose budget is spent; True when this call finished it."""
     run.refresh_from_db()

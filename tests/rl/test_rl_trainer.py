@@ -377,3 +377,31 @@ def test_steps_beyond_the_staleness_bound_carry_no_loss() -> None:
     assert metrics["efficiency/stale_steps_frac"] == 0.5
     assert all(trainer.last_step_stats[t.trajectory_id][0]["kept"] is False for t in aged)
     assert any(trainer.last_step_stats[t.trajectory_id][1]["kept"] for t in aged)
+
+
+# learning-rate schedule -------------------------------------------------------------------------
+def test_lr_schedule_anneals_over_the_budget_and_resume_keeps_the_config_lr(tmp_path) -> None:
+    config = grpo_config(lr=1e-3, lr_schedule="linear", lr_decay_start=0.5)
+    trainer = PolicyTrainer(tiny_model(4), config, seed=7)
+    assert trainer.set_progress(0.25) == 1.0
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)
+    assert trainer.set_progress(0.75) == pytest.approx(0.5)
+    policy = EmbeddedPolicy(trainer.model, seed=4)
+    metrics = trainer.update(bandit_batch(policy, 0, n=4))
+    assert metrics["policy/lr"] == pytest.approx(5e-4)
+    assert trainer.set_progress(1.0) == 0.0
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.update(bandit_batch(policy, 1, n=4, tag="b"))  # lr 0 at the end of the budget: nothing moves
+    assert all(torch.equal(v, before[k]) for k, v in trainer.model.state_dict().items())
+
+    trainer.save(tmp_path / "ckpt", version=trainer.version)
+    faster = grpo_config(lr=2e-3, lr_schedule="cosine")
+    resumed = PolicyTrainer.resume(tmp_path / "ckpt", faster)
+    assert resumed.set_progress(0.5) == pytest.approx(0.5)  # cosine from the start, halfway
+    assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)  # the new config's base lr
+    constant = PolicyTrainer(tiny_model(4), ppo_config(), seed=7)
+    assert constant.set_progress(0.9) == 1.0
+    assert [g["lr"] for g in constant.optimizer.param_groups] == [3e-3, 1e-2]
+    assert grpo_config(lr_decay_start=1.0).validate() == {"grpo.lr_decay_start": "must be in [0, 1)"}
+    with pytest.raises(ConfigError, match="lr_schedule"):
+        RLConfig.from_dict({"algorithm": "grpo", "grpo": {"lr_schedule": "step"}})

@@ -157,6 +157,21 @@ def test_budget_sweep_finishes_runs_out_of_minutes(make_run) -> None:
     assert statuses == {"over": "finished", "under": "running", "paused": "paused"}
 
 
+def test_budget_fraction_is_the_most_spent_limit(make_run) -> None:
+    run = make_run(config={"budget": {"max_updates": 40, "max_episodes": None, "max_minutes": 10}})
+    assert services.run_budget_fraction(run) == 0.0  # not launched: no time has run
+    services.run_launch(run=run)
+    Run.objects.filter(pk=run.pk).update(updates_done=10, resumed_at=timezone.now() - timedelta(minutes=5))
+    run.refresh_from_db()
+    assert services.run_budget_fraction(run) == pytest.approx(0.5, abs=0.01)  # minutes lead updates
+    Run.objects.filter(pk=run.pk).update(updates_done=60)
+    run.refresh_from_db()
+    assert services.run_budget_fraction(run) == 1.0
+    unbounded = make_run(name="unbounded", config={"budget": {"max_updates": None, "max_minutes": None,
+                                                                "max_episodes": 100}})  # fmt: skip
+    assert services.run_budget_fraction(unbounded) == 0.0
+
+
 def test_fork_starts_from_a_checkpoint_of_the_parent(make_run, users) -> None:
     parent = make_run(config={"grpo": {"beta_kl": 0.05}})
     old = Checkpoint.objects.create(version="run-v1", path="ckpt/1", run=parent)

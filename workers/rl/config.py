@@ -19,6 +19,7 @@ from typing import Any, Literal, Self, get_args, get_origin
 LossAggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
 KlEstimator = Literal["k1", "k2", "k3"]
 IsLevel = Literal["token", "sequence"]
+LrSchedule = Literal["constant", "linear", "cosine"]
 # experience_pool: seed 002 §4.2; bepa_cache: seed 003 LEVEL-2; replay: seed 004 §2.3.3
 InjectionMode = Literal["none", "experience_pool", "bepa_cache", "replay"]
 
@@ -108,6 +109,25 @@ def _unit(x: float) -> bool:
     return _finite(x) and 0.0 <= x <= 1.0
 
 
+def lr_scale(schedule: LrSchedule, decay_start: float, progress: float) -> float:
+    """Learning-rate multiplier at `progress` (fraction of the run's budget spent, clamped to [0, 1]).
+
+    "constant" is 1 throughout; "linear" and "cosine" hold 1 until `decay_start` and then anneal to 0
+    at the end of the budget (CleanRL's PPO anneals linearly from the start; a later start keeps the
+    early, fast phase and only calms the last updates, whose weights are the ones kept)."""
+    if schedule == "constant":
+        return 1.0
+    p = min(1.0, max(0.0, progress))
+    if p <= decay_start:
+        return 1.0
+    t = (p - decay_start) / (1.0 - decay_start)
+    return 1.0 - t if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * t))
+
+
+def _schedule_errors(e: dict[str, str], decay_start: float) -> None:
+    _check(e, "lr_decay_start", _finite(decay_start) and 0.0 <= decay_start < 1.0, "must be in [0, 1)")
+
+
 @dataclass
 class PPOConfig(_Config):
     """PPO with clip-higher, decoupled and length-adaptive GAE, value pretraining (seed 000 §2.5.4)."""
@@ -131,6 +151,8 @@ class PPOConfig(_Config):
     value_pretrain_target_ev: float = 0.8  # value pretraining stops once explained variance ≥ this
     value_pretrain_patience: int = 20  # … and value loss has not improved for this many updates
     is_cap: float | None = 1.0  # truncated IS min(π_train_old / π_rollout, C) for stale steps; null = off
+    lr_schedule: LrSchedule = "constant"  # both learning rates over the run's budget (see lr_scale)
+    lr_decay_start: float = 0.0  # budget fraction after which linear / cosine annealing starts
 
     def _value_errors(self) -> dict[str, str]:
         e: dict[str, str] = {}
@@ -168,6 +190,7 @@ class PPOConfig(_Config):
         _check(e, "value_pretrain_patience", self.value_pretrain_patience >= 1, "must be ≥ 1")
         if self.is_cap is not None:
             _check(e, "is_cap", _finite(self.is_cap) and self.is_cap > 0, "must be > 0 or null")
+        _schedule_errors(e, self.lr_decay_start)
         return e
 
 
@@ -190,6 +213,8 @@ class GRPOConfig(_Config):
     minibatch_size: int = 8  # steps per gradient step
     max_grad_norm: float = 1.0  # global gradient-norm clip
     temperature: float = 1.0  # rollout sampling temperature (seed 002 A.4)
+    lr_schedule: LrSchedule = "constant"  # lr over the run's budget (see lr_scale)
+    lr_decay_start: float = 0.0  # budget fraction after which linear / cosine annealing starts
 
     def _value_errors(self) -> dict[str, str]:
         e: dict[str, str] = {}
@@ -211,6 +236,7 @@ class GRPOConfig(_Config):
         _check(e, "minibatch_size", self.minibatch_size >= 1, "must be ≥ 1")
         _check(e, "max_grad_norm", _finite(self.max_grad_norm) and self.max_grad_norm > 0, "must be > 0")
         _check(e, "temperature", _finite(self.temperature) and self.temperature > 0, "must be > 0")
+        _schedule_errors(e, self.lr_decay_start)
         return e
 
 

@@ -53,7 +53,7 @@ from workers.policy.embedded.modeling import FlywheelPolicyModel
 from workers.policy.embedded.policy import EmbeddedPolicy, load_checkpoint, load_image
 from workers.policy.embedded.tokenizer import FlywheelTokenizer
 from workers.rl.advantages import decoupled_gae, gae, length_adaptive_lambda, stepwise_grpo_advantages
-from workers.rl.config import ConfigError, RLConfig
+from workers.rl.config import ConfigError, RLConfig, lr_scale
 from workers.rl.curation import PlateauDetector
 from workers.rl.losses import (
     entropy_step_filter,
@@ -194,7 +194,18 @@ class PolicyTrainer:
             ]
         else:  # GRPO has no critic: the value head gets no gradient, Adam skips it
             groups = [{"params": list(self.model.parameters()), "lr": self.config.grpo.lr}]
+        for group in groups:
+            group["base_lr"] = group["lr"]
         return torch.optim.Adam(groups)
+
+    def set_progress(self, progress: float) -> float:
+        """Scale the learning rate(s) for `progress`, the fraction of the run's budget spent (the
+        algorithm section's lr_schedule / lr_decay_start); returns the multiplier."""
+        section = self.config.ppo if self.config.algorithm == "ppo" else self.config.grpo
+        scale = lr_scale(section.lr_schedule, section.lr_decay_start, progress)
+        for group in self.optimizer.param_groups:
+            group["lr"] = group.get("base_lr", group["lr"]) * scale
+        return scale
 
     # encoding and scoring -------------------------------------------------------------------
     def _rows(self, trajectories: Sequence[TrajectorySample]) -> list[_Row]:
@@ -470,7 +481,7 @@ class PolicyTrainer:
             [firsts[i] for i in range(len(trajectories))], [t.reward for t in trajectories]
         )
         metrics["value/pretraining"] = 0.0
-        metrics["policy/lr"] = ppo.lr_policy
+        metrics["policy/lr"] = float(self.optimizer.param_groups[0]["lr"])
         self._fill_step_stats(trajectories, rows, lam.tolist())
         return metrics
 
@@ -530,7 +541,7 @@ class PolicyTrainer:
         metrics.update({k: v for k, v in meter.means().items() if k.startswith("policy/is_")})
         metrics["policy/entropy"] = float(torch.cat([r.entropies for r in rows]).mean())
         metrics["policy/steps_kept_frac"] = float(keep.float().mean())
-        metrics["policy/lr"] = g.lr
+        metrics["policy/lr"] = float(self.optimizer.param_groups[0]["lr"])
         metrics["curation/no_signal_groups"] = float(len(grouped.no_signal_groups))
         self._fill_step_stats(trajectories, rows, None)
         return metrics
@@ -717,7 +728,10 @@ class PolicyTrainer:
         trainer.version = int(state["version"])
         trainer.steps_done = int(state["steps_done"])
         trainer.entropulse_count = int(state.get("entropulse_count", 0))
+        base_lrs = [g["base_lr"] for g in trainer.optimizer.param_groups]
         trainer.optimizer.load_state_dict(state["optimizer"])
+        for group, base in zip(trainer.optimizer.param_groups, base_lrs, strict=True):
+            group["base_lr"] = base  # the config's learning rate wins over the saved one
         if state["value_optimizer"] is not None:
             trainer.value_optimizer = torch.optim.Adam(trainer._value_params(), lr=config.ppo.lr_value)
             trainer.value_optimizer.load_state_dict(state["value_optimizer"])
