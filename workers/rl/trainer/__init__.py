@@ -1,0 +1,42 @@
+"""Token-level RL trainer for the embedded policy: PPO and step-wise GRPO on stored rollouts (SPEC §8).
+
+The Celery engine (rl_control/engine) collects trajectories from the policy server and hands them
+here as `TrajectorySample`s; one `PolicyTrainer.update` is one training step (one policy version).
+
+Data layout. Every policy call of a rollout is a `StepSample`: the prompt the policy read (rebuilt
+with `step_sample_from` exactly as `EmbeddedPolicy.inputs_for` / the policy server build it), the
+sampled response token ids and their rollout log-probs. The trainer scores a batch of steps as rows
+[S, T] (S = steps, T = longest response) with `generation.score`, i.e. under the same
+grammar-masked, temperature-scaled distribution the sampler used, so the recomputed log-probs equal
+the rollout's for an unchanged model (ratio = 1 at version 0).
+
+PPO (seed 000 §2.5.4): the tokens of all steps of one trajectory form one token-level episode
+[L = Σ_j T_j]; a step's shaped reward sits on its last token, the trajectory reward on the last token
+of the last step. Decoupled GAE: policy advantages with λ_policy (fixed, or length-adaptive
+1 − 1/(α·L)), value targets with λ_critic (1.0 = Monte Carlo). Clip-higher surrogate, clipped value
+loss on the shared value head, optional truncated IS weight min(π_old / π_rollout, C) for stale steps.
+
+Step-wise GRPO (seed 002 Eq. 1–2, seed 001 §3.2): every step gets R_traj (+ its shaped reward),
+z-scored over all steps of the group (population std); steps outside the top `entropy_keep_fraction`
+of mean token entropy of their group are masked out; truncated IS; optional k3 KL to a reference.
+
+Both: a step whose policy version lags the trainer's by more than `curation.staleness_bound` gets no
+loss (step-level staleness: in async mode a long rollout spans several versions).
+
+Value pretraining (seed 000 §2.5.4): `pretrain_value` trains only the value head (policy fixed) on
+λ = 1 returns until `value_pretrain_done`. Entropulse (seed 001 §3.3): `update` feeds a
+`PlateauDetector`; when `plateaued`, the caller runs `entropulse(successes)` = SFT on stored
+successes (workers/policy/sft.py) followed by `reset_reference()`.
+
+`save` writes an HF checkpoint directory `EmbeddedPolicy.from_pretrained` loads plus
+`trainer_state.pt` (optimizers, RNG, counters, reference weights, plateau / value-pretraining
+monitors, the caller's curation state); `resume` restores it so the next update is bit-identical to
+the one an uninterrupted trainer would have made.
+
+Layout: core.py (PolicyTrainer), ppo.py / grpo.py (the two update passes and value pretraining),
+batch.py (the row layout and padded tensors).
+"""
+
+from workers.rl.trainer.core import STATE_FILE, PolicyTrainer
+
+__all__ = ["STATE_FILE", "PolicyTrainer"]
