@@ -153,9 +153,9 @@ def _chunk(run: Run, state: EngineState, chunk: int) -> str:
             idle_s += time.perf_counter() - waited
             close_old_connections()
             continue
-        window_s = time.perf_counter() - window_start
-        _update(run, state, chunk, trainer, curator, groups,
-                idle_frac=idle_s / window_s if window_s > 0 else 0.0, window_s=window_s, sync_s=sync_s)  # fmt: skip
+        # The window runs from the end of the last update to the end of this one (waiting + updating),
+        # so rates and the idle fraction cover every second the trainer lived through.
+        _update(run, state, chunk, trainer, curator, groups, window=(window_start, idle_s), sync_s=sync_s)
         sync_s = None
         window_start, idle_s = time.perf_counter(), 0.0
         done += 1
@@ -265,7 +265,7 @@ def _take_acct(run_id: int) -> dict[str, float]:
 
 def _update(
     run: Run, state: EngineState, chunk: int, trainer: PolicyTrainer, curator: GroupCurator,
-    groups: list[RolloutGroup], *, idle_frac: float, window_s: float, sync_s: float | None,
+    groups: list[RolloutGroup], *, window: tuple[float, float], sync_s: float | None,
 ) -> None:  # fmt: skip
     by_group = group_trajectories([g.pk for g in groups], run)
     samples: list[TrajectorySample] = []
@@ -353,16 +353,17 @@ def _update(
                 version=f"run{run.pk}-v{version}", path=str(out_dir), parent=parent, run_id=run.pk,
                 metrics={k: metrics[k] for k in ("policy/entropy", "policy/kl") if k in metrics},
             )  # fmt: skip
-    _record(
-        run, state.updates, version, metrics, finished, trained, injections, stale, idle_frac, window_s, sync
-    )
+    _record(run, state.updates, version, metrics, finished, trained, injections, stale, window, sync)
 
 
 def _record(
     run: Run, step: int, version: int, metrics: dict[str, float], finished: list[Trajectory], trained: set[int],
-    injections: dict[str, int], stale: int, idle_frac: float, window_s: float, sync_s: float,
+    injections: dict[str, int], stale: int, window: tuple[float, float], sync_s: float,
 ) -> None:  # fmt: skip
     acct = _take_acct(run.pk)
+    window_start, idle_s = window  # perf_counter() at the end of the previous update, seconds waited since
+    window_s = time.perf_counter() - window_start
+    idle_frac = idle_s / window_s if window_s > 0 else 0.0
     values: dict[str, float] = dict(metrics)
     rewards = [_outcome(t).reward for t in finished]
     if rewards:

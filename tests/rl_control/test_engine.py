@@ -127,6 +127,15 @@ def _check_record(run: Run) -> None:
     assert {"outcome/reward_mean", "policy/entropy", "policy/clip_frac_high", "value/loss",
             "efficiency/env_utilization", "efficiency/trainer_idle_frac", "efficiency/weight_sync_s",
             "efficiency/staleness_mean"} <= last, last  # fmt: skip
+    # Rates are over the whole time between updates (waiting and training): two browser environments
+    # cannot finish ten episodes a second, whatever the moment the trainer found its batch ready.
+    rates = RunMetric.objects.filter(run=run, name="efficiency/episodes_per_min").values_list(
+        "value", flat=True
+    )
+    assert rates and max(rates) < 600, sorted(rates)
+    for name in ("efficiency/trainer_idle_frac", "efficiency/env_utilization"):
+        values = RunMetric.objects.filter(run=run, name=name).values_list("value", flat=True)
+        assert all(0.0 <= v <= 1.0 for v in values), (name, list(values))
 
 
 def test_engine_trains_pauses_resumes_and_finishes(users, stack_factory, start_checkpoint) -> None:
