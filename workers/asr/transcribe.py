@@ -5,8 +5,9 @@ Whisper is known to "hear" words in silence and noise ("you", "thank you"). Two 
    works offline) cuts long silences (≥ `decode_min_silence_ms`) away before decoding; timestamps
    still refer to the full audio.
 2. After decoding, a word whose probability is below `min_word_probability` and which does not
-   overlap any VAD speech region (finer: regions end at pauses ≥ `vad_min_silence_ms`) is dropped, and so is a whole segment Whisper itself marks as
-   probably non-speech (high `no_speech_prob` with low average log-probability).
+   overlap any VAD speech region (finer than the decoder's: regions end at pauses
+   ≥ `vad_min_silence_ms`) is dropped, and so is a whole segment Whisper itself marks as probably
+   non-speech (high `no_speech_prob` with low average log-probability).
 Kept words keep their verbatim text and confidence.
 """
 
