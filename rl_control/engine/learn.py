@@ -113,7 +113,9 @@ def learn_benchmark(
         "rl_temperature": LEARN_TEMPERATURE,
         "rl_lr": LEARN_LR,
         "rl_staleness_bound": LEARN_STALENESS,
-        "rl_lr_schedule": f"{LEARN_LR_SCHEDULE} from {LEARN_LR_DECAY_START:g} of the budget",
+        "rl_lr_schedule": LEARN_LR_SCHEDULE
+        if LEARN_LR_SCHEDULE == "constant"
+        else f"{LEARN_LR_SCHEDULE} from {LEARN_LR_DECAY_START:g} of the budget",
         "rl_updates": final.updates_done,
         "rl_policy_version": final.policy_version,
         "rl_episodes": final.episodes_done,
