@@ -151,7 +151,7 @@ class PPOConfig(_Config):
     value_pretrain_target_ev: float = 0.8  # value pretraining stops once explained variance ≥ this
     value_pretrain_patience: int = 20  # … and value loss has not improved for this many updates
     is_cap: float | None = 1.0  # truncated IS min(π_train_old / π_rollout, C) for stale steps; null = off
-    lr_schedule: LrSchedule = "constant"  # both learning rates over the run's budget (see lr_scale)
+    lr_schedule: LrSchedule = "constant"  # both lrs: constant, or linear / cosine to 0 at the budget's end
     lr_decay_start: float = 0.0  # budget fraction after which linear / cosine annealing starts
 
     def _value_errors(self) -> dict[str, str]:
@@ -213,7 +213,7 @@ class GRPOConfig(_Config):
     minibatch_size: int = 8  # steps per gradient step
     max_grad_norm: float = 1.0  # global gradient-norm clip
     temperature: float = 1.0  # rollout sampling temperature (seed 002 A.4)
-    lr_schedule: LrSchedule = "constant"  # lr over the run's budget (see lr_scale)
+    lr_schedule: LrSchedule = "constant"  # constant, or linear / cosine to 0 at the end of the budget
     lr_decay_start: float = 0.0  # budget fraction after which linear / cosine annealing starts
 
     def _value_errors(self) -> dict[str, str]:
