@@ -51,7 +51,12 @@ class PoolListView(generics.ListAPIView):
     serializer_class = out.TaskPoolSerializer
 
     def get_queryset(self) -> QuerySet:
-        return selectors.pools_visible_to(self.request.user).annotate(task_count=Count("tasks"))
+        # Meta.ordering is not applied to an aggregating query: order explicitly for stable pages.
+        return (
+            selectors.pools_visible_to(self.request.user)
+            .annotate(task_count=Count("tasks"))
+            .order_by("name", "pk")
+        )
 
 
 class TaskListView(generics.ListAPIView):
