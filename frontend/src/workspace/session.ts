@@ -8,21 +8,18 @@ import { actionShapes, type Shape } from "./geometry";
 import { pickActionText, sketchAction } from "./grammar";
 import { commandFor, SHORTCUTS, type Command } from "./keys";
 import { drawOverlay, type OverlayLayer } from "./overlay";
+import { LiveDesktop } from "./livedesktop";
+import { errorText, takeNextTask } from "./next";
 import { OutcomePanel } from "./outcome";
 import { candidatesPanel, headerMeta, modeControls, timeline } from "./panels";
 import { ThinkAloudRecorder } from "./recorder";
 import { ScreenView, type ScreenPick } from "./screen";
 import { SessionSocket, socketUrl, type SocketStatus } from "./socket";
 import { applyCandidates, applyObservation, applyStatus, canDecide, mergeState } from "./state";
-import type { DecideResult, Decision, ServerMessage, SessionState, SessionSummary, VncGrant } from "./types";
-import { connectVnc, type VncView } from "./vnc";
+import type { DecideResult, Decision, ServerMessage, SessionState } from "./types";
 
 function isEditable(target: EventTarget | null): boolean {
   return target instanceof HTMLElement && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName));
-}
-
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 export class SessionPage {
@@ -32,8 +29,6 @@ export class SessionPage {
   private hovered: number | null = null;
   private own: ScreenPick | null = null;
   private busy = false;
-  private takeover = false;
-  private vnc: VncView | null = null;
   private socket: SessionSocket;
   private candidatesKey = "";
   private timelineKey = "";
@@ -52,6 +47,7 @@ export class SessionPage {
   private readonly timelineBox = h("section", { class: "ws-timeline", "aria-label": "Timeline" });
   private readonly help = h("div", { class: "ws-help", hidden: true, "data-testid": "help" });
   private readonly thinkaloud: ThinkAloudRecorder;
+  private readonly desktop: LiveDesktop;
 
   constructor(
     private readonly root: HTMLElement,
@@ -96,6 +92,24 @@ export class SessionPage {
     );
     this.thinkaloud = new ThinkAloudRecorder(sessionId, () => {
       this.thinkaloud.decorate(this.timelineBox);
+    });
+    this.desktop = new LiveDesktop({
+      sessionId,
+      screen: this.screen,
+      root,
+      thought: () => this.editor.thought.value,
+      redrawHead: () => {
+        if (this.state !== null) this.drawHead(this.state);
+      },
+      showBanner: (text, kind) => {
+        this.showBanner(text, kind);
+      },
+      apply: (state) => {
+        this.apply(state);
+      },
+      requestState: () => {
+        this.requestState();
+      },
     });
     this.layout();
   }
@@ -155,12 +169,12 @@ export class SessionPage {
     try {
       this.apply(await api<SessionState>(`/api/annotation/sessions/${this.sessionId}/`));
     } catch (error) {
-      this.showBanner(`Could not load the session: ${message(error)}`);
+      this.showBanner(`Could not load the session: ${errorText(error)}`);
       return;
     }
     if (this.state?.status === "active") this.socket.start();
     void this.thinkaloud.start(this.state?.status === "active");
-    if (this.state?.task.env_kind === "desktop" && this.state.status === "active") void this.startVnc();
+    if (this.state?.task.env_kind === "desktop" && this.state.status === "active") void this.desktop.connect();
   }
 
   // ---------- state ----------
@@ -201,7 +215,7 @@ export class SessionPage {
         this.apply(s);
       })
       .catch((error: unknown) => {
-        this.showBanner(`Could not refresh the session: ${message(error)}`);
+        this.showBanner(`Could not refresh the session: ${errorText(error)}`);
       })
       .finally(() => {
         this.fetching = false;
@@ -296,8 +310,9 @@ export class SessionPage {
   private drawHead(state: SessionState): void {
     this.instruction.textContent = state.task.instruction;
     render(this.meta, ...headerMeta(state));
-    const mode = modeControls(state.task.env_kind === "desktop", this.takeover, this.vnc !== null && state.status === "active", () => {
-      this.setTakeover(!this.takeover);
+    const desktop = this.desktop;
+    const mode = modeControls(state.task.env_kind === "desktop", desktop.takeover, desktop.connected && state.status === "active", () => {
+      desktop.toggleTakeover();
     });
     render(this.modeBox, ...mode);
   }
@@ -396,7 +411,7 @@ export class SessionPage {
   // ---------- input ----------
 
   private onKey(ev: KeyboardEvent): void {
-    if (this.takeover) return; // keys belong to the desktop
+    if (this.desktop.takeover) return; // keys belong to the desktop
     const n = this.state?.candidates.status === "ready" ? this.state.candidates.items.length : 0;
     const command = commandFor(
       { key: ev.key, ctrlKey: ev.ctrlKey, metaKey: ev.metaKey, altKey: ev.altKey, editing: isEditable(ev.target) },
@@ -427,7 +442,7 @@ export class SessionPage {
         this.cancel();
         return;
       case "takeover":
-        if (this.vnc !== null) this.setTakeover(!this.takeover);
+        if (this.desktop.connected) this.desktop.toggleTakeover();
         return;
       case "help":
         this.toggleHelp();
@@ -463,64 +478,6 @@ export class SessionPage {
     this.editor.thought.focus();
   }
 
-  private setTakeover(on: boolean): void {
-    if (this.vnc === null) return;
-    this.takeover = on;
-    this.vnc.setViewOnly(!on);
-    this.screen.setPicking(!on);
-    this.root.classList.toggle("ws-takeover", on);
-    if (this.state !== null) this.drawHead(this.state);
-    // What the annotator did by hand becomes take-over steps; then the new screen gets proposals.
-    if (on) void this.startTakeover();
-    else void this.endTakeover();
-  }
-
-  private async startTakeover(): Promise<void> {
-    try {
-      await api(`/api/annotation/sessions/${this.sessionId}/takeover/start/`, { method: "POST", body: {} });
-    } catch (error) {
-      this.showBanner(`The take-over could not start recording: ${message(error)}`);
-      this.setTakeover(false);
-    }
-  }
-
-  private async endTakeover(): Promise<void> {
-    try {
-      const thought = this.editor.thought.value.trim();
-      const result = await api<{ actions: number; state: SessionState }>(`/api/annotation/sessions/${this.sessionId}/takeover/end/`, {
-        method: "POST",
-        body: { thought },
-      });
-      if (result.actions > 0) this.showBanner(`Recorded ${result.actions} action${result.actions === 1 ? "" : "s"} from your take-over.`, "info");
-      this.apply(result.state);
-    } catch (error) {
-      this.showBanner(`The take-over could not be recorded: ${message(error)}`);
-      this.requestState();
-    }
-  }
-
-  private async startVnc(): Promise<void> {
-    try {
-      const grant = await api<VncGrant>(`/api/annotation/sessions/${this.sessionId}/vnc/`, { method: "POST", body: { read_only: false } });
-      this.vnc = await connectVnc(this.screen.vncHost, grant.url, true, (status, detail) => {
-        if (status === "connected") {
-          this.screen.useVnc(() => this.vnc?.canvas() ?? null);
-          setTimeout(() => {
-            this.screen.layout();
-          }, 300);
-        } else if (status === "disconnected") {
-          this.screen.useScreenshot();
-          if (this.takeover) this.setTakeover(false);
-          this.vnc = null;
-          if (detail !== "") this.showBanner(`Live desktop: ${detail}. Showing screenshots.`);
-        }
-        if (this.state !== null) this.drawHead(this.state);
-      });
-    } catch (error) {
-      this.showBanner(`The live desktop is not available (${message(error)}); showing the screenshots after each action.`, "info");
-    }
-  }
-
   // ---------- decisions ----------
 
   private async onEditorSubmit(value: EditorSubmit): Promise<void> {
@@ -528,7 +485,7 @@ export class SessionPage {
       value.mode.kind === "edit"
         ? { kind: "edit", index: value.mode.index, thought: value.thought, action_text: value.actionText }
         : { kind: "override", thought: value.thought, action_text: value.actionText, convention: value.mode.convention };
-    if (this.takeover) body.takeover = true;
+    if (this.desktop.takeover) body.takeover = true;
     await this.decide(body);
   }
 
@@ -554,7 +511,7 @@ export class SessionPage {
       return true;
     } catch (error) {
       this.setBusy(false);
-      const text = message(error);
+      const text = errorText(error);
       if (error instanceof ApiError && error.status === 409) {
         this.showBanner(`${text} — the latest screen is shown now; what you typed is kept.`);
         this.requestState();
@@ -583,7 +540,7 @@ export class SessionPage {
     try {
       this.apply(await api<SessionState>(`/api/annotation/sessions/${this.sessionId}/submit/`, { method: "POST" }));
     } catch (error) {
-      this.showBanner(message(error));
+      this.showBanner(errorText(error));
       if (error instanceof ApiError && error.status === 409) this.requestState();
     } finally {
       this.setBusy(false);
@@ -594,25 +551,7 @@ export class SessionPage {
     try {
       this.apply(await api<SessionState>(`/api/annotation/sessions/${this.sessionId}/abandon/`, { method: "POST" }));
     } catch (error) {
-      this.showBanner(message(error));
+      this.showBanner(errorText(error));
     }
   }
 }
-
-/** Start a session on `task` (or the next task of the annotator's queue) and open it. */
-export async function takeNextTask(button: HTMLButtonElement, errorBox: HTMLElement, task?: number): Promise<void> {
-  button.disabled = true;
-  const label = button.textContent;
-  button.textContent = "Starting the environment…";
-  try {
-    const state = await api<SessionState>("/api/annotation/sessions/", { method: "POST", body: task === undefined ? {} : { task } });
-    window.location.assign(`/workspace/${state.id}/`);
-  } catch (error) {
-    errorBox.textContent = message(error);
-    errorBox.hidden = false;
-    button.disabled = false;
-    button.textContent = label;
-  }
-}
-
-export type { SessionSummary };

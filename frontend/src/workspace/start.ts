@@ -3,7 +3,7 @@
 import { api } from "../lib/api";
 import { badge, h, notice, render, table } from "../lib/dom";
 import { ago } from "../lib/format";
-import { takeNextTask } from "./session";
+import { takeNextTask } from "./next";
 import type { SessionSummary } from "./types";
 
 interface QueuedAssignment {
