@@ -51,6 +51,11 @@ export function errorMessage(status: number, body: unknown): string {
   return `Request failed (HTTP ${status})`;
 }
 
+/** The text to show for anything thrown (an ApiError's message, or the value itself). */
+export function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 export interface RequestOptions {
   method?: "GET" | "POST" | "PATCH" | "DELETE";
   body?: unknown;

@@ -2,13 +2,9 @@
 // full transcription pass, seeked to the step's words), see each word light up as it plays, edit
 // the thought, and move a boundary word to the previous or next step.
 
-import { api, ApiError } from "../lib/api";
+import { api, ApiError, errorText } from "../lib/api";
 import { h } from "../lib/dom";
 import { playSpan, shownThought, wordAt, type StepSpeech, type ThinkAloudState } from "../workspace/thinkaloud";
-
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 export class SpeechPanel {
   private state: ThinkAloudState | null = null;
@@ -39,7 +35,7 @@ export class SpeechPanel {
     try {
       this.setState(await api<ThinkAloudState>(this.base));
     } catch (error) {
-      if (!(error instanceof ApiError && error.status === 404)) this.error = `Think-aloud: ${message(error)}`;
+      if (!(error instanceof ApiError && error.status === 404)) this.error = `Think-aloud: ${errorText(error)}`;
     }
   }
 
@@ -114,7 +110,7 @@ export class SpeechPanel {
     this.audio.currentTime = Math.max(0, span[0] - state.audio_start_clock);
     this.stopAt = span[1] - state.audio_start_clock;
     void this.audio.play().catch((error: unknown) => {
-      this.error = `Cannot play the audio: ${message(error)}`;
+      this.error = `Cannot play the audio: ${errorText(error)}`;
       this.onChange();
     });
     const tick = (): void => {
@@ -140,7 +136,7 @@ export class SpeechPanel {
       this.editing = false;
       this.error = "";
     } catch (error) {
-      this.error = `Could not save: ${message(error)}`;
+      this.error = `Could not save: ${errorText(error)}`;
     }
     this.onChange();
   }
@@ -150,7 +146,7 @@ export class SpeechPanel {
       this.setState(await api<ThinkAloudState>(`${this.base}steps/${index}/move/`, { method: "POST", body: { direction, count: 1 } }));
       this.error = "";
     } catch (error) {
-      this.error = `Could not move the word: ${message(error)}`;
+      this.error = `Could not move the word: ${errorText(error)}`;
     }
     this.onChange();
   }

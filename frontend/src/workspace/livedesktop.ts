@@ -1,8 +1,7 @@
 // The live desktop of a desktop session: the noVNC view over the screenshot, and the take-over in
 // which the annotator drives the machine by hand (recorded as take-over steps when it ends).
 
-import { api } from "../lib/api";
-import { errorText } from "./next";
+import { api, errorText } from "../lib/api";
 import type { ScreenView } from "./screen";
 import type { SessionState, VncGrant } from "./types";
 import { connectVnc, type VncView } from "./vnc";

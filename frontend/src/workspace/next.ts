@@ -1,11 +1,7 @@
 // Starting the next session: used by the lobby (/workspace/) and by a finished session's outcome panel.
 
-import { api } from "../lib/api";
+import { api, errorText } from "../lib/api";
 import type { SessionState } from "./types";
-
-export function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 /** Start a session on `task` (or the next task of the annotator's queue) and open it. */
 export async function takeNextTask(button: HTMLButtonElement, errorBox: HTMLElement, task?: number): Promise<void> {

@@ -5,7 +5,7 @@
 // Nothing recorded and uploaded is lost on reload: the server keeps the chunks, the page resumes
 // recording (the browser remembers the microphone permission) and continues the chunk numbering.
 
-import { api, ApiError, csrfToken, errorMessage } from "../lib/api";
+import { api, ApiError, csrfToken, errorMessage, errorText } from "../lib/api";
 import { h, render } from "../lib/dom";
 import {
   clockSync,
@@ -25,16 +25,12 @@ import {
 
 const CHUNK_MS = 10_000;
 
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
 function micError(error: unknown): string {
   const name = error instanceof DOMException ? error.name : "";
   if (name === "NotAllowedError" || name === "SecurityError") return "Microphone blocked: allow it in the address bar, then press Record again.";
   if (name === "NotFoundError") return "No microphone found: plug one in and press Record again.";
   if (name === "NotReadableError") return "The microphone is in use by another program.";
-  return `Could not start the microphone: ${message(error)}`;
+  return `Could not start the microphone: ${errorText(error)}`;
 }
 
 function xhrUpload(base: string, rttMs: number, chunk: PendingChunk, onProgress: (sent: number, total: number) => void): Promise<UploadOutcome> {
@@ -126,7 +122,7 @@ export class ThinkAloudRecorder {
     try {
       this.setState(await api<ThinkAloudState>(`/api/annotation/sessions/${this.sessionId}/thinkaloud/`));
     } catch (error) {
-      this.showError(`Think-aloud unavailable: ${message(error)}`);
+      this.showError(`Think-aloud unavailable: ${errorText(error)}`);
     }
     if (!active) {
       this.toggleButton.disabled = true;
@@ -279,7 +275,7 @@ export class ThinkAloudRecorder {
     try {
       this.setState(await api<ThinkAloudState>(`/api/annotation/sessions/${this.sessionId}/thinkaloud/finish/`, { method: "POST" }));
     } catch (error) {
-      this.showError(`Could not start the transcription: ${message(error)}`);
+      this.showError(`Could not start the transcription: ${errorText(error)}`);
       return;
     } finally {
       this.toggleButton.disabled = true;
@@ -425,7 +421,7 @@ export class ThinkAloudRecorder {
       this.editing = null;
       this.setState(state);
     } catch (error) {
-      this.showError(`Could not save the thought: ${message(error)}`);
+      this.showError(`Could not save the thought: ${errorText(error)}`);
     }
   }
 }

@@ -1,7 +1,7 @@
 // The annotator's workspace for one session: wires the state (REST + websocket), the screen with
 // its overlay, the candidates, the editor, the outcome buttons and the timeline.
 
-import { api, ApiError } from "../lib/api";
+import { api, ApiError, errorText } from "../lib/api";
 import { h, render } from "../lib/dom";
 import { ActionEditor, type EditorSubmit } from "./editor";
 import { actionShapes, type Shape } from "./geometry";
@@ -9,7 +9,7 @@ import { pickActionText, sketchAction } from "./grammar";
 import { commandFor, SHORTCUTS, type Command } from "./keys";
 import { drawOverlay, type OverlayLayer } from "./overlay";
 import { LiveDesktop } from "./livedesktop";
-import { errorText, takeNextTask } from "./next";
+import { takeNextTask } from "./next";
 import { OutcomePanel } from "./outcome";
 import { candidatesPanel, headerMeta, modeControls, timeline } from "./panels";
 import { ThinkAloudRecorder } from "./recorder";
