@@ -5,7 +5,8 @@
 3. Success rate on held-out seeds (workers.policy.evaluate, greedy) — the "before".
 4. An RL run (step-wise GRPO with experience-pool injection, async) from that checkpoint through the
    real engine: Celery rollout and trainer workers, env host with Chromium, policy server.
-5. Success rate of the newest RL weights on the same held-out seeds — the "after", per task.
+5. Success rate of the run's newest averaged weights (grpo.weight_ema) on the same held-out seeds —
+   the "after", per task — and, beside it, of the newest online weights.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ LEARN_STALENESS = int(os.environ.get("FLYWHEEL_LEARN_STALENESS", "2"))
 # keeps the lr constant unless FLYWHEEL_LEARN_LR_SCHEDULE says otherwise.
 LEARN_LR_SCHEDULE = os.environ.get("FLYWHEEL_LEARN_LR_SCHEDULE", "constant")
 LEARN_LR_DECAY_START = float(os.environ.get("FLYWHEEL_LEARN_LR_DECAY_START", "0.5"))
+# The "after" policy is the run's averaged weights (grpo.weight_ema): against that swing, an EMA over
+# ~20 updates is evaluated instead of whichever update happened to come last. The online weights
+# are evaluated too and reported beside it.
+LEARN_WEIGHT_EMA = float(os.environ.get("FLYWHEEL_LEARN_WEIGHT_EMA", "0.95"))
 
 
 def learn_benchmark(
@@ -47,6 +52,7 @@ def learn_benchmark(
     from workers.policy.evaluate import evaluate
     from workers.policy.expert import collect_demonstrations
     from workers.policy.sft import sft_train
+    from workers.rl.trainer import EMA_DIR
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-learn-"))
     demo_seeds = range(0, 2 if quick else 3)
@@ -79,20 +85,26 @@ def learn_benchmark(
         workdir=workdir / "stack", minutes=rl_minutes, envs=envs, name="bench-learn",
         preset="grpo-dart", config={
             "grpo": {"rollouts_per_task": 4, "lr": LEARN_LR, "beta_kl": 0.0, "temperature": LEARN_TEMPERATURE,
-                     "lr_schedule": LEARN_LR_SCHEDULE, "lr_decay_start": LEARN_LR_DECAY_START},
+                     "lr_schedule": LEARN_LR_SCHEDULE, "lr_decay_start": LEARN_LR_DECAY_START,
+                     "weight_ema": LEARN_WEIGHT_EMA},
             "curation": {"rollouts_max": 4, "rollouts_min": 2, "step_cap": 6, "min_batch_trajectories": 16,
                          "staleness_bound": LEARN_STALENESS, "injection": "experience_pool"},
         },
     )  # fmt: skip
     timings["rl_s"] = time.perf_counter() - t0
     final, rewards = rl["run"], rl["success_rates"]
-    after_policy = (
-        EmbeddedPolicy.from_pretrained(rl["trainer_dir"], seed=0)
-        if rl["trainer_dir"]
-        else EmbeddedPolicy(model, seed=0)
-    )
+    online_dir = Path(rl["trainer_dir"]) if rl["trainer_dir"] else None
+    averaged_dir = online_dir / EMA_DIR if online_dir and (online_dir / EMA_DIR).is_dir() else None
     t0 = time.perf_counter()
-    after = evaluate(after_policy, tasks, held_out)
+    online = evaluate(
+        EmbeddedPolicy.from_pretrained(online_dir, seed=0) if online_dir else EmbeddedPolicy(model, seed=0),
+        tasks, held_out,
+    )  # fmt: skip
+    after = (
+        evaluate(EmbeddedPolicy.from_pretrained(averaged_dir, seed=0), tasks, held_out)
+        if averaged_dir
+        else online
+    )
     timings["eval_after_s"] = time.perf_counter() - t0
     third = max(1, len(rewards) // 3)
     return {
@@ -110,9 +122,14 @@ def learn_benchmark(
         "goal_gain_points": 20.0,
         "before_per_task": {k: round(v, 3) for k, v in before.per_task.items()},
         "after_per_task": {k: round(v, 3) for k, v in after.per_task.items()},
+        "after_weights": "averaged (EMA)" if averaged_dir else "online",
+        "after_online_mean": round(online.mean, 4),
+        "gain_points_online": round(100.0 * (online.mean - before.mean), 1),
+        "after_online_per_task": {k: round(v, 3) for k, v in online.per_task.items()},
         "rl_temperature": LEARN_TEMPERATURE,
         "rl_lr": LEARN_LR,
         "rl_staleness_bound": LEARN_STALENESS,
+        "rl_weight_ema": LEARN_WEIGHT_EMA,
         "rl_lr_schedule": LEARN_LR_SCHEDULE
         if LEARN_LR_SCHEDULE == "constant"
         else f"{LEARN_LR_SCHEDULE} from {LEARN_LR_DECAY_START:g} of the budget",

@@ -57,7 +57,7 @@ from workers.policy.openai_client import OpenAIClient
 from workers.rl.config import RLConfig
 from workers.rl.curator import GroupCurator, RolloutOutcome
 from workers.rl.samples import TrajectorySample, step_sample_from
-from workers.rl.trainer import PolicyTrainer
+from workers.rl.trainer import EMA_DIR, PolicyTrainer
 
 log = logging.getLogger(__name__)
 WAIT_S = 1.0
@@ -349,10 +349,17 @@ def _update(
                 step.rl = {**step.rl, **{k: v for k, v in stats.items() if k != "policy_version"}}
             Step.objects.bulk_update(steps, ["rl"])
         if new_policy:
-            checkpoint_register(
+            online = checkpoint_register(
                 version=f"run{run.pk}-v{version}", path=str(out_dir), parent=parent, run_id=run.pk,
                 metrics={k: metrics[k] for k in ("policy/entropy", "policy/kl") if k in metrics},
             )  # fmt: skip
+            if (out_dir / EMA_DIR / "config.json").is_file():
+                decay = trainer.section.weight_ema
+                checkpoint_register(
+                    version=f"run{run.pk}-v{version}-ema", path=str(out_dir / EMA_DIR), parent=online,
+                    run_id=run.pk, metrics={"weight_ema": decay},
+                    notes=f"averaged weights (EMA, decay {decay:g}) of run {run.pk} up to version {version}",
+                )  # fmt: skip
     _record(run, state.updates, version, metrics, finished, trained, injections, stale, window, sync)
 
 

@@ -26,7 +26,7 @@ from workers.policy.prompts import embedded_prompt_from_messages
 from workers.policy.server import PolicyService
 from workers.rl.config import ConfigError, CurationConfig, GRPOConfig, PPOConfig, RLConfig
 from workers.rl.samples import StepSample, TrajectorySample, step_sample_from
-from workers.rl.trainer import PolicyTrainer
+from workers.rl.trainer import EMA_DIR, PolicyTrainer
 
 
 @pytest.fixture(autouse=True)
@@ -405,3 +405,51 @@ def test_lr_schedule_anneals_over_the_budget_and_resume_keeps_the_config_lr(tmp_
     assert grpo_config(lr_decay_start=1.0).validate() == {"grpo.lr_decay_start": "must be in [0, 1)"}
     with pytest.raises(ConfigError, match="lr_schedule"):
         RLConfig.from_dict({"algorithm": "grpo", "grpo": {"lr_schedule": "step"}})
+
+
+@pytest.mark.parametrize(
+    "config", [ppo_config(weight_ema=0.75), grpo_config(weight_ema=0.75)], ids=["ppo", "grpo"]
+)
+def test_weight_ema_averages_updates_and_is_saved_loaded_and_resumed(tmp_path, config: RLConfig) -> None:
+    trainer = PolicyTrainer(tiny_model(4), config, seed=7)
+    policy = EmbeddedPolicy(trainer.model, seed=4)
+    start = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.update(bandit_batch(policy, 0, n=4))
+    first = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.update(bandit_batch(policy, 1, n=4, tag="b"))
+    second = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    assert trainer.ema is not None
+    moved = [k for k, v in start.items() if v.is_floating_point() and not torch.equal(v, second[k])]
+    assert moved  # the updates changed weights, so the average is a real mix of three states
+    for name in moved:  # θ̄₂ = d²·θ₀ + d(1 − d)·θ₁ + (1 − d)·θ₂
+        expected = 0.5625 * start[name] + 0.1875 * first[name] + 0.25 * second[name]
+        assert torch.allclose(trainer.ema[name], expected, atol=1e-6), name
+
+    trainer.save(tmp_path / "ckpt", version=trainer.version)
+    averaged = EmbeddedPolicy.from_pretrained(tmp_path / "ckpt" / EMA_DIR, seed=0)
+    assert averaged.model_version == "2"
+    for name, value in averaged.model.state_dict().items():
+        assert torch.equal(value, trainer.ema[name]), name
+    online = EmbeddedPolicy.from_pretrained(
+        tmp_path / "ckpt", seed=0
+    )  # the directory keeps the online weights
+    assert all(torch.equal(v, second[k]) for k, v in online.model.state_dict().items())
+
+    third = bandit_batch(policy, 2, n=4, tag="c")
+    expected_next = trainer.update(third)
+    resumed = PolicyTrainer.resume(tmp_path / "ckpt", config)
+    got_next = resumed.update(third)
+    assert got_next["policy/entropy"] == expected_next["policy/entropy"]
+    for name, value in resumed.ema.items():
+        assert torch.equal(value, trainer.ema[name]), name
+
+
+def test_weight_ema_off_saves_no_average_and_is_validated(tmp_path) -> None:
+    trainer = PolicyTrainer(tiny_model(0), grpo_config())
+    assert trainer.ema is None and trainer.averaged_model() is None
+    trainer.update(bandit_batch(EmbeddedPolicy(trainer.model, seed=1), 0))
+    trainer.save(tmp_path / "v1", version=trainer.version)
+    assert not (tmp_path / "v1" / EMA_DIR).exists()
+    assert grpo_config(weight_ema=1.0).validate() == {"grpo.weight_ema": "must be in [0, 1)"}
+    with pytest.raises(ConfigError, match="weight_ema"):
+        RLConfig.from_dict({"algorithm": "ppo", "ppo": {"weight_ema": -0.1}})

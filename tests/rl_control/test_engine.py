@@ -80,7 +80,7 @@ def _run(users: dict[str, Any], checkpoint: Checkpoint, *, max_updates: int, nam
         user=users["researcher"], name=name, algorithm="ppo", pool=_miniwob_pool(), start_checkpoint=checkpoint,
         config={
             "env": {"parallel_envs": 2},
-            "ppo": {"lr_policy": 1e-4, "value_pretrain_max_updates": 1, "minibatch_size": 4},
+            "ppo": {"lr_policy": 1e-4, "value_pretrain_max_updates": 1, "minibatch_size": 4, "weight_ema": 0.9},
             "curation": {"step_cap": 2, "min_batch_trajectories": 2, "staleness_bound": 1},
             "budget": {"max_updates": max_updates, "max_minutes": 20},
         },
@@ -114,8 +114,14 @@ def _check_record(run: Run) -> None:
             assert all({"advantage", "ratio", "clipped", "value"} <= set(s.rl) for s in steps), (
                 "no replay stats"
             )
-    # update 1 pretrains the critic (policy fixed, same version); every later update is a new version
-    assert Checkpoint.objects.filter(run=run).count() == run.updates_done - 1 == run.policy_version
+    # update 1 pretrains the critic (policy fixed, same version); every later update is a new version,
+    # registered twice: the online weights and their average (ppo.weight_ema), a child of the online one
+    online = Checkpoint.objects.filter(run=run).exclude(version__endswith="-ema")
+    assert online.count() == run.updates_done - 1 == run.policy_version
+    for checkpoint in online:
+        averaged = Checkpoint.objects.get(run=run, version=f"{checkpoint.version}-ema")
+        assert averaged.parent == checkpoint and averaged.path == f"{checkpoint.path}/ema"
+        assert (Path(averaged.path) / "config.json").is_file() and averaged.metrics == {"weight_ema": 0.9}
     first = set(RunMetric.objects.filter(run=run, step=1).values_list("name", flat=True))
     assert {
         "value/loss",

@@ -124,8 +124,9 @@ def lr_scale(schedule: LrSchedule, decay_start: float, progress: float) -> float
     return 1.0 - t if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * t))
 
 
-def _schedule_errors(e: dict[str, str], decay_start: float) -> None:
+def _schedule_errors(e: dict[str, str], decay_start: float, weight_ema: float) -> None:
     _check(e, "lr_decay_start", _finite(decay_start) and 0.0 <= decay_start < 1.0, "must be in [0, 1)")
+    _check(e, "weight_ema", _finite(weight_ema) and 0.0 <= weight_ema < 1.0, "must be in [0, 1)")
 
 
 @dataclass
@@ -153,6 +154,9 @@ class PPOConfig(_Config):
     is_cap: float | None = 1.0  # truncated IS min(π_train_old / π_rollout, C) for stale steps; null = off
     lr_schedule: LrSchedule = "constant"  # both lrs: constant, or linear / cosine to 0 at the budget's end
     lr_decay_start: float = 0.0  # budget fraction after which linear / cosine annealing starts
+    # Weight averaging (Polyak / EMA; Nikishin et al. 2018, "Improving stability in deep RL with weight
+    # averaging"): after every update θ̄ ← d·θ̄ + (1 − d)·θ. Rollouts keep the online weights θ.
+    weight_ema: float = 0.0  # d of an averaged copy saved beside each checkpoint (`…-ema`); 0 = off
 
     def _value_errors(self) -> dict[str, str]:
         e: dict[str, str] = {}
@@ -190,7 +194,7 @@ class PPOConfig(_Config):
         _check(e, "value_pretrain_patience", self.value_pretrain_patience >= 1, "must be ≥ 1")
         if self.is_cap is not None:
             _check(e, "is_cap", _finite(self.is_cap) and self.is_cap > 0, "must be > 0 or null")
-        _schedule_errors(e, self.lr_decay_start)
+        _schedule_errors(e, self.lr_decay_start, self.weight_ema)
         return e
 
 
@@ -215,6 +219,9 @@ class GRPOConfig(_Config):
     temperature: float = 1.0  # rollout sampling temperature (seed 002 A.4)
     lr_schedule: LrSchedule = "constant"  # constant, or linear / cosine to 0 at the end of the budget
     lr_decay_start: float = 0.0  # budget fraction after which linear / cosine annealing starts
+    # Weight averaging (Polyak / EMA; Nikishin et al. 2018, "Improving stability in deep RL with weight
+    # averaging"): after every update θ̄ ← d·θ̄ + (1 − d)·θ. Rollouts keep the online weights θ.
+    weight_ema: float = 0.0  # d of an averaged copy saved beside each checkpoint (`…-ema`); 0 = off
 
     def _value_errors(self) -> dict[str, str]:
         e: dict[str, str] = {}
@@ -236,7 +243,7 @@ class GRPOConfig(_Config):
         _check(e, "minibatch_size", self.minibatch_size >= 1, "must be ≥ 1")
         _check(e, "max_grad_norm", _finite(self.max_grad_norm) and self.max_grad_norm > 0, "must be > 0")
         _check(e, "temperature", _finite(self.temperature) and self.temperature > 0, "must be > 0")
-        _schedule_errors(e, self.lr_decay_start)
+        _schedule_errors(e, self.lr_decay_start, self.weight_ema)
         return e
 
 

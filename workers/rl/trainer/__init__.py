@@ -31,12 +31,13 @@ successes (workers/policy/sft.py) followed by `reset_reference()`.
 `save` writes an HF checkpoint directory `EmbeddedPolicy.from_pretrained` loads plus
 `trainer_state.pt` (optimizers, RNG, counters, reference weights, plateau / value-pretraining
 monitors, the caller's curation state); `resume` restores it so the next update is bit-identical to
-the one an uninterrupted trainer would have made.
+the one an uninterrupted trainer would have made. With `weight_ema` > 0 the trainer also keeps an
+exponential moving average of the weights, saved as a second checkpoint directory `<out>/ema`.
 
 Layout: core.py (PolicyTrainer), ppo.py / grpo.py (the two update passes and value pretraining),
 batch.py (the row layout and padded tensors).
 """
 
-from workers.rl.trainer.core import STATE_FILE, PolicyTrainer
+from workers.rl.trainer.core import EMA_DIR, STATE_FILE, PolicyTrainer
 
-__all__ = ["STATE_FILE", "PolicyTrainer"]
+__all__ = ["EMA_DIR", "STATE_FILE", "PolicyTrainer"]

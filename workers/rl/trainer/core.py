@@ -27,6 +27,7 @@ from workers.rl.trainer.batch import Meter, Row, Tensor
 from workers.rl.value_pretrain import ValuePretrainMonitor
 
 STATE_FILE = "trainer_state.pt"
+EMA_DIR = "ema"  # the averaged weights' checkpoint directory inside a trainer checkpoint (weight_ema > 0)
 STATE_KIND = "flywheel-rl-trainer"
 SCORE_CHUNK = 16  # rows per no-grad scoring pass (bounds memory on long prompts)
 
@@ -77,8 +78,14 @@ class PolicyTrainer:
         self.last_step_stats: dict[str, list[dict[str, Any]]] = {}
         self.last_dropped: list[str] = []  # trajectory ids the last update could not train on
         self.entropulse_count = 0
+        self.ema: dict[str, Tensor] | None = self._fresh_ema() if self.section.weight_ema > 0 else None
 
     # setup ----------------------------------------------------------------------------------
+    @property
+    def section(self) -> Any:
+        """The config section of the algorithm (PPOConfig or GRPOConfig)."""
+        return self.config.ppo if self.config.algorithm == "ppo" else self.config.grpo
+
     @property
     def uses_reference(self) -> bool:
         return self.config.algorithm == "grpo" and self.config.grpo.beta_kl > 0
@@ -114,8 +121,7 @@ class PolicyTrainer:
     def set_progress(self, progress: float) -> float:
         """Scale the learning rate(s) for `progress`, the fraction of the run's budget spent (the
         algorithm section's lr_schedule / lr_decay_start); returns the multiplier."""
-        section = self.config.ppo if self.config.algorithm == "ppo" else self.config.grpo
-        scale = lr_scale(section.lr_schedule, section.lr_decay_start, progress)
+        scale = lr_scale(self.section.lr_schedule, self.section.lr_decay_start, progress)
         for group in self.optimizer.param_groups:
             group["lr"] = group.get("base_lr", group["lr"]) * scale
         return scale
@@ -222,6 +228,7 @@ class PolicyTrainer:
         else:
             metrics = grpo.update(self, trajectories, rows)
         self.model.eval()
+        self._update_ema()
         lags = [self.version - r.step.policy_version for r in rows]
         bound = self.config.curation.staleness_bound
         metrics["efficiency/stale_steps_frac"] = sum(lag > bound for lag in lags) / len(lags)
@@ -248,12 +255,7 @@ class PolicyTrainer:
     def step_optimizer(self, loss: Tensor, meter: Meter) -> None:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        max_norm = (
-            self.config.ppo.max_grad_norm
-            if self.config.algorithm == "ppo"
-            else self.config.grpo.max_grad_norm
-        )
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.section.max_grad_norm)
         meter.add("policy/grad_norm", float(grad_norm))
         self.optimizer.step()
 
@@ -333,6 +335,32 @@ class PolicyTrainer:
             "loss_last": result["loss_last"],
         }
 
+    # weight averaging ---------------------------------------------------------------------
+    def _fresh_ema(self) -> dict[str, Tensor]:
+        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+
+    @torch.no_grad()
+    def _update_ema(self) -> None:
+        """θ̄ ← d·θ̄ + (1 − d)·θ over every floating-point tensor of the model (integer buffers are copied)."""
+        if self.ema is None:
+            return
+        d = self.section.weight_ema
+        for name, value in self.model.state_dict().items():
+            avg = self.ema[name]
+            if avg.is_floating_point():
+                avg.mul_(d).add_(value.detach(), alpha=1.0 - d)
+            else:
+                avg.copy_(value)
+
+    def averaged_model(self) -> FlywheelPolicyModel | None:
+        """A copy of the model holding the averaged weights (None when weight_ema is off)."""
+        if self.ema is None:
+            return None
+        averaged = copy.deepcopy(self.model)
+        averaged.load_state_dict(self.ema)
+        averaged.eval()
+        return averaged
+
     # checkpoints ----------------------------------------------------------------------------
     def save(self, out_dir: str | Path, version: int, curation_state: dict[str, Any] | None = None) -> None:
         """HF checkpoint dir (EmbeddedPolicy.from_pretrained loads it) + trainer_state.pt."""
@@ -347,6 +375,10 @@ class PolicyTrainer:
         save_checkpoint(
             self.model, out, str(self.version), parent, {"kind": "rl", "steps_done": self.steps_done}
         )
+        averaged = self.averaged_model()
+        if averaged is not None:
+            save_checkpoint(averaged, out / EMA_DIR, str(self.version), parent,
+                            {"kind": "rl-ema", "weight_ema": self.section.weight_ema, "steps_done": self.steps_done})  # fmt: skip
         state = {
             "kind": STATE_KIND,
             "config": self.config.to_dict(),
@@ -363,6 +395,7 @@ class PolicyTrainer:
             "value_monitor": self.value_monitor.to_dict(),
             "curation_state": self.curation_state,
             "last_step_stats": self.last_step_stats,
+            "ema": self.ema,
         }
         tmp = out / (STATE_FILE + ".tmp")
         torch.save(state, tmp)
@@ -399,4 +432,6 @@ class PolicyTrainer:
         trainer.value_monitor = ValuePretrainMonitor.from_dict(state["value_monitor"])
         trainer.curation_state = state["curation_state"]
         trainer.last_step_stats = state["last_step_stats"]
+        if trainer.ema is not None and state.get("ema") is not None:
+            trainer.ema = state["ema"]  # else averaging starts from the resumed weights
         return trainer
