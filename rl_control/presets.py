@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import inspect
 import re
+import types
+import typing
 from dataclasses import dataclass, fields
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 from rl_control.run_config import SECTIONS, run_config_build
 
@@ -121,7 +123,7 @@ PRESETS: dict[str, Preset] = {
 
 
 def preset_get(name: str) -> dict[str, Any]:
-    """{name, title, description, algorithm, mode, config (full), help}; KeyError when unknown."""
+    """{name, title, description, algorithm, mode, config (full), help, choices}; KeyError when unknown."""
     preset = PRESETS[name]
     config = run_config_build(algorithm=preset.algorithm, config=preset.overrides)
     return {
@@ -132,6 +134,7 @@ def preset_get(name: str) -> dict[str, Any]:
         "mode": preset.mode,
         "config": config,
         "help": {key: text for key, text in field_help().items() if key.split(".")[0] in config},
+        "choices": {key: values for key, values in field_choices().items() if key.split(".")[0] in config},
     }
 
 
@@ -159,4 +162,22 @@ def field_help() -> dict[str, str]:
             match = _FIELD_COMMENT.match(line)
             if match and match.group(1) in names:
                 out[f"{section}.{match.group(1)}"] = match.group(2).strip()
+    return out
+
+
+@cache
+def field_choices() -> dict[str, list[Any]]:
+    """ "section.field" → the allowed values of every field typed as a Literal (the launch form offers
+    them as a list; `None` is among them when the field is optional)."""
+    out: dict[str, list[Any]] = {}
+    for section, cls in SECTIONS.items():
+        for name, hint in typing.get_type_hints(cls).items():
+            arms = (
+                typing.get_args(hint)
+                if typing.get_origin(hint) in (types.UnionType, typing.Union)
+                else (hint,)
+            )
+            values = [v for arm in arms if typing.get_origin(arm) is Literal for v in typing.get_args(arm)]
+            if values:
+                out[f"{section}.{name}"] = values + [None for arm in arms if arm is type(None)]
     return out

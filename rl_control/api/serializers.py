@@ -175,6 +175,10 @@ class PresetSerializer(serializers.Serializer):
     mode = serializers.CharField()
     config = serializers.DictField()
     help = serializers.DictField(child=serializers.CharField())
+    choices = serializers.DictField(
+        child=serializers.ListField(child=serializers.JSONField()),
+        help_text="Allowed values of the fields that take one of a fixed set.",
+    )
 
 
 class MetricNameSerializer(serializers.Serializer):

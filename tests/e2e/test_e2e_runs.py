@@ -178,10 +178,16 @@ def test_researcher_launches_watches_controls_replays_and_compares(
     expect(page.get_by_test_id("error-grpo.clip_low")).to_be_empty()
     page.get_by_test_id("field-pool").select_option(label="miniwob-e2e (1 tasks)")
     page.get_by_test_id("field-budget.max_updates").fill("50")
+    # a field with a fixed set of values is a list of them
+    schedule = page.get_by_test_id("field-grpo.lr_schedule")
+    expect(schedule).to_have_value("constant")
+    assert schedule.locator("option").all_inner_texts() == ["constant", "linear", "cosine"]
+    schedule.select_option("cosine")
     page.get_by_test_id("launch-submit").click()
     page.wait_for_url(re.compile(r"/runs/\d+/$"))
     run = Run.objects.get(name="e2e grpo")
     assert run.status == "running" and run.config["budget"]["max_updates"] == 50
+    assert run.config["grpo"]["lr_schedule"] == "cosine"
     expect(page.get_by_test_id("run-status")).to_contain_text("running")
     expect(page.get_by_test_id("link-state")).to_contain_text("live")
 

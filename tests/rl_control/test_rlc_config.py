@@ -6,7 +6,7 @@ from dataclasses import fields
 
 import pytest
 
-from rl_control.presets import PRESETS, field_help, preset_get, preset_list
+from rl_control.presets import PRESETS, field_choices, field_help, preset_get, preset_list
 from rl_control.run_config import SECTIONS, RunConfigError, deep_merge, run_config_build
 
 
@@ -100,3 +100,18 @@ def test_every_field_has_one_line_of_help() -> None:
             assert text and "\n" not in text, f"{section}.{f.name} has no help"
     shown = preset_get("grpo-dart")["help"]
     assert "grpo.beta_kl" in shown and "ppo.lambda_critic" not in shown and "seed" in shown
+
+
+def test_fixed_set_fields_list_their_choices_and_each_choice_validates() -> None:
+    choices = field_choices()
+    assert choices["grpo.lr_schedule"] == ["constant", "linear", "cosine"]
+    assert choices["curation.injection"] == ["none", "experience_pool", "bepa_cache", "replay"]
+    assert "grpo.lr" not in choices and "env.shared_group_seed" not in choices
+    dart = preset_get("grpo-dart")
+    assert set(dart["choices"]) == {k for k in choices if k.split(".")[0] in dart["config"]}
+    for key, values in dart["choices"].items():
+        section, name = key.split(".")
+        assert dart["config"][section][name] in values
+        for value in values:
+            config = run_config_build(algorithm="grpo", config={section: {name: value}})
+            assert config[section][name] == value

@@ -66,6 +66,7 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
   // a new run starts from the checkpoint promoted to "RL start" unless another one is chosen
   const allCheckpoints = parent ? [] : await api<CheckpointRow[] | { results: CheckpointRow[] }>("/api/checkpoints/").then(resultsOf);
   const help = presets[0]?.help ?? {};
+  const choices = presets[0]?.choices ?? {};
 
   const form = h("form", { class: "rc-launch", "data-testid": "launch-form", novalidate: true });
   const status = h("div", { class: "form-status", "data-testid": "launch-status" });
@@ -78,7 +79,7 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
   const launchNow = h("input", { type: "checkbox", name: "launch", checked: true, "data-testid": "field-launch" });
   const sections = h("div", { class: "rc-sections" });
   const errorEls = new Map<string, HTMLElement>();
-  const inputs = new Map<string, HTMLInputElement>();
+  const inputs = new Map<string, HTMLInputElement | HTMLSelectElement>();
   let base = new Map<string, unknown>();
 
   const errorSlot = (key: string): HTMLElement => {
@@ -104,16 +105,18 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
           { class: "rc-section", "data-testid": `section-${section}` },
           h("legend", {}, SECTION_TITLES[section] ?? (section === "run" ? "Run" : section)),
           ...fields.map(([key, value]) => {
-            const input = h("input", {
-              name: key,
-              value: fieldText(value),
-              placeholder: value === null ? "none" : null,
-              "data-testid": `field-${key}`,
-              "aria-describedby": `help-${key}`,
-            });
-            if (typeof value === "boolean") {
-              input.type = "checkbox";
-              input.checked = value;
+            const attrs = { name: key, "data-testid": `field-${key}`, "aria-describedby": `help-${key}` };
+            const allowed = choices[key];
+            let input: HTMLInputElement | HTMLSelectElement;
+            if (allowed !== undefined) {
+              // a field that takes one of a fixed set: offer the set (null reads "none")
+              input = h("select", attrs, ...allowed.map((c) => h("option", { value: fieldText(c), selected: c === value }, c === null ? "none" : fieldText(c))));
+            } else {
+              input = h("input", { ...attrs, value: fieldText(value), placeholder: value === null ? "none" : null });
+              if (typeof value === "boolean") {
+                input.type = "checkbox";
+                input.checked = value;
+              }
             }
             inputs.set(key, input);
             return h(
@@ -147,7 +150,7 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
 
   const values = (): Map<string, unknown> => {
     const out = new Map<string, unknown>();
-    for (const [key, input] of inputs) out.set(key, input.type === "checkbox" ? input.checked : parseField(input.value, base.get(key)));
+    for (const [key, input] of inputs) out.set(key, input instanceof HTMLInputElement && input.type === "checkbox" ? input.checked : parseField(input.value, base.get(key)));
     return out;
   };
 

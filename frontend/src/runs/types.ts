@@ -80,6 +80,7 @@ export interface Preset {
   mode: string;
   config: Record<string, unknown>;
   help: Record<string, string>;
+  choices: Record<string, unknown[]>; // allowed values of the fields that take one of a fixed set
 }
 
 export interface CatalogueRow {
