@@ -82,7 +82,9 @@ def run_episode(
     trajectory is closed as crashed first)."""
     started = time.perf_counter()
     trajectory, group = claim.trajectory, claim.group
-    temperature = float((run.config.get(run.algorithm) or {}).get("temperature", 1.0))
+    algo = run.config.get(run.algorithm) or {}
+    temperature = float(algo.get("temperature", 1.0))
+    thought_temperature = algo.get("thought_temperature")  # None: the thought is sampled at `temperature`
     context = int(run.config["env"]["context_screenshots"])
     seed = episode_seed(run.config, group.pk, trajectory.pk)
     parse_oks: list[bool] = []
@@ -97,7 +99,9 @@ def run_episode(
         for index in range(group.step_limit):
             if not beat():
                 raise Fenced(f"trajectory {trajectory.pk}: slot reclaimed")
-            candidate = policy.propose(obs, history, None, n=1, temperature=temperature)[0]
+            candidate = policy.propose(
+                obs, history, None, n=1, temperature=temperature, thought_temperature=thought_temperature
+            )[0]
             version = version_of(run.pk, candidate.model_version)
             version = current_version if version is None else version
             executed: list[dict[str, Any]] = []

@@ -133,6 +133,9 @@ def test_server_answers_bad_requests_with_400_and_its_reason(
         with pytest.raises(OpenAIHTTPError, match="non-empty list"):
             client.chat([], "m")
         with pytest.raises(OpenAIHTTPError) as err:
+            client.chat([{"role": "user", "content": "x"}], "m", thought_temperature=0)
+        assert err.value.status == 400 and "'thought_temperature' must be a number" in err.value.message
+        with pytest.raises(OpenAIHTTPError) as err:
             client.request("GET", "/v1/nothing")
         assert err.value.status == 404
     finally:

@@ -19,7 +19,8 @@ from tests.rl.trainer_helpers import (
     two_step_batch,
 )
 from workers.policy.base import HistoryItem, PolicyError
-from workers.policy.embedded.generation import score
+from workers.policy.embedded.generation import grammar_keys, score
+from workers.policy.embedded.grammar import THOUGHT_TEXT
 from workers.policy.embedded.policy import EmbeddedPolicy
 from workers.policy.openai_client import EMBEDDED, OpenAIPolicy
 from workers.policy.prompts import embedded_prompt_from_messages
@@ -65,16 +66,20 @@ def test_recomputed_logprobs_equal_in_process_rollout_logprobs() -> None:
         assert max(abs(a - b) for a, b in zip(lps, step.rollout_logprobs, strict=True)) < 1e-4
 
 
-def test_recomputed_logprobs_equal_policy_server_logprobs() -> None:
+@pytest.mark.parametrize("thought_temperature", [None, 0.3], ids=["one-temperature", "thought-temperature"])
+def test_recomputed_logprobs_equal_policy_server_logprobs(thought_temperature: float | None) -> None:
     """The policy server path: chat messages -> PolicyService -> token ids + log-probs; the trainer
-    rebuilds the prompt from the stored observation with step_sample_from and gets the same log-probs."""
-    trainer = PolicyTrainer(tiny_model(1), grpo_config())
+    rebuilds the prompt from the stored observation with step_sample_from and gets the same log-probs
+    (also when the thought is sampled at its own temperature, sent as the `thought_temperature` field)."""
+    trainer = PolicyTrainer(tiny_model(1), grpo_config(thought_temperature=thought_temperature))
     service = PolicyService(EmbeddedPolicy(trainer.model, seed=5), "flywheel", "mem")
     client = OpenAIPolicy("http://127.0.0.1:9", "flywheel", profile=EMBEDDED)
     obs = observation((10, 200, 10))
     history = [HistoryItem("first", "hover(start_box='(40,9)')")]
     messages, size = client.build_messages(obs, history, None)
     body = {"messages": messages, "n": 4, "temperature": 1.0, "logprobs": True, **EMBEDDED.extra_body}
+    if thought_temperature is not None:
+        body["thought_temperature"] = thought_temperature
     response = service.chat(body)
     candidates = [
         client._candidate(c, str(response.get("model_version", "0")), size) for c in response["choices"]
@@ -453,3 +458,26 @@ def test_weight_ema_off_saves_no_average_and_is_validated(tmp_path) -> None:
     assert grpo_config(weight_ema=1.0).validate() == {"grpo.weight_ema": "must be in [0, 1)"}
     with pytest.raises(ConfigError, match="weight_ema"):
         RLConfig.from_dict({"algorithm": "ppo", "ppo": {"weight_ema": -0.1}})
+
+
+def test_thought_temperature_applies_to_the_thought_only_in_sampling_and_scoring() -> None:
+    model = tiny_model(2)
+    policy = EmbeddedPolicy(model, seed=3)
+    grammar = policy.grammar
+    inputs = policy.inputs_for(observation(), [], None)
+    rows, _ = policy.generate([inputs], n=6, temperature=1.0, thought_temperature=0.5)
+    responses = [g.token_ids for g in rows[0]]
+    batch = policy.batch([inputs] * len(responses))
+    with torch.no_grad():
+        split = score(model, grammar, batch, responses, 1.0, 0.5)
+        thought_scale = score(model, grammar, batch, responses, 0.5)
+        action_scale = score(model, grammar, batch, responses, 1.0)
+    keys = grammar_keys(grammar, responses, split.mask.shape[1])
+    thought = (keys == THOUGHT_TEXT) & split.mask
+    assert thought.any() and (~thought & split.mask).any()
+    assert torch.allclose(split.logprobs[thought], thought_scale.logprobs[thought], atol=1e-5)
+    assert torch.allclose(split.logprobs[~thought], action_scale.logprobs[~thought], atol=1e-5)
+    for generated, row in zip(rows[0], split.logprobs, strict=True):  # sampled under the same split
+        assert torch.allclose(torch.tensor(generated.logprobs), row[: len(generated.logprobs)], atol=1e-4)
+    with pytest.raises(ConfigError, match="thought_temperature"):
+        RLConfig.from_dict({"algorithm": "grpo", "grpo": {"thought_temperature": 0}})

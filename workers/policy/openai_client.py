@@ -262,8 +262,14 @@ class OpenAIPolicy:
         task: TaskSpec | None = None,
         n: int = 4,
         temperature: float = 1.0,
+        thought_temperature: float | None = None,
     ) -> list[Candidate]:
+        """`thought_temperature` is sent as an extra body field only when given (the embedded policy
+        server reads it; see workers.policy.server)."""
         messages, size = self.build_messages(observation, history, task)
+        extra = dict(self.profile.extra_body)
+        if thought_temperature is not None:
+            extra["thought_temperature"] = thought_temperature
         result = self.client.chat(
             messages,
             self.model,
@@ -272,7 +278,7 @@ class OpenAIPolicy:
             max_tokens=self.profile.max_tokens,
             logprobs=True,
             top_logprobs=self.profile.top_logprobs,
-            **self.profile.extra_body,
+            **extra,
         )
         return [self._candidate(choice, result.model_version, size) for choice in result.body["choices"]]
 

@@ -6,7 +6,8 @@ Endpoints:
 - `GET /v1/models`
 - `POST /v1/chat/completions`: `messages` (text + `image_url` data URLs), `n`, `temperature`,
   `max_tokens`, `logprobs`, `top_logprobs`, `return_tokens_as_token_ids` (vLLM's flag: tokens are
-  reported as "token_id:N"); vLLM-shaped JSON back.
+  reported as "token_id:N"), and the extension `thought_temperature` (the thought's own sampling
+  temperature, workers.policy.embedded.generation); vLLM-shaped JSON back.
 - `POST /v1/load_weights` `{"path": DIR}`: hot-swap the checkpoint without a restart.
 Every response carries the loaded version in the `X-Model-Version` header; completions also carry it
 as `model_version` and `system_fingerprint`.
@@ -85,6 +86,12 @@ class PolicyService:
     def chat(self, body: dict[str, Any]) -> dict[str, Any]:
         n = _int(body, "n", 1, 1, MAX_N)
         temperature = _float(body, "temperature", 1.0, 0.0, 10.0)
+        # Extension (an extra body field, as vLLM's own sampling extensions): the thought's temperature.
+        thought_temperature = (
+            _float(body, "thought_temperature", 1.0, 1e-3, 10.0)
+            if body.get("thought_temperature") is not None
+            else None
+        )
         top = _int(body, "top_logprobs", 0, 0, 20)
         max_tokens = (
             body.get("max_tokens")
@@ -101,7 +108,7 @@ class PolicyService:
             raise BadRequest(str(exc)) from exc
         try:
             rows, version = self.policy.generate(
-                [inputs], n, temperature, top if want_logprobs else 0, max_tokens
+                [inputs], n, temperature, top if want_logprobs else 0, max_tokens, thought_temperature
             )
         except PolicyError as exc:
             raise BadRequest(str(exc)) from exc

@@ -217,6 +217,7 @@ class GRPOConfig(_Config):
     minibatch_size: int = 8  # steps per gradient step
     max_grad_norm: float = 1.0  # global gradient-norm clip
     temperature: float = 1.0  # rollout sampling temperature (seed 002 A.4)
+    thought_temperature: float | None = None  # the thought's own sampling temperature; null = temperature
     lr_schedule: LrSchedule = "constant"  # constant, or linear / cosine to 0 at the end of the budget
     lr_decay_start: float = 0.0  # budget fraction after which linear / cosine annealing starts
     # Weight averaging (Polyak / EMA; Nikishin et al. 2018, "Improving stability in deep RL with weight
@@ -243,6 +244,9 @@ class GRPOConfig(_Config):
         _check(e, "minibatch_size", self.minibatch_size >= 1, "must be ≥ 1")
         _check(e, "max_grad_norm", _finite(self.max_grad_norm) and self.max_grad_norm > 0, "must be > 0")
         _check(e, "temperature", _finite(self.temperature) and self.temperature > 0, "must be > 0")
+        if self.thought_temperature is not None:
+            ok = _finite(self.thought_temperature) and 1e-3 <= self.thought_temperature <= 10.0
+            _check(e, "thought_temperature", ok, "must be in [0.001, 10] or null")
         _schedule_errors(e, self.lr_decay_start, self.weight_ema)
         return e
 
@@ -348,6 +352,11 @@ class RLConfig:
     def temperature(self) -> float:
         """Sampling temperature the rollout log-probs are under; the trainer scores with the same."""
         return self.grpo.temperature if self.algorithm == "grpo" else 1.0
+
+    @property
+    def thought_temperature(self) -> float | None:
+        """The thought's sampling temperature (None = `temperature`); the trainer scores with it too."""
+        return self.grpo.thought_temperature if self.algorithm == "grpo" else None
 
     def validate(self) -> dict[str, str]:
         """``{"section.field": message}`` over every section; empty when usable."""

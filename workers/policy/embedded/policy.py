@@ -138,15 +138,18 @@ class EmbeddedPolicy:
         temperature: float = 1.0,
         top_logprobs: int = 0,
         max_new_tokens: int | None = None,
+        thought_temperature: float | None = None,
     ) -> tuple[list[list[Generated]], str]:
-        """n samples per input (batched across inputs) and the model version that made them."""
+        """n samples per input (batched across inputs) and the model version that made them;
+        `thought_temperature` samples the thought at its own temperature (generation.py)."""
         if n < 1 or not inputs:
             raise PolicyError("need n >= 1 and at least one input")
         with self.lock, torch.inference_mode():
             batch = self.batch(inputs)
             out = generate(
-                self.model, self.grammar, batch, n, temperature, max_new_tokens, top_logprobs, self.generator
-            )
+                self.model, self.grammar, batch, n, temperature, max_new_tokens, top_logprobs, self.generator,
+                thought_temperature,
+            )  # fmt: skip
             return out, self.model_version
 
     def to_candidate(
@@ -176,18 +179,20 @@ class EmbeddedPolicy:
         task: TaskSpec | None = None,
         n: int = 4,
         temperature: float = 1.0,
+        thought_temperature: float | None = None,
     ) -> list[Candidate]:
-        return self.propose_batch([(observation, history, task)], n, temperature)[0]
+        return self.propose_batch([(observation, history, task)], n, temperature, thought_temperature)[0]
 
     def propose_batch(
         self,
         items: list[tuple[Observation, list[HistoryItem], TaskSpec | None]],
         n: int = 4,
         temperature: float = 1.0,
+        thought_temperature: float | None = None,
     ) -> list[list[Candidate]]:
         """Candidates for several observations in one batched decode (rollouts across envs)."""
         inputs = [self.inputs_for(obs, hist, task) for obs, hist, task in items]
-        out, version = self.generate(inputs, n, temperature)
+        out, version = self.generate(inputs, n, temperature, thought_temperature=thought_temperature)
         # Screen-pixel coordinates: the image the coordinates refer to is the screen itself.
         return [
             [self.to_candidate(g, version, (obs.width, obs.height)) for g in row]

@@ -147,7 +147,10 @@ class PolicyTrainer:
 
     def score_rows(self, model: FlywheelPolicyModel, rows: Sequence[Row]) -> Scored:
         batch = self._batch(rows)
-        return score(model, self.grammar, batch, [r.step.token_ids for r in rows], self.config.temperature)
+        responses = [r.step.token_ids for r in rows]
+        return score(
+            model, self.grammar, batch, responses, self.config.temperature, self.config.thought_temperature
+        )
 
     @torch.no_grad()
     def _score_old(self, rows: Sequence[Row], with_reference: bool) -> None:
