@@ -29,7 +29,9 @@ LEARN_TEMPERATURE = float(os.environ.get("FLYWHEEL_LEARN_TEMPERATURE", "0.5"))
 # bytes when its thought is sampled, even at T = 0.2; RL then trains actions after thoughts greedy
 # decoding never writes, and the random bytes dominate the token-mean loss (measured: policy entropy
 # rose 2.2 → 2.4 nats over 174 updates, greedy success +1.7). So the thought is sampled near-greedily
-# (grpo.thought_temperature) and exploration stays on the action.
+# (grpo.thought_temperature) and is context, not trained (grpo.train_thought = false): at T = 0.05 a
+# thought token's gradient is scaled by 1/T, and training it too collapsed the policy within 7 updates
+# (grad norm 25, success 31 → 0 %). Exploration and learning stay on the action.
 LEARN_THOUGHT_TEMPERATURE = float(os.environ.get("FLYWHEEL_LEARN_THOUGHT_TEMPERATURE", "0.05"))
 LEARN_LR = float(os.environ.get("FLYWHEEL_LEARN_LR", "5e-4"))
 LEARN_STALENESS = int(os.environ.get("FLYWHEEL_LEARN_STALENESS", "2"))
@@ -91,7 +93,7 @@ def learn_benchmark(
         workdir=workdir / "stack", minutes=rl_minutes, envs=envs, name="bench-learn",
         preset="grpo-dart", config={
             "grpo": {"rollouts_per_task": 4, "lr": LEARN_LR, "beta_kl": 0.0, "temperature": LEARN_TEMPERATURE,
-                     "thought_temperature": LEARN_THOUGHT_TEMPERATURE,
+                     "thought_temperature": LEARN_THOUGHT_TEMPERATURE, "train_thought": False,
                      "lr_schedule": LEARN_LR_SCHEDULE, "lr_decay_start": LEARN_LR_DECAY_START,
                      "weight_ema": LEARN_WEIGHT_EMA},
             "curation": {"rollouts_max": 4, "rollouts_min": 2, "step_cap": 6, "min_batch_trajectories": 16,

@@ -28,6 +28,7 @@ from workers.policy.server import PolicyService
 from workers.rl.config import ConfigError, CurationConfig, GRPOConfig, PPOConfig, RLConfig
 from workers.rl.samples import StepSample, TrajectorySample, step_sample_from
 from workers.rl.trainer import EMA_DIR, PolicyTrainer
+from workers.rl.trainer.batch import rows_tensors
 
 
 @pytest.fixture(autouse=True)
@@ -481,3 +482,22 @@ def test_thought_temperature_applies_to_the_thought_only_in_sampling_and_scoring
         assert torch.allclose(torch.tensor(generated.logprobs), row[: len(generated.logprobs)], atol=1e-4)
     with pytest.raises(ConfigError, match="thought_temperature"):
         RLConfig.from_dict({"algorithm": "grpo", "grpo": {"thought_temperature": 0}})
+
+
+def test_untrained_thought_carries_no_policy_loss() -> None:
+    config = grpo_config(train_thought=False, thought_temperature=0.3)
+    trainer = PolicyTrainer(tiny_model(2), config, seed=1)
+    policy = EmbeddedPolicy(trainer.model, seed=3)
+    batch = bandit_batch(policy, 0, n=4)
+    _, rows = trainer.prepare(batch, with_reference=False)
+    mask = rows_tensors(rows)["mask"]
+    thought_tokens = 0
+    for i, row in enumerate(rows):
+        keys = grammar_keys(trainer.grammar, [row.step.token_ids], len(row.step.token_ids))[0]
+        thought = keys == THOUGHT_TEXT
+        thought_tokens += int(thought.sum())
+        assert torch.equal(mask[i, : len(keys)], (~thought).float())  # the action's tokens only
+    assert thought_tokens > 0
+    metrics = trainer.update(batch)
+    assert math.isfinite(metrics["policy/loss"]) and trainer.version == 1
+    assert PolicyTrainer(tiny_model(2), grpo_config()).config.train_thought  # trained by default

@@ -218,6 +218,9 @@ class GRPOConfig(_Config):
     max_grad_norm: float = 1.0  # global gradient-norm clip
     temperature: float = 1.0  # rollout sampling temperature (seed 002 A.4)
     thought_temperature: float | None = None  # the thought's own sampling temperature; null = temperature
+    train_thought: bool = (
+        True  # thought tokens carry policy loss; false = only the action trains, the thought is context
+    )
     lr_schedule: LrSchedule = "constant"  # constant, or linear / cosine to 0 at the end of the budget
     lr_decay_start: float = 0.0  # budget fraction after which linear / cosine annealing starts
     # Weight averaging (Polyak / EMA; Nikishin et al. 2018, "Improving stability in deep RL with weight
@@ -357,6 +360,11 @@ class RLConfig:
     def thought_temperature(self) -> float | None:
         """The thought's sampling temperature (None = `temperature`); the trainer scores with it too."""
         return self.grpo.thought_temperature if self.algorithm == "grpo" else None
+
+    @property
+    def train_thought(self) -> bool:
+        """Whether the thought's tokens carry policy loss (GRPO may leave them out; PPO always trains them)."""
+        return self.grpo.train_thought if self.algorithm == "grpo" else True
 
     def validate(self) -> dict[str, str]:
         """``{"section.field": message}`` over every section; empty when usable."""

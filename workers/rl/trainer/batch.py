@@ -33,6 +33,7 @@ class Row:
     advantages: Tensor = field(default_factory=lambda: torch.zeros(0))  # [T]
     returns: Tensor = field(default_factory=lambda: torch.zeros(0))  # [T]
     keep: bool = True
+    trained: Tensor | None = None  # [T] 1 = the token carries policy loss, 0 = context (None: all carry it)
     ratio: float = math.nan
     clipped: bool = False
 
@@ -70,11 +71,15 @@ def rows_tensors(rows: Sequence[Row]) -> dict[str, Tensor]:
         "adv": pad([r.advantages for r in rows], width),
         "ret": pad([r.returns for r in rows], width),
         "old_values": pad([r.old_values for r in rows], width),
-        "mask": pad([torch.ones(len(r.step.token_ids)) * float(r.keep) for r in rows], width),
+        "mask": pad([_trained(r) * float(r.keep) for r in rows], width),
     }
     if all(r.ref_logprobs is not None for r in rows):
         out["ref"] = pad([r.ref_logprobs for r in rows], width)  # type: ignore[misc]
     return out
+
+
+def _trained(row: Row) -> Tensor:
+    return row.trained if row.trained is not None else torch.ones(len(row.step.token_ids))
 
 
 def by_trajectory(trajectories: Sequence[TrajectorySample], rows: Sequence[Row]) -> list[list[Row]]:

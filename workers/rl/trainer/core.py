@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from workers.policy.base import PolicyError
-from workers.policy.embedded.generation import PromptBatch, Scored, score
+from workers.policy.embedded.generation import PromptBatch, Scored, grammar_keys, score
+from workers.policy.embedded.grammar import THOUGHT_TEXT
 from workers.policy.embedded.modeling import FlywheelPolicyModel
 from workers.policy.embedded.policy import EmbeddedPolicy, load_checkpoint, load_image
 from workers.policy.embedded.tokenizer import FlywheelTokenizer
@@ -133,7 +134,11 @@ class PolicyTrainer:
         for i, traj in enumerate(trajectories):
             for step in traj.steps:
                 pixels = load_image(step.prompt.image, cfg.image_width, cfg.image_height)
-                rows.append(Row(i, step, pixels, self._policy.encode_prompt(step.prompt.text)))
+                row = Row(i, step, pixels, self._policy.encode_prompt(step.prompt.text))
+                if not self.config.train_thought:  # the thought is context: only the action's tokens train
+                    keys = grammar_keys(self.grammar, [step.token_ids], len(step.token_ids))[0]
+                    row.trained = (keys != THOUGHT_TEXT).float()
+                rows.append(row)
         return rows
 
     def _batch(self, rows: Sequence[Row]) -> PromptBatch:
