@@ -26,13 +26,15 @@ from django.conf import settings
 # 71 / 61 updates; a staleness bound of 1 version dropped 40 % of the rollouts.
 LEARN_TEMPERATURE = float(os.environ.get("FLYWHEEL_LEARN_TEMPERATURE", "0.5"))
 # The SFT start writes no thought when greedy (its thoughts are too short-trained) but 20-90 random
-# bytes when its thought is sampled, even at T = 0.2; RL then trains actions after thoughts greedy
-# decoding never writes, and the random bytes dominate the token-mean loss (measured: policy entropy
-# rose 2.2 → 2.4 nats over 174 updates, greedy success +1.7). So the thought is sampled near-greedily
-# (grpo.thought_temperature) and is context, not trained (grpo.train_thought = false): at T = 0.05 a
-# thought token's gradient is scaled by 1/T, and training it too collapsed the policy within 7 updates
-# (grad norm 25, success 31 → 0 %). Exploration and learning stay on the action.
-LEARN_THOUGHT_TEMPERATURE = float(os.environ.get("FLYWHEEL_LEARN_THOUGHT_TEMPERATURE", "0.05"))
+# bytes when its thought is sampled, even at T = 0.2, so RL trains actions after thoughts greedy
+# decoding never writes. Sampling the thought near-greedily (grpo.thought_temperature 0.05) as
+# context only (grpo.train_thought false; trained, its 1/T-scaled gradient collapsed the policy in 7
+# updates) did not lift the greedy figure either (measured −3.3, against +1.7 with sampled, trained
+# thoughts on the same machine): the start's failures are in the action itself (it copies the x
+# coordinate again for y: "(122,122)" for a button at (122,140)). Off by default; set
+# FLYWHEEL_LEARN_THOUGHT_TEMPERATURE (e.g. 0.05) to sample near-greedy, untrained thoughts.
+_THOUGHT_T = os.environ.get("FLYWHEEL_LEARN_THOUGHT_TEMPERATURE", "")
+LEARN_THOUGHT_TEMPERATURE = float(_THOUGHT_T) if _THOUGHT_T else None
 LEARN_LR = float(os.environ.get("FLYWHEEL_LEARN_LR", "5e-4"))
 LEARN_STALENESS = int(os.environ.get("FLYWHEEL_LEARN_STALENESS", "2"))
 # Greedy success of the RL weights swings ±15 points between neighbouring updates at a constant lr
@@ -44,7 +46,8 @@ LEARN_LR_SCHEDULE = os.environ.get("FLYWHEEL_LEARN_LR_SCHEDULE", "constant")
 LEARN_LR_DECAY_START = float(os.environ.get("FLYWHEEL_LEARN_LR_DECAY_START", "0.5"))
 # The "after" policy is the run's averaged weights (grpo.weight_ema): against that swing, an EMA over
 # ~20 updates is evaluated instead of whichever update happened to come last. The online weights
-# are evaluated too and reported beside it.
+# are evaluated too and reported beside it (measured on two runs: averaged 30.0 / 25.0 %, online
+# 31.7 / 23.3 %: no steadier than the last update yet, with ~120-170 updates in the budget).
 LEARN_WEIGHT_EMA = float(os.environ.get("FLYWHEEL_LEARN_WEIGHT_EMA", "0.95"))
 
 
@@ -93,7 +96,8 @@ def learn_benchmark(
         workdir=workdir / "stack", minutes=rl_minutes, envs=envs, name="bench-learn",
         preset="grpo-dart", config={
             "grpo": {"rollouts_per_task": 4, "lr": LEARN_LR, "beta_kl": 0.0, "temperature": LEARN_TEMPERATURE,
-                     "thought_temperature": LEARN_THOUGHT_TEMPERATURE, "train_thought": False,
+                     "thought_temperature": LEARN_THOUGHT_TEMPERATURE,
+                     "train_thought": LEARN_THOUGHT_TEMPERATURE is None,
                      "lr_schedule": LEARN_LR_SCHEDULE, "lr_decay_start": LEARN_LR_DECAY_START,
                      "weight_ema": LEARN_WEIGHT_EMA},
             "curation": {"rollouts_max": 4, "rollouts_min": 2, "step_cap": 6, "min_batch_trajectories": 16,

@@ -38,9 +38,12 @@ def update(trainer: PolicyTrainer, trajectories: list[TrajectorySample], rows: l
     for r, k in zip(rows, keep.tolist(), strict=True):
         r.keep = r.keep and bool(k)
     meter = Meter()
+    # Steps filtered out (entropy filter, staleness) carry no loss: minibatches are drawn from the
+    # others, so no forward and backward pass is spent on them.
+    kept = [r for r in rows if r.keep]
     for _ in range(g.epochs):
-        for idx in trainer.minibatches(len(rows), g.minibatch_size):
-            mb = [rows[i] for i in idx]
+        for idx in trainer.minibatches(len(kept), g.minibatch_size):
+            mb = [kept[i] for i in idx]
             t = rows_tensors(mb)
             scored = trainer.score_rows(trainer.model, mb)
             mask = t["mask"] * scored.mask.to(t["mask"].dtype)
