@@ -218,9 +218,7 @@ class GRPOConfig(_Config):
     max_grad_norm: float = 1.0  # global gradient-norm clip
     temperature: float = 1.0  # rollout sampling temperature (seed 002 A.4)
     thought_temperature: float | None = None  # the thought's own sampling temperature; null = temperature
-    train_thought: bool = (
-        True  # thought tokens carry policy loss; false = only the action trains, the thought is context
-    )
+    train_thought: bool = True  # thought tokens carry policy loss; false = only the action's tokens train
     lr_schedule: LrSchedule = "constant"  # constant, or linear / cosine to 0 at the end of the budget
     lr_decay_start: float = 0.0  # budget fraction after which linear / cosine annealing starts
     # Weight averaging (Polyak / EMA; Nikishin et al. 2018, "Improving stability in deep RL with weight

@@ -65,8 +65,13 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
   const checkpoints = parent ? await api<CheckpointRow[]>(`/api/rl/runs/${parent.id}/checkpoints/`) : [];
   // a new run starts from the checkpoint promoted to "RL start" unless another one is chosen
   const allCheckpoints = parent ? [] : await api<CheckpointRow[] | { results: CheckpointRow[] }>("/api/checkpoints/").then(resultsOf);
-  const help = presets[0]?.help ?? {};
-  const choices = presets[0]?.choices ?? {};
+  // each preset lists the help and choices of its own sections (PPO or GRPO): merge them all
+  const help: Record<string, string> = {};
+  const choices: Record<string, unknown[]> = {};
+  for (const p of presets) {
+    Object.assign(help, p.help);
+    Object.assign(choices, p.choices);
+  }
 
   const form = h("form", { class: "rc-launch", "data-testid": "launch-form", novalidate: true });
   const status = h("div", { class: "form-status", "data-testid": "launch-status" });
