@@ -181,7 +181,9 @@ def test_researcher_launches_watches_controls_replays_and_compares(
     # a field with a fixed set of values is a list of them
     schedule = page.get_by_test_id("field-grpo.lr_schedule")
     expect(schedule).to_have_value("constant")
-    expect(page.get_by_test_id("section-grpo")).to_contain_text("the thought's own sampling temperature")  # help
+    expect(page.get_by_test_id("section-grpo")).to_contain_text(
+        "the thought's own sampling temperature"
+    )  # help
     assert schedule.locator("option").all_text_contents() == ["constant", "linear", "cosine"]
     schedule.select_option("cosine")
     page.get_by_test_id("launch-submit").click()
