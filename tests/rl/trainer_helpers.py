@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 import torch
 from PIL import Image
 
@@ -21,6 +22,7 @@ from workers.policy.embedded.grammar import NAME
 from workers.policy.embedded.modeling import FlywheelPolicyModel
 from workers.policy.embedded.policy import EmbeddedPolicy, new_model
 from workers.policy.embedded.tokenizer import CALL_PREFIXES
+from workers.rl.config import GRPOConfig, PPOConfig, RLConfig
 from workers.rl.samples import StepSample, TrajectorySample, step_sample_from
 
 POINT_PREFIXES = tuple(
@@ -142,3 +144,23 @@ def point_call_probability(model: FlywheelPolicyModel, policy: EmbeddedPolicy, o
     lp = constrained_logp(logp[:, -1], grammar.masks[NAME][None], 1.0)[0]
     ids = [grammar.tok.literal_ids[p] for p in POINT_PREFIXES]
     return float(lp[ids].exp().sum())
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """2 shared cores: one intra-op thread is faster than two contending ones and deterministic."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def grpo_config(**kw) -> RLConfig:
+    return RLConfig(
+        algorithm="grpo", grpo=GRPOConfig(**{"lr": 3e-3, "beta_kl": 0.0, "minibatch_size": 16, **kw})
+    )
+
+
+def ppo_config(**kw) -> RLConfig:
+    base = {"lr_policy": 3e-3, "lr_value": 1e-2, "lambda_policy": 1.0, "minibatch_size": 16}
+    return RLConfig(algorithm="ppo", ppo=PPOConfig(**{**base, **kw}))
