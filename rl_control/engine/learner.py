@@ -354,7 +354,7 @@ def _update(
                 metrics={k: metrics[k] for k in ("policy/entropy", "policy/kl") if k in metrics},
             )  # fmt: skip
             if (out_dir / EMA_DIR / "config.json").is_file():
-                decay = trainer.section.weight_ema
+                decay = trainer.config.section.weight_ema
                 checkpoint_register(
                     version=f"run{run.pk}-v{version}-ema", path=str(out_dir / EMA_DIR), parent=online,
                     run_id=run.pk, metrics={"weight_ema": decay},

@@ -124,7 +124,8 @@ def lr_scale(schedule: LrSchedule, decay_start: float, progress: float) -> float
     return 1.0 - t if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * t))
 
 
-def _schedule_errors(e: dict[str, str], decay_start: float, weight_ema: float) -> None:
+def _shared_errors(e: dict[str, str], decay_start: float, weight_ema: float) -> None:
+    """Checks of the fields PPO and GRPO both have (lr schedule, weight averaging)."""
     _check(e, "lr_decay_start", _finite(decay_start) and 0.0 <= decay_start < 1.0, "must be in [0, 1)")
     _check(e, "weight_ema", _finite(weight_ema) and 0.0 <= weight_ema < 1.0, "must be in [0, 1)")
 
@@ -194,7 +195,7 @@ class PPOConfig(_Config):
         _check(e, "value_pretrain_patience", self.value_pretrain_patience >= 1, "must be ≥ 1")
         if self.is_cap is not None:
             _check(e, "is_cap", _finite(self.is_cap) and self.is_cap > 0, "must be > 0 or null")
-        _schedule_errors(e, self.lr_decay_start, self.weight_ema)
+        _shared_errors(e, self.lr_decay_start, self.weight_ema)
         return e
 
 
@@ -221,8 +222,6 @@ class GRPOConfig(_Config):
     train_thought: bool = True  # thought tokens carry policy loss; false = only the action's tokens train
     lr_schedule: LrSchedule = "constant"  # constant, or linear / cosine to 0 at the end of the budget
     lr_decay_start: float = 0.0  # budget fraction after which linear / cosine annealing starts
-    # Weight averaging (Polyak / EMA; Nikishin et al. 2018, "Improving stability in deep RL with weight
-    # averaging"): after every update θ̄ ← d·θ̄ + (1 − d)·θ. Rollouts keep the online weights θ.
     weight_ema: float = 0.0  # d of an averaged copy saved beside each checkpoint (`…-ema`); 0 = off
 
     def _value_errors(self) -> dict[str, str]:
@@ -248,7 +247,7 @@ class GRPOConfig(_Config):
         if self.thought_temperature is not None:
             ok = _finite(self.thought_temperature) and 1e-3 <= self.thought_temperature <= 10.0
             _check(e, "thought_temperature", ok, "must be in [0.001, 10] or null")
-        _schedule_errors(e, self.lr_decay_start, self.weight_ema)
+        _shared_errors(e, self.lr_decay_start, self.weight_ema)
         return e
 
 
@@ -348,6 +347,11 @@ class RLConfig:
     curation: CurationConfig = field(default_factory=CurationConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     seed: int = 0  # seeds minibatch order (and, in the engine, task order and sampling)
+
+    @property
+    def section(self) -> PPOConfig | GRPOConfig:
+        """The config section of the run's algorithm."""
+        return self.ppo if self.algorithm == "ppo" else self.grpo
 
     @property
     def temperature(self) -> float:

@@ -79,14 +79,9 @@ class PolicyTrainer:
         self.last_step_stats: dict[str, list[dict[str, Any]]] = {}
         self.last_dropped: list[str] = []  # trajectory ids the last update could not train on
         self.entropulse_count = 0
-        self.ema: dict[str, Tensor] | None = self._fresh_ema() if self.section.weight_ema > 0 else None
+        self.ema: dict[str, Tensor] | None = self._fresh_ema() if self.config.section.weight_ema > 0 else None
 
     # setup ----------------------------------------------------------------------------------
-    @property
-    def section(self) -> Any:
-        """The config section of the algorithm (PPOConfig or GRPOConfig)."""
-        return self.config.ppo if self.config.algorithm == "ppo" else self.config.grpo
-
     @property
     def uses_reference(self) -> bool:
         return self.config.algorithm == "grpo" and self.config.grpo.beta_kl > 0
@@ -122,7 +117,7 @@ class PolicyTrainer:
     def set_progress(self, progress: float) -> float:
         """Scale the learning rate(s) for `progress`, the fraction of the run's budget spent (the
         algorithm section's lr_schedule / lr_decay_start); returns the multiplier."""
-        scale = lr_scale(self.section.lr_schedule, self.section.lr_decay_start, progress)
+        scale = lr_scale(self.config.section.lr_schedule, self.config.section.lr_decay_start, progress)
         for group in self.optimizer.param_groups:
             group["lr"] = group.get("base_lr", group["lr"]) * scale
         return scale
@@ -263,7 +258,7 @@ class PolicyTrainer:
     def step_optimizer(self, loss: Tensor, meter: Meter) -> None:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.section.max_grad_norm)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.section.max_grad_norm)
         meter.add("policy/grad_norm", float(grad_norm))
         self.optimizer.step()
 
@@ -352,7 +347,7 @@ class PolicyTrainer:
         """θ̄ ← d·θ̄ + (1 − d)·θ over every floating-point tensor of the model (integer buffers are copied)."""
         if self.ema is None:
             return
-        d = self.section.weight_ema
+        d = self.config.section.weight_ema
         for name, value in self.model.state_dict().items():
             avg = self.ema[name]
             if avg.is_floating_point():
@@ -386,7 +381,7 @@ class PolicyTrainer:
         averaged = self.averaged_model()
         if averaged is not None:
             save_checkpoint(averaged, out / EMA_DIR, str(self.version), parent,
-                            {"kind": "rl-ema", "weight_ema": self.section.weight_ema, "steps_done": self.steps_done})  # fmt: skip
+                            {"kind": "rl-ema", "weight_ema": self.config.section.weight_ema, "steps_done": self.steps_done})  # fmt: skip
         state = {
             "kind": STATE_KIND,
             "config": self.config.to_dict(),
