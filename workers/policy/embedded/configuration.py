@@ -20,6 +20,9 @@ class FlywheelPolicyConfig(PretrainedConfig):
       (height/patch)×(width/patch) patch tokens
     - max_thought / max_text: grammar caps on free-text tokens (thought, type/finished content)
     - max_prompt_tokens: prompts longer than this are cut (history first, see prompts.py)
+    - next_number_pointer (bool): the copy head may point at "the number after the one just
+      copied" (modeling.py, `FlywheelPolicyModel.heads`); checkpoints saved before it existed load
+      with it off and behave exactly as they did
     - flywheel_version / flywheel_parent (str): checkpoint lineage written by SFT and RL
     """
 
@@ -39,6 +42,7 @@ class FlywheelPolicyConfig(PretrainedConfig):
         max_thought: int = 96,
         max_text: int = 48,
         max_prompt_tokens: int = 800,
+        next_number_pointer: bool = True,
         flywheel_version: str = "init",
         flywheel_parent: str = "",
         **kwargs: Any,
@@ -55,6 +59,7 @@ class FlywheelPolicyConfig(PretrainedConfig):
         self.max_thought = max_thought
         self.max_text = max_text
         self.max_prompt_tokens = max_prompt_tokens
+        self.next_number_pointer = bool(next_number_pointer)
         self.flywheel_version = flywheel_version
         self.flywheel_parent = flywheel_parent
         if d_model % n_heads:
@@ -62,6 +67,11 @@ class FlywheelPolicyConfig(PretrainedConfig):
         if image_width % patch_size or image_height % patch_size:
             raise ValueError("image_width and image_height must be multiples of patch_size")
         super().__init__(**kwargs)
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> Any:
+        # A config.json written before the next-number pointer existed describes a model without it.
+        return super().from_dict({"next_number_pointer": False, **config_dict}, **kwargs)
 
     @property
     def n_patches(self) -> int:

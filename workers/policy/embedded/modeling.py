@@ -8,12 +8,19 @@ Sequence layout (one example): [image patches | prompt tokens | <bos> response t
   (pointer-generator, See et al. 2017):  p(v) = g·softmax(W h)_v + (1-g)·Σ_{j: prompt_j = v} a_j,
   g = σ(w·h). Coordinates are single number tokens in the prompt's element list, so copying one is
   one pointer step;
-- a value head reads every response position (V before emitting that token) for PPO.
+- a value head reads every response position (V before emitting that token) for PPO;
+- next-number pointer (`config.next_number_pointer`): a point is two copied numbers, and the second
+  is the number that follows the first in the element list. Content attention alone confuses the
+  two (measured on a 120-step SFT model: "(122,122)" for a button at (122,140), the x copied again
+  for y), so the copy distribution also mixes in a positional prior: where the copy attention put the
+  number just emitted, moved on to the next number token of the prompt,
+      copy_t = (1 - m_t)·softmax(scores_t) + m_t·next(posterior of the last emitted number),
+  m_t = σ(w·h_t), and m_t = 0 while no number has been emitted yet.
 
 Prompts in a batch are right-padded to a common length; `prefix_mask` marks real tokens, and
 positions of response tokens continue from each example's own prompt length, so padding changes
 nothing numerically. The same code path serves training (`forward_full`) and incremental decoding
-(`encode_prefix` + `decode_step` with a KV cache); see generation.py.
+(`encode_prefix` + `decode` with a KV cache and the copy pointer); see generation.py.
 """
 
 from __future__ import annotations
@@ -27,8 +34,24 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from workers.policy.embedded.configuration import FlywheelPolicyConfig
+from workers.policy.embedded.tokenizer import FlywheelTokenizer
 
 KVCache = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass
+class DecodeState:
+    """What incremental decoding carries between `decode` calls.
+
+    kv: per layer (K, V) with the prefix and every response token so far
+    last_attn: [B, Lp] content copy attention of the last position (the one that chose the token
+      fed next), or None before any response token
+    prior: [B, Lp] the next-number prior in force (zeros while no number has been emitted)
+    """
+
+    kv: KVCache
+    last_attn: torch.Tensor | None
+    prior: torch.Tensor | None
 
 
 @dataclass
@@ -39,6 +62,8 @@ class PrefixState:
     key_mask: [B, P] bool, True for real prefix entries
     copy_keys: [B, Lp, d] projected prompt hidden states; copy_ids: [B, Lp] their token ids
     copy_mask: [B, Lp] bool; prompt_lengths: [B] long
+    next_number: [B, Lp] long, position of the prompt's first number token after j (Lp when there
+      is none); used by the next-number pointer
     """
 
     cache: KVCache
@@ -47,6 +72,7 @@ class PrefixState:
     copy_ids: torch.Tensor
     copy_mask: torch.Tensor
     prompt_lengths: torch.Tensor
+    next_number: torch.Tensor
 
     def repeat(self, n: int) -> PrefixState:
         """Each example repeated n times along the batch (n candidates share one prefix pass)."""
@@ -61,6 +87,7 @@ class PrefixState:
             copy_ids=rep(self.copy_ids),
             copy_mask=rep(self.copy_mask),
             prompt_lengths=rep(self.prompt_lengths),
+            next_number=rep(self.next_number),
         )
 
 
@@ -123,6 +150,10 @@ class FlywheelPolicyModel(PreTrainedModel):
         self.copy_key = nn.Linear(d, d)
         self.copy_gate = nn.Linear(d, 1)
         self.value_head = nn.Sequential(nn.Linear(d, d), nn.Tanh(), nn.Linear(d, 1))
+        if config.next_number_pointer:
+            self.pointer_gate = nn.Linear(d, 1)
+        tok = FlywheelTokenizer()
+        self._number_ids = (tok.number_offset, tok.literal_offset)
         self.post_init()
 
     def _init_weights(self, module: nn.Module) -> None:
@@ -156,20 +187,68 @@ class FlywheelPolicyModel(PreTrainedModel):
             cache.append(kv)
         return self.ln_f(x), cache
 
-    def heads(self, hidden: torch.Tensor, prefix: PrefixState) -> tuple[torch.Tensor, torch.Tensor]:
-        """hidden: [B, T, d] response states -> (log p [B, T, V] of the mixture, values [B, T])."""
-        gen = F.log_softmax(self.lm_head(hidden).float(), dim=-1)
+    def is_number(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids [...] long -> bool [...]: number tokens (0..MAX_NUMBER) of the vocabulary."""
+        return (ids >= self._number_ids[0]) & (ids < self._number_ids[1])
+
+    def next_number_map(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> torch.Tensor:
+        """prompt_ids / prompt_mask [B, Lp] -> [B, Lp] long: position of the first number token after
+        position j (Lp when there is none)."""
+        b, lp = prompt_ids.shape
+        numbers = self.is_number(prompt_ids) & prompt_mask.bool()
+        positions = torch.arange(lp, device=prompt_ids.device).expand(b, lp)
+        # the nearest number at or after k, scanning right to left; lp = none
+        at_or_after = torch.where(numbers, positions, torch.full_like(positions, lp))
+        at_or_after = at_or_after.flip(1).cummin(1).values.flip(1)
+        return torch.cat([at_or_after[:, 1:], torch.full_like(at_or_after[:, :1], lp)], dim=1)
+
+    def _copy_distribution(
+        self, hidden: torch.Tensor, ids: torch.Tensor, prefix: PrefixState, state: DecodeState | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """hidden [B, T, d] of input ids [B, T] -> (copy distribution over prompt positions
+        [B, T, Lp], the last position's content attention [B, Lp], the prior in force after it [B, Lp])."""
         scores = torch.einsum("btd,bld->btl", self.copy_query(hidden), prefix.copy_keys)
         scores = scores / math.sqrt(hidden.shape[-1])
         scores = scores.masked_fill(~prefix.copy_mask[:, None, :], float("-inf"))
         attn = torch.softmax(scores, dim=-1)
+        b, t, lp = attn.shape
+        zeros = attn.new_zeros(b, lp)
+        last_attn = zeros if state is None or state.last_attn is None else state.last_attn
+        prior_in = zeros if state is None or state.prior is None else state.prior
+        if not self.config.next_number_pointer:
+            return attn, attn[:, -1], prior_in
+        # Posterior of each input token that is a number: where the attention that chose it pointed
+        # (the previous position's attention, restricted to the prompt positions holding that number).
+        chooser = torch.cat([last_attn[:, None], attn[:, :-1]], dim=1)  # [B, T, Lp]
+        holds = (prefix.copy_ids[:, None, :] == ids[:, :, None]) & prefix.copy_mask[:, None, :]
+        posterior = chooser * holds
+        posterior = posterior / posterior.sum(-1, keepdim=True).clamp_min(1e-9)
+        # moved[b, t, next_number[b, j]] += posterior[b, t, j]; the extra column collects "none"
+        moved = posterior.new_zeros(b, t, lp + 1)
+        moved = moved.scatter_add(2, prefix.next_number[:, None, :].expand(-1, t, -1), posterior)[..., :lp]
+        # forward fill: the prior at t comes from the last number among inputs[..t], else prior_in
+        steps = torch.arange(t, device=ids.device).expand(b, t)
+        last = torch.where(self.is_number(ids), steps, torch.full_like(steps, -1)).cummax(1).values
+        filled = moved.gather(1, last.clamp_min(0)[:, :, None].expand(-1, -1, lp))
+        prior = torch.where((last >= 0)[:, :, None], filled, prior_in[:, None, :])
+        has = (prior.sum(-1, keepdim=True) > 0.5).float()
+        m = torch.sigmoid(self.pointer_gate(hidden).float()) * has
+        return (1.0 - m) * attn + m * prior, attn[:, -1], prior[:, -1]
+
+    def heads(
+        self, hidden: torch.Tensor, prefix: PrefixState, ids: torch.Tensor, state: DecodeState | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """hidden: [B, T, d] response states of input ids [B, T] -> (log p [B, T, V] of the mixture,
+        values [B, T], last content attention [B, Lp], next-number prior after the last token [B, Lp])."""
+        gen = F.log_softmax(self.lm_head(hidden).float(), dim=-1)
+        attn, last_attn, prior = self._copy_distribution(hidden, ids, prefix, state)
         copy = torch.zeros_like(gen).scatter_add_(
             2, prefix.copy_ids[:, None, :].expand(-1, hidden.shape[1], -1), attn
         )
         gate = self.copy_gate(hidden).float()
         mixed = torch.logaddexp(F.logsigmoid(gate) + gen, F.logsigmoid(-gate) + torch.log(copy + 1e-9))
         values = self.value_head(hidden).squeeze(-1).float()
-        return mixed, values
+        return mixed, values, last_attn, prior
 
     # passes ---------------------------------------------------------------------------------
     def encode_prefix(
@@ -191,15 +270,16 @@ class FlywheelPolicyModel(PreTrainedModel):
             copy_ids=prompt_ids,
             copy_mask=prompt_mask.bool(),
             prompt_lengths=prompt_mask.long().sum(dim=1),
+            next_number=self.next_number_map(prompt_ids, prompt_mask),
         )
 
     def decode(
-        self, prefix: PrefixState, ids: torch.Tensor, offset: int, past: KVCache | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, KVCache]:
+        self, prefix: PrefixState, ids: torch.Tensor, offset: int, past: DecodeState | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, DecodeState]:
         """Run response tokens `ids` [B, T] that start at response index `offset`.
 
-        `past` is the cache from earlier decode calls (prefix included); None means start from the
-        prefix cache. Returns (log p [B, T, V], values [B, T], new cache).
+        `past` is the state of earlier decode calls (KV cache with the prefix, copy pointer); None
+        means start from the prefix. Returns (log p [B, T, V], values [B, T], new state).
         """
         b, t = ids.shape
         steps = torch.arange(offset, offset + t, device=ids.device)
@@ -208,9 +288,9 @@ class FlywheelPolicyModel(PreTrainedModel):
         # Response tokens see the whole valid prefix and every response token up to themselves.
         causal = torch.ones(t, offset + t, dtype=torch.bool, device=ids.device).tril(diagonal=offset)
         mask = torch.cat([prefix.key_mask[:, None, :].expand(b, t, -1), causal.expand(b, t, -1)], dim=2)
-        hidden, cache = self._run(x, mask, prefix.cache if past is None else past)
-        logp, values = self.heads(hidden, prefix)
-        return logp, values, cache
+        hidden, cache = self._run(x, mask, prefix.cache if past is None else past.kv)
+        logp, values, last_attn, prior = self.heads(hidden, prefix, ids, past)
+        return logp, values, DecodeState(cache, last_attn, prior)
 
     def forward(
         self,

@@ -58,6 +58,12 @@ def load_checkpoint(directory: str | Path) -> tuple[FlywheelPolicyModel, Flywhee
         tokenizer = FlywheelTokenizer.from_pretrained(path)
     except (OSError, ValueError, RuntimeError) as exc:
         raise PolicyError(f"cannot load checkpoint {path}: {exc}") from exc
+    # Loaded weights are views into one file buffer at arbitrary byte offsets; some CPU kernels
+    # round differently on unaligned data, so a resumed trainer's next update would differ in the
+    # last bits from the one that saved it. Fresh (aligned) copies make loading exact.
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            tensor.data = tensor.data.clone()
     model.eval()
     return model, tokenizer
 
