@@ -121,3 +121,23 @@ def test_silence_gate_keeps_confident_words_and_words_inside_speech() -> None:
     assert keep_word(Word("hi", 1.5, 1.7, 0.1), regions, 0.5)  # unsure but inside speech
     assert not keep_word(Word("you", 5.0, 5.2, 0.1), regions, 0.5)  # unsure, in silence
     assert overlaps_any(0.5, 1.0, regions) and not overlaps_any(2.01, 3.0, regions)
+
+
+def test_decoding_options_of_the_config_reach_whisper() -> None:
+    """Beam width and cross-window conditioning come from the config (defaults: beam 4, unconditioned)."""
+    calls: list[dict[str, object]] = []
+
+    class RecordingModel:
+        def transcribe(self, audio: np.ndarray, **options: object) -> tuple[list[object], None]:
+            calls.append(options)
+            return [], None
+
+    speech = np.concatenate(
+        [np.zeros(SAMPLE_RATE, np.float32), speak("now I click the search box", "en-us", 150)]
+    )
+    for config in (TranscriberConfig(), TranscriberConfig(beam_size=2, condition_on_previous_text=True)):
+        recorder = Transcriber.__new__(Transcriber)
+        recorder.config, recorder.model = config, RecordingModel()  # type: ignore[assignment]
+        assert recorder.transcribe(speech).words == ()
+    assert [(c["beam_size"], c["condition_on_previous_text"]) for c in calls] == [(4, False), (2, True)]
+    assert all(c["word_timestamps"] and c["vad_filter"] for c in calls)
