@@ -1,6 +1,7 @@
 """`bench learn` (issue 7 item 7): does RL through the real engine improve a weak SFT policy?
 
-1. Scripted-expert demonstrations on a few seeds of each MiniWoB++ task (workers.policy.expert).
+1. Scripted-expert demonstrations on a few seeds of each MiniWoB++ task (workers.policy.expert),
+   action-only by default (empty thoughts, see LEARN_DEMO_THOUGHTS).
 2. A deliberately limited SFT of a fresh embedded model on them (few optimizer steps).
 3. Success rate on held-out seeds (workers.policy.evaluate, greedy) — the "before".
 4. An RL run (step-wise GRPO with experience-pool injection, async) from that checkpoint through the
@@ -25,16 +26,21 @@ from django.conf import settings
 # 28 %), so the groups carry little signal; lr 2e-5 and 1e-4 left greedy success unchanged after
 # 71 / 61 updates; a staleness bound of 1 version dropped 40 % of the rollouts.
 LEARN_TEMPERATURE = float(os.environ.get("FLYWHEEL_LEARN_TEMPERATURE", "0.5"))
-# The SFT start writes no thought when greedy (its thoughts are too short-trained) but 20-90 random
-# bytes when its thought is sampled, even at T = 0.2, so RL trains actions after thoughts greedy
-# decoding never writes. Sampling the thought near-greedily (grpo.thought_temperature 0.05) as
-# context only (grpo.train_thought false; trained, its 1/T-scaled gradient collapsed the policy in 7
-# updates) did not lift the greedy figure either (measured −3.3, against +1.7 with sampled, trained
-# thoughts on the same machine): the start's failures are in the action itself (it copies the x
-# coordinate again for y: "(122,122)" for a button at (122,140)). Off by default; set
-# FLYWHEEL_LEARN_THOUGHT_TEMPERATURE (e.g. 0.05) to sample near-greedy, untrained thoughts.
-_THOUGHT_T = os.environ.get("FLYWHEEL_LEARN_THOUGHT_TEMPERATURE", "")
+# A deliberately short SFT cannot learn the expert's thoughts: the 120-step start writes 20-90 random
+# bytes when its thought is sampled (even at T = 0.2), and 96 × "e" (the cap) when the thought is
+# sampled near-greedily. RL then trains actions after a thought of noise; sampled at the action's
+# temperature and trained, that gave +1.7 (before the next-number pointer). The bench samples the
+# thought near-greedily (grpo.thought_temperature 0.05) as context only (grpo.train_thought false;
+# trained at 0.05, its 1/T-scaled gradient collapsed the policy in 7 updates): with the pointer,
+# measured 28.3 → 39.2 % (+10.8) in 30 min. FLYWHEEL_LEARN_THOUGHT_TEMPERATURE="" samples the thought
+# at the action's temperature instead.
+_THOUGHT_T = os.environ.get("FLYWHEEL_LEARN_THOUGHT_TEMPERATURE", "0.05")
 LEARN_THOUGHT_TEMPERATURE = float(_THOUGHT_T) if _THOUGHT_T else None
+# Action-only demonstrations (empty thoughts, FLYWHEEL_LEARN_DEMO_THOUGHTS=0) give a start that
+# solves click-test and focus-text at once (33-36 % after 10-70 steps) and writes no thought, but RL
+# from it at the same settings collapsed: training success 0.69 → 0.02 in 12 updates (3 envs,
+# measured 2026-11-25; the entropy rose 0.5 → 1.7, rollouts typed random text). Off by default.
+LEARN_DEMO_THOUGHTS = os.environ.get("FLYWHEEL_LEARN_DEMO_THOUGHTS", "1") == "1"
 LEARN_LR = float(os.environ.get("FLYWHEEL_LEARN_LR", "5e-4"))
 LEARN_STALENESS = int(os.environ.get("FLYWHEEL_LEARN_STALENESS", "2"))
 # Greedy success of the RL weights swings ±15 points between neighbouring updates at a constant lr
@@ -49,6 +55,8 @@ LEARN_LR_DECAY_START = float(os.environ.get("FLYWHEEL_LEARN_LR_DECAY_START", "0.
 # are evaluated too and reported beside it (measured on two runs: averaged 30.0 / 25.0 %, online
 # 31.7 / 23.3 %: no steadier than the last update yet, with ~120-170 updates in the budget).
 LEARN_WEIGHT_EMA = float(os.environ.get("FLYWHEEL_LEARN_WEIGHT_EMA", "0.95"))
+# Parallel environments of the RL phase (each a Chromium page on this machine's 2 cores).
+LEARN_ENVS = int(os.environ.get("FLYWHEEL_LEARN_ENVS", "2"))
 
 
 def learn_benchmark(
@@ -68,13 +76,14 @@ def learn_benchmark(
     workdir = Path(tempfile.mkdtemp(prefix="bench-learn-"))
     demo_seeds = range(0, 2 if quick else 3)
     held_out = range(5000, 5000 + (4 if quick else 15))
-    sft_steps = 40 if quick else 120
+    # Action-only demonstrations learn in fewer steps (held-out 33-36 % after 10-70 steps, docs).
+    sft_steps = (40 if quick else 120) if LEARN_DEMO_THOUGHTS else 40
     rl_minutes = 4.0 if quick else 30.0
-    envs = 2
+    envs = LEARN_ENVS
     timings: dict[str, float] = {}
 
     t0 = time.perf_counter()
-    examples = collect_demonstrations(tasks, demo_seeds)
+    examples = collect_demonstrations(tasks, demo_seeds, thoughts=LEARN_DEMO_THOUGHTS)
     timings["demos_s"] = time.perf_counter() - t0
     model = new_model(seed=0)
     t0 = time.perf_counter()
@@ -139,11 +148,13 @@ def learn_benchmark(
         "after_online_mean": round(online.mean, 4),
         "gain_points_online": round(100.0 * (online.mean - before.mean), 1),
         "after_online_per_task": {k: round(v, 3) for k, v in online.per_task.items()},
+        "demo_thoughts": LEARN_DEMO_THOUGHTS,
         "rl_temperature": LEARN_TEMPERATURE,
         "rl_thought_temperature": LEARN_THOUGHT_TEMPERATURE,
         "rl_lr": LEARN_LR,
         "rl_staleness_bound": LEARN_STALENESS,
         "rl_weight_ema": LEARN_WEIGHT_EMA,
+        "rl_envs": envs,
         "rl_lr_schedule": LEARN_LR_SCHEDULE
         if LEARN_LR_SCHEDULE == "constant"
         else f"{LEARN_LR_SCHEDULE} from {LEARN_LR_DECAY_START:g} of the budget",
@@ -163,14 +174,15 @@ def learn_benchmark(
 
 def _store_demonstrations(pool: Any, seeds: range) -> int:
     """Scripted-expert episodes of every task of `pool` on `seeds`, stored as labelled annotation
-    stand-ins (webapp.flywheel.services.sampling.record_expert_episode); returns how many succeeded."""
+    stand-ins (webapp.flywheel.services.sampling.record_expert_episode) with thoughts as the SFT
+    demonstrations have them; returns how many succeeded."""
     from webapp.flywheel.services.sampling import record_expert_episode
     from workers.envs.browser.miniwob import MiniWoBEnv
 
     env = MiniWoBEnv(wait_s=0.0)
     try:
         episodes = [
-            record_expert_episode(env=env, task=task, seed=seed)
+            record_expert_episode(env=env, task=task, seed=seed, thoughts=LEARN_DEMO_THOUGHTS)
             for task in pool.tasks.all()
             for seed in seeds
         ]

@@ -47,8 +47,12 @@ def test_expert_stand_in_annotations_feed_sft(tasks) -> None:
     env = MiniWoBEnv(wait_s=0.0)
     try:
         trajectory = record_expert_episode(env=env, task=tasks[0], seed=7)
+        bare = record_expert_episode(env=env, task=tasks[0], seed=8, thoughts=False)
     finally:
         env.close()
+    assert bare is not None and bare.final_reward == 1.0
+    assert [(s.thought, s.raw_text.split("\n")[0]) for s in bare.steps.all()] == [("", "Thought: ")]
+    bare.delete()
     assert trajectory is not None and trajectory.final_reward == 1.0
     assert trajectory.source == "annotation" and trajectory.policy_version == "scripted-expert"
     assert "scripted" in trajectory.metadata["stand_in"]

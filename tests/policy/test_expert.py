@@ -65,3 +65,13 @@ def test_evaluate_scores_the_expert_at_one_and_a_do_nothing_policy_at_zero(miniw
 def test_collect_demonstrations_keeps_successful_episodes_only(miniwob: MiniWoBEnv) -> None:
     examples = collect_demonstrations(["enter-text", "click-color"], [3], env=miniwob)
     assert [e.target.split("Action: ")[1].split("(")[0] for e in examples] == ["click", "type", "click"]
+
+
+def test_action_only_demonstrations_have_empty_thoughts_and_the_same_actions(miniwob: MiniWoBEnv) -> None:
+    full = collect_demonstrations(["enter-text"], [3], env=miniwob)
+    bare = collect_demonstrations(["enter-text"], [3], env=miniwob, thoughts=False)
+    assert [e.target.split("\nAction: ")[1] for e in bare] == [e.target.split("\nAction: ")[1] for e in full]
+    assert all(e.target.startswith("Thought: \nAction: ") for e in bare)
+    assert all(not e.target.startswith("Thought: \n") for e in full)
+    # the history the later steps read keeps the actions either way
+    assert [e.inputs.text for e in bare] == [e.inputs.text for e in full]

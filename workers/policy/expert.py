@@ -176,8 +176,9 @@ class Episode:
     error: str | None = None
 
 
-def run_expert_episode(env: object, task: str, seed: int) -> Episode:
-    """Play one episode with the expert in a `MiniWoBEnv`, recording one SFT example per step."""
+def run_expert_episode(env: object, task: str, seed: int, thoughts: bool = True) -> Episode:
+    """Play one episode with the expert in a `MiniWoBEnv`, recording one SFT example per step;
+    `thoughts=False` records an empty thought (action-only demonstrations)."""
     spec = TaskSpec(task_id=task, instruction="", kind="browser", source="miniwob")
     obs = env.reset(spec, seed=seed)  # type: ignore[attr-defined]
     state = env.expert_state()  # type: ignore[attr-defined]
@@ -187,7 +188,8 @@ def run_expert_episode(env: object, task: str, seed: int) -> Episode:
         return Episode(task, seed, False, [], str(exc))
     history: list[HistoryItem] = []
     examples: list[SFTExample] = []
-    for thought, action_text in plan:
+    for planned, action_text in plan:
+        thought = planned if thoughts else ""
         examples.append(example_from_step(obs, history, f"Thought: {thought}\nAction: {action_text}"))
         result = env.step(to_action(action_text))  # type: ignore[attr-defined]
         history.append(HistoryItem(thought, action_text))
@@ -199,9 +201,13 @@ def run_expert_episode(env: object, task: str, seed: int) -> Episode:
 
 
 def collect_demonstrations(
-    task_names: list[str] | tuple[str, ...], seeds: list[int] | range, env: object | None = None
+    task_names: list[str] | tuple[str, ...],
+    seeds: list[int] | range,
+    env: object | None = None,
+    thoughts: bool = True,
 ) -> list[SFTExample]:
-    """SFT examples from the expert's successful episodes (failed ones are dropped)."""
+    """SFT examples from the expert's successful episodes (failed ones are dropped); `thoughts=False`
+    gives action-only examples (empty thoughts)."""
     own = env is None
     if env is None:
         from workers.envs.browser.miniwob import MiniWoBEnv
@@ -211,7 +217,7 @@ def collect_demonstrations(
     try:
         for task in task_names:
             for seed in seeds:
-                episode = run_expert_episode(env, task, seed)
+                episode = run_expert_episode(env, task, seed, thoughts)
                 if episode.success:
                     examples += episode.examples
     finally:

@@ -184,9 +184,10 @@ def sample_episode(
     )
 
 
-def record_expert_episode(*, env: Any, task: Task, seed: int) -> Trajectory | None:
+def record_expert_episode(*, env: Any, task: Task, seed: int, thoughts: bool = True) -> Trajectory | None:
     """A scripted-expert demonstration stored as an annotation stand-in (labelled in metadata and
-    `policy_version`), for running the flywheel without a human. None if the expert cannot plan it."""
+    `policy_version`), for running the flywheel without a human. None if the expert cannot plan it.
+    `thoughts=False` stores empty thoughts (action-only demonstrations)."""
     from workers.policy.base import instruction_of
     from workers.policy.expert import ExpertError, plan_episode, to_action
 
@@ -200,7 +201,8 @@ def record_expert_episode(*, env: Any, task: Task, seed: int) -> Trajectory | No
         task=task, source=TrajectorySource.ANNOTATION, policy_version="scripted-expert",
         metadata={"seed": seed, "stand_in": "scripted MiniWoB++ expert standing in for a human annotation"},
     )  # fmt: skip
-    for thought, action_text in plan:
+    for planned, action_text in plan:
+        thought = planned if thoughts else ""
         action = to_action(action_text)
         store.step_append(
             trajectory=trajectory, screenshot=obs.screenshot, image_format=obs.image_format,
