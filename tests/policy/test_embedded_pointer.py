@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.rl.trainer_helpers import png, tiny_config
+from tests.rl.trainer_helpers import one_thread, png, tiny_config  # noqa: F401  (autouse fixture)
 from workers.envs.base import Element, Observation
 from workers.policy.embedded.configuration import FlywheelPolicyConfig
 from workers.policy.embedded.generation import PromptBatch, generate, score
@@ -30,14 +30,6 @@ OBS = Observation(
         Element(3, "a", "Help", 20, 40, 30, 10),  # centre (35,45)
     ),
 )
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def tiny(pointer: bool = True, seed: int = 0) -> FlywheelPolicyModel:
