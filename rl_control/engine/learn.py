@@ -1,7 +1,7 @@
 """`bench learn` (issue 7 item 7): does RL through the real engine improve a weak SFT policy?
 
 1. Scripted-expert demonstrations on a few seeds of each MiniWoB++ task (workers.policy.expert),
-   action-only by default (empty thoughts, see LEARN_DEMO_THOUGHTS).
+   with the expert's thoughts by default (action-only with FLYWHEEL_LEARN_DEMO_THOUGHTS=0).
 2. A deliberately limited SFT of a fresh embedded model on them (few optimizer steps).
 3. Success rate on held-out seeds (workers.policy.evaluate, greedy) — the "before".
 4. An RL run (step-wise GRPO with experience-pool injection, async) from that checkpoint through the

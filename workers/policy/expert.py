@@ -156,6 +156,11 @@ SUPPORTED_TASKS: tuple[str, ...] = (
 )
 
 
+def without_thoughts(plan: Plan) -> Plan:
+    """The same steps with empty thoughts (action-only demonstrations)."""
+    return [("", action_text) for _, action_text in plan]
+
+
 def to_action(action_text: str) -> Action:
     """The expert's own calls as `Action`s (its output is a fixed, known subset of the grammar)."""
     match = re.fullmatch(r"click\(start_box='\((\d+),(\d+)\)'\)", action_text)
@@ -184,12 +189,12 @@ def run_expert_episode(env: object, task: str, seed: int, thoughts: bool = True)
     state = env.expert_state()  # type: ignore[attr-defined]
     try:
         plan = plan_episode(task, state["utterance"], obs)
+        plan = plan if thoughts else without_thoughts(plan)
     except ExpertError as exc:
         return Episode(task, seed, False, [], str(exc))
     history: list[HistoryItem] = []
     examples: list[SFTExample] = []
-    for planned, action_text in plan:
-        thought = planned if thoughts else ""
+    for thought, action_text in plan:
         examples.append(example_from_step(obs, history, f"Thought: {thought}\nAction: {action_text}"))
         result = env.step(to_action(action_text))  # type: ignore[attr-defined]
         history.append(HistoryItem(thought, action_text))

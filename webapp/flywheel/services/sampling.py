@@ -189,20 +189,20 @@ def record_expert_episode(*, env: Any, task: Task, seed: int, thoughts: bool = T
     `policy_version`), for running the flywheel without a human. None if the expert cannot plan it.
     `thoughts=False` stores empty thoughts (action-only demonstrations)."""
     from workers.policy.base import instruction_of
-    from workers.policy.expert import ExpertError, plan_episode, to_action
+    from workers.policy.expert import ExpertError, plan_episode, to_action, without_thoughts
 
     spec = task_spec(task)
     obs = env.reset(spec, seed=seed)
     try:
         plan = plan_episode(task.external_id, env.expert_state()["utterance"], obs)
+        plan = plan if thoughts else without_thoughts(plan)
     except ExpertError:
         return None
     trajectory = store.trajectory_create(
         task=task, source=TrajectorySource.ANNOTATION, policy_version="scripted-expert",
         metadata={"seed": seed, "stand_in": "scripted MiniWoB++ expert standing in for a human annotation"},
     )  # fmt: skip
-    for planned, action_text in plan:
-        thought = planned if thoughts else ""
+    for thought, action_text in plan:
         action = to_action(action_text)
         store.step_append(
             trajectory=trajectory, screenshot=obs.screenshot, image_format=obs.image_format,
