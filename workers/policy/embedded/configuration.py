@@ -23,6 +23,9 @@ class FlywheelPolicyConfig(PretrainedConfig):
     - next_number_pointer (bool): the copy head may point at "the number after the one just
       copied" (modeling.py, `FlywheelPolicyModel.heads`); checkpoints saved before it existed load
       with it off and behave exactly as they did
+    - instruction_match (bool): element-list tokens carry how far their element's text occurs in the
+      instruction (modeling.py, `instruction_match_features`), as an input embedding and a copy-score
+      bias; checkpoints saved before it existed load with it off
     - flywheel_version / flywheel_parent (str): checkpoint lineage written by SFT and RL
     """
 
@@ -43,6 +46,7 @@ class FlywheelPolicyConfig(PretrainedConfig):
         max_text: int = 48,
         max_prompt_tokens: int = 800,
         next_number_pointer: bool = True,
+        instruction_match: bool = True,
         flywheel_version: str = "init",
         flywheel_parent: str = "",
         **kwargs: Any,
@@ -60,6 +64,7 @@ class FlywheelPolicyConfig(PretrainedConfig):
         self.max_text = max_text
         self.max_prompt_tokens = max_prompt_tokens
         self.next_number_pointer = bool(next_number_pointer)
+        self.instruction_match = bool(instruction_match)
         self.flywheel_version = flywheel_version
         self.flywheel_parent = flywheel_parent
         if d_model % n_heads:
@@ -70,8 +75,9 @@ class FlywheelPolicyConfig(PretrainedConfig):
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> Any:
-        # A config.json written before the next-number pointer existed describes a model without it.
-        return super().from_dict({"next_number_pointer": False, **config_dict}, **kwargs)
+        # A config.json written before a feature existed describes a model without it.
+        defaults = {"next_number_pointer": False, "instruction_match": False}
+        return super().from_dict({**defaults, **config_dict}, **kwargs)
 
     @property
     def n_patches(self) -> int:

@@ -16,6 +16,10 @@ Sequence layout (one example): [image patches | prompt tokens | <bos> response t
   number just emitted, moved on to the next number token of the prompt,
       copy_t = (1 - m_t)·softmax(scores_t) + m_t·next(posterior of the last emitted number),
   m_t = σ(w·h_t), and m_t = 0 while no number has been emitted yet.
+- instruction match (`config.instruction_match`, matching.py): each prompt token carries two
+  features — its word occurs in the instruction, and the share of its element line's text that
+  does — added to its embedding through a learned projection; the line feature also biases the copy
+  scores, scaled by a learned function of the query (c_t = w·h_t):  scores_tj += c_t·line_j.
 
 Prompts in a batch are right-padded to a common length; `prefix_mask` marks real tokens, and
 positions of response tokens continue from each example's own prompt length, so padding changes
@@ -34,6 +38,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from workers.policy.embedded.configuration import FlywheelPolicyConfig
+from workers.policy.embedded.matching import N_FEATURES, instruction_match_features
 from workers.policy.embedded.tokenizer import FlywheelTokenizer
 
 KVCache = list[tuple[torch.Tensor, torch.Tensor]]
@@ -64,6 +69,7 @@ class PrefixState:
     copy_mask: [B, Lp] bool; prompt_lengths: [B] long
     next_number: [B, Lp] long, position of the prompt's first number token after j (Lp when there
       is none); used by the next-number pointer
+    match_line: [B, Lp] float, the instruction-match line feature (zeros when the model has none)
     """
 
     cache: KVCache
@@ -73,6 +79,7 @@ class PrefixState:
     copy_mask: torch.Tensor
     prompt_lengths: torch.Tensor
     next_number: torch.Tensor
+    match_line: torch.Tensor
 
     def repeat(self, n: int) -> PrefixState:
         """Each example repeated n times along the batch (n candidates share one prefix pass)."""
@@ -88,6 +95,7 @@ class PrefixState:
             copy_mask=rep(self.copy_mask),
             prompt_lengths=rep(self.prompt_lengths),
             next_number=rep(self.next_number),
+            match_line=rep(self.match_line),
         )
 
 
@@ -152,7 +160,11 @@ class FlywheelPolicyModel(PreTrainedModel):
         self.value_head = nn.Sequential(nn.Linear(d, d), nn.Tanh(), nn.Linear(d, 1))
         if config.next_number_pointer:
             self.pointer_gate = nn.Linear(d, 1)
+        if config.instruction_match:
+            self.match_emb = nn.Linear(N_FEATURES, d, bias=False)
+            self.match_scale = nn.Linear(d, 1)
         tok = FlywheelTokenizer()
+        self._tokenizer = tok
         self._number_ids = (tok.number_offset, tok.literal_offset)
         self.post_init()
 
@@ -209,6 +221,8 @@ class FlywheelPolicyModel(PreTrainedModel):
         [B, T, Lp], the last position's content attention [B, Lp], the prior in force after it [B, Lp])."""
         scores = torch.einsum("btd,bld->btl", self.copy_query(hidden), prefix.copy_keys)
         scores = scores / math.sqrt(hidden.shape[-1])
+        if self.config.instruction_match:
+            scores = scores + self.match_scale(hidden) * prefix.match_line[:, None, :]
         scores = scores.masked_fill(~prefix.copy_mask[:, None, :], float("-inf"))
         attn = torch.softmax(scores, dim=-1)
         b, t, lp = attn.shape
@@ -257,7 +271,14 @@ class FlywheelPolicyModel(PreTrainedModel):
         """pixel_values: [B, 3, H, W]; prompt_ids / prompt_mask: [B, Lp] (right-padded)."""
         b, lp = prompt_ids.shape
         positions = torch.arange(lp, device=prompt_ids.device).expand(b, lp)
-        x = torch.cat([self.embed_image(pixel_values), self.embed_text(prompt_ids, positions, 1)], dim=1)
+        text = self.embed_text(prompt_ids, positions, 1)
+        if self.config.instruction_match:
+            match = instruction_match_features(prompt_ids, prompt_mask, self._tokenizer).to(text.dtype)
+            text = text + self.match_emb(match)
+            match_line = match[..., 1]
+        else:
+            match_line = text.new_zeros(b, lp)
+        x = torch.cat([self.embed_image(pixel_values), text], dim=1)
         image_mask = torch.ones(b, self.config.n_patches, dtype=torch.bool, device=x.device)
         key_mask = torch.cat([image_mask, prompt_mask.bool()], dim=1)
         mask = key_mask[:, None, :].expand(b, x.shape[1], -1)
@@ -271,6 +292,7 @@ class FlywheelPolicyModel(PreTrainedModel):
             copy_mask=prompt_mask.bool(),
             prompt_lengths=prompt_mask.long().sum(dim=1),
             next_number=self.next_number_map(prompt_ids, prompt_mask),
+            match_line=match_line,
         )
 
     def decode(
