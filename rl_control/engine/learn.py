@@ -2,7 +2,8 @@
 
 1. Scripted-expert demonstrations on a few seeds of each MiniWoB++ task (workers.policy.expert),
    with the expert's thoughts by default (action-only with FLYWHEEL_LEARN_DEMO_THOUGHTS=0).
-2. A deliberately limited SFT of a fresh embedded model on them (few optimizer steps).
+2. A deliberately limited SFT of a fresh embedded model on them (few optimizer steps); its thought
+   is then capped at 0 tokens (FLYWHEEL_LEARN_MAX_THOUGHT), so every policy of the bench acts directly.
 3. Success rate on held-out seeds (workers.policy.evaluate, greedy) — the "before".
 4. An RL run (step-wise GRPO with experience-pool injection, async) from that checkpoint through the
    real engine: Celery rollout and trainer workers, env host with Chromium, policy server.
@@ -41,6 +42,16 @@ LEARN_THOUGHT_TEMPERATURE = float(_THOUGHT_T) if _THOUGHT_T else None
 # from it at the same settings collapsed: training success 0.69 → 0.02 in 12 updates (3 envs,
 # measured 2026-11-25; the entropy rose 0.5 → 1.7, rollouts typed random text). Off by default.
 LEARN_DEMO_THOUGHTS = os.environ.get("FLYWHEEL_LEARN_DEMO_THOUGHTS", "1") == "1"
+# The thought cap (tokens) written into the start checkpoint's config, which the policy server, the
+# trainer and the evaluation all read their grammar from; "" keeps the model's own (96). The short
+# SFT's thought does not inform its action (measured on the 120-step start, greedy, 15 held-out
+# seeds: 29.2 % with its thought, 28.3 % with the thought capped at 0 tokens) and took ~90 % of the
+# policy server's decoding; capped at 0, RL spends that time on more episodes and updates (measured
+# with the instruction-match features: ~130 episodes/min and 229 updates in 30 min on 2 envs, against
+# ~94 and 144 with the thought; 35.0 → 70.8 %, +35.8). With the cap at 0 the thought settings above
+# have nothing to act on.
+_MAX_THOUGHT = os.environ.get("FLYWHEEL_LEARN_MAX_THOUGHT", "0")
+LEARN_MAX_THOUGHT = int(_MAX_THOUGHT) if _MAX_THOUGHT else None
 LEARN_LR = float(os.environ.get("FLYWHEEL_LEARN_LR", "5e-4"))
 LEARN_STALENESS = int(os.environ.get("FLYWHEEL_LEARN_STALENESS", "2"))
 # Greedy success of the RL weights swings ±15 points between neighbouring updates at a constant lr
@@ -90,6 +101,8 @@ def learn_benchmark(
     t0 = time.perf_counter()
     sft = sft_train(model, examples, workdir / "sft", steps=sft_steps, lr=1e-3, batch_size=16, seed=0)
     timings["sft_s"] = time.perf_counter() - t0
+    if LEARN_MAX_THOUGHT is not None:
+        model.config.max_thought = LEARN_MAX_THOUGHT
     model.eval()
     t0 = time.perf_counter()
     before = evaluate(EmbeddedPolicy(model, seed=0), tasks, held_out)
@@ -150,6 +163,7 @@ def learn_benchmark(
         "gain_points_online": round(100.0 * (online.mean - before.mean), 1),
         "after_online_per_task": {k: round(v, 3) for k, v in online.per_task.items()},
         "demo_thoughts": LEARN_DEMO_THOUGHTS,
+        "max_thought_tokens": LEARN_MAX_THOUGHT,
         "rl_temperature": LEARN_TEMPERATURE,
         "rl_thought_temperature": LEARN_THOUGHT_TEMPERATURE,
         "rl_lr": LEARN_LR,
@@ -180,10 +194,13 @@ def _store_demonstrations(pool: Any, seeds: range) -> int:
     from webapp.flywheel.services.sampling import record_expert_episode
     from workers.envs.browser.miniwob import MiniWoBEnv
 
+    # A capped thought cannot hold the expert's: store action-only episodes then (the trainer
+    # encodes a stored step with the start checkpoint's grammar and drops what exceeds it).
+    store_thoughts = LEARN_DEMO_THOUGHTS and LEARN_MAX_THOUGHT is None
     env = MiniWoBEnv(wait_s=0.0)
     try:
         episodes = [
-            record_expert_episode(env=env, task=task, seed=seed, thoughts=LEARN_DEMO_THOUGHTS)
+            record_expert_episode(env=env, task=task, seed=seed, thoughts=store_thoughts)
             for task in pool.tasks.all()
             for seed in seeds
         ]
