@@ -79,3 +79,23 @@ def test_prompt_tokens_carry_no_loss() -> None:
     scored = score(model, grammar, batch, responses)
     assert scored.mask.sum(dim=1).tolist() == [len(r) for r in responses]
     assert [len(e.prompt) for e in encoded] != [len(r) for r in responses]
+
+
+def test_a_checkpoint_whose_thought_is_capped_at_zero_acts_directly(tmp_path: Path) -> None:
+    """bench learn caps the SFT start's thought at 0 tokens in its config: everything that loads the
+    checkpoint (policy server, trainer, evaluation) then writes and accepts no thought at all."""
+    from workers.policy.embedded.grammar import GrammarError
+    from workers.policy.embedded.tokenizer import FlywheelTokenizer
+
+    model = _model()
+    sft_train(model, EXAMPLES, tmp_path / "sft", steps=4, lr=1e-2, batch_size=2)
+    model.config.max_thought = 0
+    model.save_pretrained(tmp_path / "capped")
+    FlywheelTokenizer().save_pretrained(tmp_path / "capped")
+    policy = EmbeddedPolicy.from_pretrained(tmp_path / "capped", seed=0)
+    candidates = policy.generate([EXAMPLES[0].inputs], n=8, temperature=1.0)[0][0]
+    texts = [policy.tokenizer.decode(g.token_ids) for g in candidates]
+    assert all(t.startswith("Thought: \nAction: ") for t in texts), texts
+    assert policy.grammar.encode_response("Thought: \nAction: click(start_box='(12,30)')")
+    with pytest.raises(GrammarError, match="exceeds the grammar limits"):
+        policy.grammar.encode_response("Thought: A.\nAction: click(start_box='(12,30)')")
