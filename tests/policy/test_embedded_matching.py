@@ -4,19 +4,18 @@ load without them and score exactly as before."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
-from tests.policy.test_embedded_pointer import repeated
+from tests.policy.test_embedded_pointer import loaded_without, repeated
 from tests.rl.trainer_helpers import one_thread, png, tiny_config  # noqa: F401  (autouse fixture)
 from workers.envs.base import Element, Observation
 from workers.policy.embedded.configuration import FlywheelPolicyConfig
 from workers.policy.embedded.generation import score
 from workers.policy.embedded.matching import instruction_match_features, row_features
 from workers.policy.embedded.modeling import FlywheelPolicyModel
-from workers.policy.embedded.policy import EmbeddedPolicy, load_checkpoint, new_model
+from workers.policy.embedded.policy import EmbeddedPolicy, new_model
 from workers.policy.embedded.tokenizer import FlywheelTokenizer
 
 OBS = Observation(
@@ -125,13 +124,7 @@ def test_the_copy_bias_points_the_copy_head_at_the_element_the_instruction_names
 
 def test_a_checkpoint_from_before_the_match_features_loads_without_them(tmp_path: Path) -> None:
     old = tiny(match=False, seed=2)
-    old.save_pretrained(tmp_path)
-    config_path = tmp_path / "config.json"
-    config = json.loads(config_path.read_text())
-    del config["instruction_match"]  # as written by the code before the features
-    config_path.write_text(json.dumps(config))
-    FlywheelTokenizer().save_pretrained(tmp_path)
-    loaded, _ = load_checkpoint(tmp_path)
+    loaded = loaded_without(old, tmp_path, "instruction_match")
     assert loaded.config.instruction_match is False
     assert not hasattr(loaded, "match_emb")
     policy = EmbeddedPolicy(loaded)

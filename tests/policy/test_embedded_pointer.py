@@ -101,15 +101,21 @@ def test_sampled_log_probs_equal_scored_ones_with_the_pointer() -> None:
         assert torch.allclose(got, torch.tensor(g.logprobs), atol=1e-4), row
 
 
+def loaded_without(model: FlywheelPolicyModel, path: Path, key: str) -> FlywheelPolicyModel:
+    """`model` saved at `path` with `key` left out of its config.json (as the code before that
+    config field wrote it), then loaded."""
+    model.save_pretrained(path)
+    config_path = path / "config.json"
+    config = json.loads(config_path.read_text())
+    del config[key]
+    config_path.write_text(json.dumps(config))
+    FlywheelTokenizer().save_pretrained(path)
+    return load_checkpoint(path)[0]
+
+
 def test_a_checkpoint_from_before_the_pointer_loads_without_it(tmp_path: Path) -> None:
     old = tiny(pointer=False, seed=2)
-    old.save_pretrained(tmp_path)
-    config_path = tmp_path / "config.json"
-    config = json.loads(config_path.read_text())
-    del config["next_number_pointer"]  # as written by the code before the pointer
-    config_path.write_text(json.dumps(config))
-    FlywheelTokenizer().save_pretrained(tmp_path)
-    loaded, _ = load_checkpoint(tmp_path)
+    loaded = loaded_without(old, tmp_path, "next_number_pointer")
     assert loaded.config.next_number_pointer is False
     assert not hasattr(loaded, "pointer_gate")
     policy = EmbeddedPolicy(loaded)
