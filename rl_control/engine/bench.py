@@ -51,6 +51,14 @@ WORKLOAD: list[tuple[str, int]] = [  # (MiniWoB++ task, step budget)
 # batches) while a 20-step episode takes ~25 s, so most steps of long episodes were too old to
 # train on (measured: 29 % of the async steps stale, ratio 1.47 at --quick).
 ASYNC_STALENESS = 4
+# Thought cap (tokens) of the untrained start model, as in bench learn's RL runs. Uncapped, the
+# untrained model writes ~110 random tokens per action; decoding them and training on them made this
+# 2-core machine's CPU, not the scheduler, what the bench measured (measured 2026-11-26 on a 2.45 GHz
+# EPYC: the policy server saturated one core at ~1.4 actions/s, async env utilisation 1.0 but mostly
+# waiting on it; ratio 1.60, against 2.62 on a faster machine with the same code path). Capped, an
+# action's cost is mostly the transition pause, as on a fleet with GPU servers. "" = uncapped (96).
+_MAX_THOUGHT = os.environ.get("FLYWHEEL_ROLLOUT_MAX_THOUGHT", "0")
+ROLLOUT_MAX_THOUGHT = int(_MAX_THOUGHT) if _MAX_THOUGHT else None
 LEARN_TASKS = ["click-test", "click-button", "click-link", "focus-text", "enter-text", "click-dialog",
                "click-tab", "click-checkboxes"]  # fmt: skip
 
@@ -208,7 +216,13 @@ def drive_rollout(quick: bool) -> dict[str, Any]:
     stack = LocalStack(workdir, f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT']}/{db['NAME']}",
                        settings_module="webapp.settings.dev", envs=envs, slot_timeout_s=120.0,
                        updates_per_chunk=1000)  # fmt: skip
-    checkpoint = _start_checkpoint(workdir)
+    from workers.policy.embedded.configuration import FlywheelPolicyConfig
+    from workers.policy.embedded.policy import new_model
+
+    config = FlywheelPolicyConfig(flywheel_version="0")
+    if ROLLOUT_MAX_THOUGHT is not None:
+        config.max_thought = ROLLOUT_MAX_THOUGHT
+    checkpoint = _start_checkpoint(workdir, new_model(config, seed=0))
     stack.start(Path(checkpoint.path))
     load_before = os.getloadavg()[0]
     try:
@@ -231,6 +245,7 @@ def drive_rollout(quick: bool) -> dict[str, Any]:
         "transition_pause_ms": pause_ms,
         "algorithm": "ppo",
         "async_staleness_bound": ASYNC_STALENESS,
+        "max_thought_tokens": ROLLOUT_MAX_THOUGHT,
         "async": out["async"],
         "sync": out["sync"],
         "ratio": round(a / s, 3) if s else None,
