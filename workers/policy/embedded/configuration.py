@@ -24,7 +24,7 @@ class FlywheelPolicyConfig(PretrainedConfig):
       copied" (modeling.py, `FlywheelPolicyModel.heads`); checkpoints saved before it existed load
       with it off and behave exactly as they did
     - instruction_match (bool): element-list tokens carry how far their element's text occurs in the
-      instruction (modeling.py, `instruction_match_features`), as an input embedding and a copy-score
+      instruction (matching.py, `instruction_match_features`), as an input embedding and a copy-score
       bias; checkpoints saved before it existed load with it off
     - flywheel_version / flywheel_parent (str): checkpoint lineage written by SFT and RL
     """
