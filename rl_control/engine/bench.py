@@ -36,6 +36,13 @@ from typing import Any
 
 from django.conf import settings
 
+
+def optional_env(name: str, default: str, cast: type[int] | type[float]) -> Any:
+    """A bench setting from the environment: `cast` of its value, or None when it is set to ""."""
+    value = os.environ.get(name, default)
+    return cast(value) if value else None
+
+
 WORKLOAD: list[tuple[str, int]] = [  # (MiniWoB++ task, step budget)
     ("click-test", 1),
     ("focus-text", 1),
@@ -57,8 +64,7 @@ ASYNC_STALENESS = 4
 # EPYC: the policy server saturated one core at ~1.4 actions/s, async env utilisation 1.0 but mostly
 # waiting on it; ratio 1.60, against 2.62 on a faster machine with the same code path). Capped, an
 # action's cost is mostly the transition pause, as on a fleet with GPU servers. "" = uncapped (96).
-_MAX_THOUGHT = os.environ.get("FLYWHEEL_ROLLOUT_MAX_THOUGHT", "0")
-ROLLOUT_MAX_THOUGHT = int(_MAX_THOUGHT) if _MAX_THOUGHT else None
+ROLLOUT_MAX_THOUGHT = optional_env("FLYWHEEL_ROLLOUT_MAX_THOUGHT", "0", int)
 LEARN_TASKS = ["click-test", "click-button", "click-link", "focus-text", "enter-text", "click-dialog",
                "click-tab", "click-checkboxes"]  # fmt: skip
 

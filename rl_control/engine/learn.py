@@ -22,6 +22,8 @@ from typing import Any
 
 from django.conf import settings
 
+from rl_control.engine.bench import optional_env
+
 # Rollout temperature, learning rate and staleness bound of the RL phase. At T = 1.0 a weak SFT model
 # samples mostly noise (measured: training success 9 % while greedy success was 23 %; at T = 0.5,
 # 28 %), so the groups carry little signal; lr 2e-5 and 1e-4 left greedy success unchanged after
@@ -35,8 +37,7 @@ LEARN_TEMPERATURE = float(os.environ.get("FLYWHEEL_LEARN_TEMPERATURE", "0.5"))
 # trained at 0.05, its 1/T-scaled gradient collapsed the policy in 7 updates): with the pointer,
 # measured 28.3 → 39.2 % (+10.8) in 30 min, and 30.0 → 39.2 % (+9.2) with 3 environments.
 # FLYWHEEL_LEARN_THOUGHT_TEMPERATURE="" samples the thought at the action's temperature instead.
-_THOUGHT_T = os.environ.get("FLYWHEEL_LEARN_THOUGHT_TEMPERATURE", "0.05")
-LEARN_THOUGHT_TEMPERATURE = float(_THOUGHT_T) if _THOUGHT_T else None
+LEARN_THOUGHT_TEMPERATURE = optional_env("FLYWHEEL_LEARN_THOUGHT_TEMPERATURE", "0.05", float)
 # Action-only demonstrations (empty thoughts, FLYWHEEL_LEARN_DEMO_THOUGHTS=0) give a start that
 # solves click-test and focus-text at once (33-36 % after 10-70 steps) and writes no thought, but RL
 # from it at the same settings collapsed: training success 0.69 → 0.02 in 12 updates (3 envs,
@@ -50,8 +51,7 @@ LEARN_DEMO_THOUGHTS = os.environ.get("FLYWHEEL_LEARN_DEMO_THOUGHTS", "1") == "1"
 # with the instruction-match features: ~130 episodes/min and 229 updates in 30 min on 2 envs, against
 # ~94 and 144 with the thought; 35.0 → 70.8 %, +35.8). With the cap at 0 the thought settings above
 # have nothing to act on.
-_MAX_THOUGHT = os.environ.get("FLYWHEEL_LEARN_MAX_THOUGHT", "0")
-LEARN_MAX_THOUGHT = int(_MAX_THOUGHT) if _MAX_THOUGHT else None
+LEARN_MAX_THOUGHT = optional_env("FLYWHEEL_LEARN_MAX_THOUGHT", "0", int)
 LEARN_LR = float(os.environ.get("FLYWHEEL_LEARN_LR", "5e-4"))
 LEARN_STALENESS = int(os.environ.get("FLYWHEEL_LEARN_STALENESS", "2"))
 # Greedy success of the RL weights swings ±15 points between neighbouring updates at a constant lr
