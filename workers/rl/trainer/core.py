@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from workers.policy.base import PolicyError
 from workers.policy.embedded.generation import PromptBatch, Scored, grammar_keys, score
@@ -24,13 +25,13 @@ from workers.rl.config import ConfigError, RLConfig, lr_scale
 from workers.rl.curation import PlateauDetector
 from workers.rl.samples import StepSample, TrajectorySample, sft_examples_from
 from workers.rl.trainer import grpo, ppo
-from workers.rl.trainer.batch import Meter, Row, Tensor
+from workers.rl.trainer.batch import Meter, Row, Tensor, length_buckets
 from workers.rl.value_pretrain import ValuePretrainMonitor
 
 STATE_FILE = "trainer_state.pt"
 EMA_DIR = "ema"  # the averaged weights' checkpoint directory inside a trainer checkpoint (weight_ema > 0)
 STATE_KIND = "flywheel-rl-trainer"
-SCORE_CHUNK = 16  # rows per no-grad scoring pass (bounds memory on long prompts)
+SCORE_CHUNK = 16  # most rows per padded batch of a scoring pass (bounds memory on long prompts)
 
 
 class PolicyTrainer:
@@ -146,26 +147,57 @@ class PolicyTrainer:
         return PromptBatch(torch.stack([r.pixels for r in rows]), ids, mask)
 
     def score_rows(self, model: FlywheelPolicyModel, rows: Sequence[Row]) -> Scored:
-        batch = self._batch(rows)
-        responses = [r.step.token_ids for r in rows]
-        return score(
-            model, self.grammar, batch, responses, self.config.temperature, self.config.thought_temperature
-        )
+        """Scored [len(rows), T] of rows' responses under `model`, in the rows' order (T = longest
+        response). Differentiable unless called under no_grad. Rows run in padded batches of similar
+        prompt length (`length_buckets`), so short prompts do not pay for the longest one; the
+        results per row are those of one batch."""
+        width = max(len(r.step.token_ids) for r in rows)
+        parts: list[Scored] = []
+        order: list[int] = []
+        for bucket in length_buckets([len(r.prompt) for r in rows], SCORE_CHUNK):
+            sub = [rows[i] for i in bucket]
+            parts.append(
+                score(model, self.grammar, self._batch(sub), [r.step.token_ids for r in sub],
+                      self.config.temperature, self.config.thought_temperature)
+            )  # fmt: skip
+            order += bucket
+        back = torch.empty(len(order), dtype=torch.long)
+        back[torch.tensor(order)] = torch.arange(len(order))
 
-    @torch.no_grad()
-    def _score_old(self, rows: Sequence[Row], with_reference: bool) -> None:
-        """Fill old log-probs / entropies / values (and reference log-probs) of every row."""
-        for start in range(0, len(rows), SCORE_CHUNK):
-            chunk = rows[start : start + SCORE_CHUNK]
-            scored = self.score_rows(self.model, chunk)
-            ref = self.score_rows(self.reference, chunk) if with_reference and self.reference else None
-            for i, r in enumerate(chunk):
-                n = len(r.step.token_ids)
-                r.old_logprobs = scored.logprobs[i, :n].clone()
-                r.entropies = scored.entropies[i, :n].clone()
-                r.old_values = scored.values[i, :n].clone()
-                if ref is not None:
-                    r.ref_logprobs = ref.logprobs[i, :n].clone()
+        def joined(field: str) -> Tensor:
+            padded = [F.pad(getattr(p, field), (0, width - p.mask.shape[1])) for p in parts]
+            return torch.cat(padded)[back]
+
+        return Scored(joined("logprobs"), joined("entropies"), joined("values"), joined("mask"))
+
+    @staticmethod
+    def _fill_old(rows: Sequence[Row], scored: Scored) -> None:
+        for i, r in enumerate(rows):
+            n = len(r.step.token_ids)
+            r.old_logprobs = scored.logprobs[i, :n].detach().clone()
+            r.entropies = scored.entropies[i, :n].detach().clone()
+            r.old_values = scored.values[i, :n].detach().clone()
+
+    def _score_old(self, rows: Sequence[Row], with_reference: bool, graph: bool = False) -> Scored | None:
+        """Fill old log-probs / entropies / values (and reference log-probs) of every row.
+
+        With `graph` (a single-pass update: one epoch, one minibatch), the rows that carry loss
+        (`keep`) are scored with autograd on and that Scored is returned for the update to train
+        on: π_old is π_θ at the update's only gradient step, so a separate no-grad pass would
+        compute the same numbers again. The other rows (stale) only need their old values."""
+        live = [r for r in rows if r.keep] if graph else []
+        rest = [r for r in rows if not r.keep] if graph else list(rows)
+        fresh = self.score_rows(self.model, live) if live else None
+        with torch.no_grad():
+            if fresh is not None:
+                self._fill_old(live, fresh)
+            if rest:
+                self._fill_old(rest, self.score_rows(self.model, rest))
+            if with_reference and self.reference is not None:
+                ref = self.score_rows(self.reference, rows)
+                for i, r in enumerate(rows):
+                    r.ref_logprobs = ref.logprobs[i, : len(r.step.token_ids)].clone()
+        return fresh
 
     def prepare(
         self, trajectories: list[TrajectorySample], with_reference: bool
@@ -173,6 +205,13 @@ class PolicyTrainer:
         """Rows scored under the current (and reference) model, without the trajectories that cannot
         be policy samples: token ids outside the vocabulary or tokens the grammar forbids (log-prob
         −inf). Those are listed in `last_dropped` and never fail the training step."""
+        kept, rows, _ = self._prepare(trajectories, with_reference, graph=False)
+        return kept, rows
+
+    def _prepare(
+        self, trajectories: list[TrajectorySample], with_reference: bool, graph: bool
+    ) -> tuple[list[TrajectorySample], list[Row], Scored | None]:
+        """`prepare`, and with `graph` the differentiable Scored of the kept rows (`_score_old`)."""
         vocab = self.model.config.vocab_size
         dropped = [
             t.trajectory_id
@@ -181,23 +220,25 @@ class PolicyTrainer:
         ]
         kept = [t for t in trajectories if t.trajectory_id not in set(dropped)]
         rows = self._rows(kept)
-        self._score_old(rows, with_reference)
-        bad = {r.traj for r in rows if not torch.isfinite(r.old_logprobs).all()}
-        if bad:
-            dropped += [kept[i].trajectory_id for i in sorted(bad)]
-            remap = {old: new for new, old in enumerate(i for i in range(len(kept)) if i not in bad)}
-            rows = [replace(r, traj=remap[r.traj]) for r in rows if r.traj not in bad]
-            kept = [t for i, t in enumerate(kept) if i not in bad]
-        self.last_dropped = dropped
-        if not kept:
-            raise PolicyError(f"no trainable trajectory: {len(dropped)} dropped as not policy samples")
         # Step-level staleness: weights change mid-episode in async mode, so a long rollout's early
         # steps can be older than the bound while its last ones are fresh. Steps beyond the bound
         # carry no loss (their trajectory's reward still sets the group baseline and the returns).
         bound = self.config.curation.staleness_bound
         for r in rows:
             r.keep = self.version - r.step.policy_version <= bound
-        return kept, rows
+        fresh = self._score_old(rows, with_reference, graph)
+        bad = {r.traj for r in rows if not torch.isfinite(r.old_logprobs).all()}
+        if bad:
+            dropped += [kept[i].trajectory_id for i in sorted(bad)]
+            remap = {old: new for new, old in enumerate(i for i in range(len(kept)) if i not in bad)}
+            rows = [replace(r, traj=remap[r.traj]) for r in rows if r.traj not in bad]
+            kept = [t for i, t in enumerate(kept) if i not in bad]
+            if fresh is not None and rows:  # its graph holds the dropped rows: score the others again
+                fresh = self._score_old(rows, with_reference, graph)
+        self.last_dropped = dropped
+        if not kept:
+            raise PolicyError(f"no trainable trajectory: {len(dropped)} dropped as not policy samples")
+        return kept, rows, fresh
 
     def recompute_logprobs(self, steps: Sequence[StepSample]) -> list[list[float]]:
         """Current-model log-probs of given steps' tokens (BEPA: injected stored successes get their
@@ -225,9 +266,11 @@ class PolicyTrainer:
             raise ValueError("trajectory ids must be unique within an update")
         started = time.perf_counter()
         self.model.train()
-        trajectories, rows = self.prepare(trajectories, with_reference=self.uses_reference)
+        # PPO with one epoch of one minibatch trains on the scoring pass itself (see _score_old).
+        single = self.config.algorithm == "ppo" and ppo.single_pass(self.config.ppo, len(trajectories))
+        trajectories, rows, fresh = self._prepare(trajectories, self.uses_reference, graph=single)
         if self.config.algorithm == "ppo":
-            metrics = ppo.update(self, trajectories, rows)
+            metrics = ppo.update(self, trajectories, rows, fresh)
         else:
             metrics = grpo.update(self, trajectories, rows)
         self.model.eval()

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from workers.policy.embedded.generation import Scored
 from workers.rl.advantages import decoupled_gae, gae, length_adaptive_lambda
+from workers.rl.config import PPOConfig
 from workers.rl.losses import masked_mean, ppo_policy_loss, truncated_is_weight, value_loss
 from workers.rl.samples import TrajectorySample
 from workers.rl.stats import explained_variance, value_reward_correlation
@@ -51,17 +53,37 @@ def advantages(trainer: PolicyTrainer, trajectories: list[TrajectorySample], row
     return lam
 
 
-def update(trainer: PolicyTrainer, trajectories: list[TrajectorySample], rows: list[Row]) -> dict[str, float]:
-    """One PPO update over prepared rows; returns the metrics of the pass."""
+def single_pass(ppo: PPOConfig, n_trajectories: int) -> bool:
+    """One epoch of one minibatch: the update's only gradient step is at π_old, so the scoring pass
+    that computes π_old can be the training pass (PolicyTrainer._score_old)."""
+    return ppo.epochs == 1 and ppo.minibatch_size >= n_trajectories
+
+
+def update(
+    trainer: PolicyTrainer, trajectories: list[TrajectorySample], rows: list[Row], fresh: Scored | None = None
+) -> dict[str, float]:
+    """One PPO update over prepared rows; returns the metrics of the pass.
+
+    fresh: the differentiable Scored of the kept rows (in order) of a single-pass update, trained on
+    instead of scoring them again. Steps not kept (beyond the staleness bound) carry no loss and
+    get no forward or backward pass."""
     ppo = trainer.config.ppo
     lam = advantages(trainer, trajectories, rows)
+    live = [r for r in rows if r.keep]
     meter = Meter()
     for _ in range(ppo.epochs):
         for traj_ids in trainer.minibatches(len(trajectories), ppo.minibatch_size):
             chosen = set(traj_ids)
-            mb = [r for r in rows if r.traj in chosen]
+            mb = [r for r in live if r.traj in chosen]
+            if not mb:
+                continue
             t = rows_tensors(mb)
-            scored = trainer.score_rows(trainer.model, mb)
+            if fresh is not None:
+                if fresh.logprobs.shape[0] != len(mb):
+                    raise RuntimeError("a single-pass update needs every kept row in one minibatch")
+                scored, fresh = fresh, None
+            else:
+                scored = trainer.score_rows(trainer.model, mb)
             mask = t["mask"] * scored.mask.to(t["mask"].dtype)
             weights = None
             if ppo.is_cap is not None:
