@@ -8,20 +8,24 @@ with `step_sample_from` exactly as `EmbeddedPolicy.inputs_for` / the policy serv
 sampled response token ids and their rollout log-probs. The trainer scores a batch of steps as rows
 [S, T] (S = steps, T = longest response) with `generation.score`, i.e. under the same
 grammar-masked, temperature-scaled distribution the sampler used, so the recomputed log-probs equal
-the rollout's for an unchanged model (ratio = 1 at version 0).
+the rollout's for an unchanged model (ratio = 1 at version 0). Rows run in padded batches of similar
+prompt length (batch.length_buckets), so a batch's short prompts do not pay for its longest one.
 
 PPO (seed 000 §2.5.4): the tokens of all steps of one trajectory form one token-level episode
 [L = Σ_j T_j]; a step's shaped reward sits on its last token, the trajectory reward on the last token
 of the last step. Decoupled GAE: policy advantages with λ_policy (fixed, or length-adaptive
 1 − 1/(α·L)), value targets with λ_critic (1.0 = Monte Carlo). Clip-higher surrogate, clipped value
 loss on the shared value head, optional truncated IS weight min(π_old / π_rollout, C) for stale steps.
+With one epoch of one minibatch (`ppo.single_pass`) the update's only gradient step is at π_old, so
+the pass that scores π_old is the training pass (no second forward).
 
 Step-wise GRPO (seed 002 Eq. 1–2, seed 001 §3.2): every step gets R_traj (+ its shaped reward),
 z-scored over all steps of the group (population std); steps outside the top `entropy_keep_fraction`
 of mean token entropy of their group are masked out; truncated IS; optional k3 KL to a reference.
 
 Both: a step whose policy version lags the trainer's by more than `curation.staleness_bound` gets no
-loss (step-level staleness: in async mode a long rollout spans several versions).
+loss and is left out of the training passes (step-level staleness: in async mode a long rollout spans
+several versions).
 
 Value pretraining (seed 000 §2.5.4): `pretrain_value` trains only the value head (policy fixed) on
 λ = 1 returns until `value_pretrain_done`. Entropulse (seed 001 §3.3): `update` feeds a
