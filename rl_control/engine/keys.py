@@ -7,10 +7,12 @@ from functools import lru_cache
 import redis
 from django.conf import settings
 
+from workers.envs.leases import redis_client
+
 
 @lru_cache(maxsize=4)
 def _client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url)
+    return redis_client(url)
 
 
 def rds() -> redis.Redis:

@@ -148,8 +148,8 @@ def run_episode(
                 else observation_from_wire(fleet.env_call(lease=lease, op="observe")["observation"])
             )
         reward = float(fleet.env_call(lease=lease, op="evaluate")["reward"])
-    except fleet.LeaseLost:
-        _close(trajectory, TrajectoryStatus.CRASHED, None, {"error": "the environment crashed"})
+    except fleet.LeaseLost as exc:
+        _close(trajectory, TrajectoryStatus.CRASHED, None, {"error": f"the environment was lost: {exc}"})
         raise
     except (PolicyError, fleet.EnvCallFailed) as exc:
         _close(trajectory, TrajectoryStatus.FAILED, None, {"error": f"{type(exc).__name__}: {exc}"[:2000]})

@@ -13,15 +13,25 @@ every stopped slot and reclaims a slot whose heartbeat is older than settings.RL
 worker was killed): the generation moves on (the old task, if it ever wakes, stops at its next
 check), the in-flight trajectory is closed as abandoned by one conditional UPDATE (exactly once; it
 is never trained on), the lease is released, and a new task starts the slot again.
+
+Redis restarting (it keeps nothing on disk) loses the slot hashes, not the record: trajectories and
+groups live in PostgreSQL. A slot whose hash is gone starts again under a generation that cannot
+collide with the lost one (a fresh one is time-based), so the old task is fenced at its next beat
+and closes its own trajectory; `slots_supervise` also closes, once, any running trajectory of the
+run that no slot owns and that has been silent for the slot timeout (a task that died while the
+record of its slot was lost). Completed trajectories are untouched and train as usual.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Max, Q
+from django.utils import timezone
 
 from rl_control.engine.keys import key, rds
 from webapp.fleet import services as fleet
@@ -31,10 +41,18 @@ from webapp.store.models import Trajectory, TrajectoryStatus
 log = logging.getLogger(__name__)
 
 # Compare-and-bump: move slot KEYS[1] to a new generation only if it still has ARGV[1] ("" = none).
+# A slot without a hash (new, or lost with a Redis restart) starts at ARGV[3], a time-based number,
+# so a generation is never handed out twice even when Redis forgot the last one.
 _BUMP = """
 local g = redis.call('HGET', KEYS[1], 'generation') or ''
 if g ~= ARGV[1] then return 0 end
-local n = redis.call('HINCRBY', KEYS[1], 'generation', 1)
+local n
+if g == '' then
+  n = tonumber(ARGV[3])
+  redis.call('HSET', KEYS[1], 'generation', n)
+else
+  n = redis.call('HINCRBY', KEYS[1], 'generation', 1)
+end
 redis.call('HSET', KEYS[1], 'state', 'running', 'heartbeat', ARGV[2], 'lease', '', 'trajectory', '')
 return n
 """
@@ -70,25 +88,36 @@ def slot_start(run_id: int, slot: int, seen_generation: str) -> int | None:
     """Start a new task for the slot if it is still at `seen_generation`; returns the new generation."""
     from rl_control.tasks import rollout_slot
 
-    generation = int(rds().eval(_BUMP, 1, slot_key(run_id, slot), seen_generation, f"{time.time():.3f}"))
+    now = time.time()
+    generation = int(
+        rds().eval(_BUMP, 1, slot_key(run_id, slot), seen_generation, f"{now:.3f}", int(now * 1000))
+    )
     if generation == 0:
         return None  # someone else restarted it first
     rollout_slot.apply_async(args=[run_id, slot, generation], queue=settings.RL_ROLLOUT_QUEUE)
     return generation
 
 
+def abandon(trajectory_id: int, reason: str) -> bool:
+    """Close a running trajectory as abandoned (never trained on; the store closes a trajectory once);
+    False when it was closed already."""
+    trajectory = Trajectory.objects.filter(pk=trajectory_id).first()
+    if trajectory is None or trajectory.status != TrajectoryStatus.RUNNING:
+        return False
+    store.trajectory_finish(trajectory=trajectory, status=TrajectoryStatus.ABANDONED, final_reward=None)
+    if trajectory.status != TrajectoryStatus.ABANDONED:
+        return False
+    Trajectory.objects.filter(pk=trajectory.pk).update(
+        metadata={**trajectory.metadata, "abandoned_reason": reason}
+    )
+    return True
+
+
 def _reclaim(run_id: int, slot: int, info: dict[str, str]) -> None:
     """Close what a dead task left: its in-flight trajectory (abandoned, once) and its lease."""
     trajectory_id = info.get("trajectory")
     if trajectory_id:
-        trajectory = Trajectory.objects.filter(pk=int(trajectory_id)).first()
-        if trajectory is not None and trajectory.status == TrajectoryStatus.RUNNING:
-            store.trajectory_finish(
-                trajectory=trajectory, status=TrajectoryStatus.ABANDONED, final_reward=None
-            )
-            Trajectory.objects.filter(pk=trajectory.pk).update(
-                metadata={**trajectory.metadata, "abandoned_reason": "rollout worker stopped responding"}
-            )
+        abandon(int(trajectory_id), "rollout worker stopped responding")
     if info.get("lease"):
         fleet.lease_release(lease_id=info["lease"])
     rds().hincrby(key(run_id, "acct"), "reclaimed", 1)
@@ -113,7 +142,27 @@ def slots_supervise(run_id: int, n_slots: int, *, timeout_s: float | None = None
             continue
         if slot_start(run_id, slot, seen) is not None:
             started += 1
+    reclaimed += close_orphans(run_id, n_slots, timeout_s)
     return {"started": started, "reclaimed": reclaimed}
+
+
+def close_orphans(run_id: int, n_slots: int, timeout_s: float) -> int:
+    """Abandon the run's running trajectories that no slot owns and that had no new step for
+    `timeout_s` (their task died while Redis had lost its slot's record); returns how many."""
+    owned = {int(t) for k in range(n_slots) if (t := slot_read(run_id, k).get("trajectory"))}
+    cutoff = timezone.now() - timedelta(seconds=timeout_s)
+    silent = (
+        Trajectory.objects.filter(run_id=run_id, status=TrajectoryStatus.RUNNING, created_at__lt=cutoff)
+        .exclude(pk__in=owned)
+        .annotate(last_step=Max("steps__created_at"))
+        .filter(Q(last_step=None) | Q(last_step__lt=cutoff))
+        .values_list("pk", flat=True)
+    )
+    closed = sum(abandon(pk, "no rollout owns it any more (its slot's record was lost)") for pk in silent)
+    if closed:
+        log.warning("run %s: closed %d running trajectories no slot owns", run_id, closed)
+        rds().hincrby(key(run_id, "acct"), "reclaimed", closed)
+    return closed
 
 
 def slots_live(run_id: int, n_slots: int) -> int:

@@ -102,6 +102,9 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
                 slots.slot_set(run_id, slot, generation, lease="", env="", worker="")
                 lease = None
             except Fenced:
+                # Reclaimed: the reclaimer closed the trajectory already. Redis lost the slot's
+                # record: nobody else knows it is in flight, so close it here (once, either way).
+                slots.abandon(claim.trajectory.pk, "its rollout lost its slot before the episode ended")
                 outcome = "fenced"
                 return outcome
             finally:

@@ -83,3 +83,24 @@ def test_health_check_finds_a_dead_idle_env(host: EnvHost) -> None:
     result = host.maintain()
     assert result["dead"] == [env_id] and len(result["booted"]) == 1
     assert host.stats.replaced == 1
+
+
+def test_envs_the_registry_lost_are_registered_again(host: EnvHost) -> None:
+    """Redis restarted (it keeps nothing on disk): the host's running envs go back into service,
+    the lease from before is gone, and no needless env boots."""
+    (env_id,) = host.maintain()["booted"]
+    lease = host.registry.acquire(kind="desktop", owner="test")
+    assert lease is not None and lease.env_id == env_id
+    host.maintain()  # the leased env no longer counts as idle: a second one boots
+    assert len(host.envs) == 2
+    host.registry.clear()  # what a restart leaves of this registry
+    assert host.registry.idle_count("desktop") == 0
+    result = host.maintain()
+    assert result["booted"] == [] and len(host.envs) == 2
+    assert host.registry.idle_count("desktop") == 2
+    assert {host.registry.env(e)["state"] for e in host.envs} == {"idle"}
+    assert host.registry.renew(lease_id=lease.lease_id) == "gone"
+    again = host.registry.acquire(kind="desktop", owner="test")
+    assert again is not None and again.env_id in host.envs
+    obs = observation_from_wire(host.call(again.env_id, "reset", {"task": TASK})["observation"])
+    assert (obs.width, obs.height) == (1280, 800)

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
+from django.conf import settings
 from django.db import connection
 from django.test import override_settings
 
@@ -218,3 +220,69 @@ def test_engine_survives_a_killed_rollout_worker(users, stack_factory, start_che
     reclaimed = sum(RunMetric.objects.filter(run=run, name="fleet/reclaimed").values_list("value", flat=True))
     assert reclaimed >= 1
     _check_record(run)
+
+
+def _redis_restart() -> None:
+    """What restarting Redis (it keeps nothing on disk) does to the engine: every key of the tests'
+    database is gone — slots, leases, the pool stream, Celery's queues and bindings — and every
+    client of that database is cut off mid-command."""
+    r = redis.Redis.from_url(settings.REDIS_URL)
+    db = str(r.connection_pool.connection_kwargs.get("db", 0))
+    r.flushdb()
+    me = r.client_id()
+    for client in r.client_list():
+        if str(client.get("db")) == db and int(client["id"]) != me:
+            r.client_kill_filter(_id=client["id"])
+    r.close()
+
+
+def test_engine_loses_no_completed_trajectory_when_redis_restarts(
+    users, stack_factory, start_checkpoint
+) -> None:
+    stack = stack_factory(10.0)
+    stack.start(Path(start_checkpoint.path))
+    run = _run(users, start_checkpoint, max_updates=4, name="redis")
+    services.run_launch(run=run)
+    try:
+        wait_for(
+            "an update and a rollout in flight",
+            lambda: (
+                Run.objects.get(pk=run.pk).updates_done >= 1
+                and Trajectory.objects.filter(run=run, status="running", num_steps__gte=1).exists()
+            ),
+            300,
+        )
+        _redis_restart()
+        restarted_at = time.time()
+        completed = set(Trajectory.objects.filter(run=run, status="completed").values_list("pk", flat=True))
+        wait_for("the run to finish", lambda: Run.objects.get(pk=run.pk).status != RunStatus.RUNNING, 400)
+        wait_for(
+            "every rollout closed",
+            lambda: not Trajectory.objects.filter(run=run, status="running").exists(),
+            120,
+        )
+    except (AssertionError, TimeoutError):
+        print(stack.logs())
+        raise
+    run.refresh_from_db()
+    assert run.status == RunStatus.FINISHED, (run.status, run.error, stack.logs())
+    assert run.updates_done == 4
+    _check_record(run)
+    # Every trajectory completed before the restart went into an update (or was curated as stale).
+    for group in RolloutGroup.objects.filter(run=run):
+        ids = {int(i) for i in group.plan.get("train_ids", []) + group.plan.get("stale_ids", [])}
+        completed -= ids
+    assert not completed, f"completed before the restart and never consumed: {sorted(completed)}"
+    # Rollouts kept going after it: trajectories were started and completed since.
+    later = Trajectory.objects.filter(run=run, status="completed", finished_at__gt=_at(restarted_at))
+    assert later.exists()
+    # What was in flight was closed once, readably, and never trained on.
+    for t in Trajectory.objects.filter(run=run).exclude(status="completed"):
+        assert t.status in ("abandoned", "crashed", "failed"), t.status
+        assert t.metadata.get("abandoned_reason") or t.metadata.get("engine", {}).get("error"), t.metadata
+
+
+def _at(unix: float) -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(unix, tz=UTC)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
 from rl_control import services
 from rl_control.engine import slots
@@ -114,6 +116,44 @@ def test_dead_slot_is_reclaimed_exactly_once_and_fenced(make_run, engine_names) 
     # the new task was queued on the run's rollout queue with the new generation
     assert r.llen(engine_names["RL_ROLLOUT_QUEUE"]) == 1
     assert r.hget(key(run.pk, "acct"), "reclaimed") == b"1"
+
+
+@pytest.mark.django_db
+def test_slots_lost_with_redis_restart_fresh_generations_and_orphans_close_once(
+    make_run, engine_names
+) -> None:
+    """Redis restarted: the slot hashes are gone. The new tasks get generations the old ones never
+    had (so those are fenced), and a running trajectory no slot owns is abandoned once it has been
+    silent for the timeout — not before, and never one that a live slot owns."""
+    run = _running(make_run)
+    old = [rollout_claim(run=run, env_slot=k, generation=1) for k in range(2)]
+    assert all(old)
+    r = rds()
+    for k in range(2):
+        r.hset(slots.slot_key(run.pk, k), mapping={"generation": 1, "state": "running", "heartbeat": time.time(),
+                                                   "trajectory": old[k].trajectory.pk, "lease": ""})  # fmt: skip
+    r.delete(slots.slot_key(run.pk, 0), slots.slot_key(run.pk, 1))  # the restart
+    assert slots.slots_supervise(run.pk, 2, timeout_s=30.0) == {
+        "started": 2,
+        "reclaimed": 0,
+    }  # not silent yet
+    for k in range(2):
+        assert int(slots.slot_read(run.pk, k)["generation"]) > 1
+        assert not slots.slot_beat(run.pk, k, 1), "the task from before the restart must be fenced off"
+    live = rollout_claim(run=run, env_slot=1, generation=int(slots.slot_read(run.pk, 1)["generation"]))
+    assert live is not None
+    slots.slot_set(run.pk, 1, int(slots.slot_read(run.pk, 1)["generation"]), trajectory=live.trajectory.pk)
+    silent = timezone.now() - timedelta(seconds=60)
+    Trajectory.objects.filter(pk__in=[c.trajectory.pk for c in (*old, live)]).update(created_at=silent)
+    got = slots.slots_supervise(run.pk, 2, timeout_s=30.0)
+    assert got == {"started": 0, "reclaimed": 2}
+    for claim in old:
+        claim.trajectory.refresh_from_db()
+        assert claim.trajectory.status == "abandoned" and claim.trajectory.metadata["abandoned_reason"]
+    live.trajectory.refresh_from_db()
+    assert live.trajectory.status == "running"  # owned by a live slot
+    assert slots.slots_supervise(run.pk, 2, timeout_s=30.0)["reclaimed"] == 0  # once
+    assert not slots.abandon(old[0].trajectory.pk, "again")
 
 
 def test_version_names() -> None:

@@ -10,13 +10,12 @@ from __future__ import annotations
 import logging
 import os
 
-import redis
 from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 
 from workers.envs.factory import FACTORIES, parse_warm_pool, shutdown_shared
 from workers.envs.host import EnvHost
-from workers.envs.leases import LeaseRegistry
+from workers.envs.leases import LeaseRegistry, redis_client
 
 log = logging.getLogger(__name__)
 _host: EnvHost | None = None
@@ -38,7 +37,7 @@ def _start_host(**_: object) -> None:
     name = host_name()
     if name is None or _host is not None:
         return
-    registry = LeaseRegistry(redis.Redis.from_url(settings.REDIS_URL), prefix=settings.FLEET_REDIS_PREFIX)
+    registry = LeaseRegistry(redis_client(settings.REDIS_URL), prefix=settings.FLEET_REDIS_PREFIX)
     _host = EnvHost(
         registry=registry,
         worker=name,

@@ -12,7 +12,7 @@ import redis
 from django.conf import settings
 
 from webapp.fleet.models import EnvRecord, LeaseRecord
-from workers.envs.leases import Lease, LeaseRegistry
+from workers.envs.leases import Lease, LeaseRegistry, redis_client
 
 log = logging.getLogger(__name__)
 _GROUP = "persist"
@@ -20,7 +20,7 @@ _GROUP = "persist"
 
 @lru_cache(maxsize=1)
 def registry() -> LeaseRegistry:
-    return LeaseRegistry(redis.Redis.from_url(settings.REDIS_URL), prefix=settings.FLEET_REDIS_PREFIX)
+    return LeaseRegistry(redis_client(settings.REDIS_URL), prefix=settings.FLEET_REDIS_PREFIX)
 
 
 class NoEnvironmentAvailable(RuntimeError):

@@ -129,8 +129,27 @@ class EnvHost:
                     break
         return booted
 
+    def reregister(self) -> list[str]:
+        """Put back into service the envs hosted here that the registry no longer knows: Redis
+        restarted (it keeps nothing on disk) or a reaper retired this host during a stall. Leases
+        from before are gone with it; their holders learn so at their next renew. Returns the ids."""
+        back = []
+        for hosted in list(self.envs.values()):
+            if self.registry.env(hosted.env_id) or hosted.env_id not in self.envs:
+                continue
+            self.registry.register_env(
+                env_id=hosted.env_id, kind=hosted.kind, worker=self.worker, boot_s=hosted.boot_s
+            )
+            back.append(hosted.env_id)
+        if back:
+            log.warning(
+                "host %s: %d envs were missing from the registry; registered again", self.worker, len(back)
+            )
+        return back
+
     def maintain(self) -> dict[str, Any]:
         self.registry.host_heartbeat(worker=self.worker, ttl_s=max(5.0, 5 * self.period_s))
+        self.reregister()
         dead = self.health_check()
         booted = self.fill()
         if dead:

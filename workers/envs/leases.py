@@ -22,6 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
 
 _ACQUIRE = """
 local p, kind, owner, task, ttl, now, lease_id = KEYS[1], ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
@@ -118,6 +122,16 @@ redis.call('DEL', ekey)
 redis.call('XADD', p .. ':events', 'MAXLEN', '~', 100000, '*', 'event', 'retired', 'env', env, 'kind', kind, 'at', now)
 return 1
 """
+
+
+def redis_client(url: str) -> redis.Redis:
+    """A client that rides out a Redis restart: a command that meets a dropped connection is sent
+    again on a new one, backing off up to ~20 s in all, instead of failing the caller (a trainer
+    chunk, a rollout, an env host's upkeep). Lua scripts are reloaded after a restart by redis-py."""
+    retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=25)
+    return redis.Redis.from_url(
+        url, retry=retry, retry_on_error=[RedisConnectionError, RedisTimeoutError], health_check_interval=30
+    )
 
 
 @dataclass(frozen=True)
