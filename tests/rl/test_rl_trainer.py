@@ -307,8 +307,10 @@ def test_samples_and_config_are_validated() -> None:
         trainer.update([batch[0], batch[0]])
 
 
-def test_trajectories_that_are_not_policy_samples_are_dropped_not_fatal() -> None:
-    trainer = PolicyTrainer(tiny_model(0), grpo_config())
+# PPO here is a single pass (one epoch, one minibatch): the dropped rows were in its scoring graph
+@pytest.mark.parametrize("config", [grpo_config(), ppo_config()], ids=["grpo", "ppo-single-pass"])
+def test_trajectories_that_are_not_policy_samples_are_dropped_not_fatal(config: RLConfig) -> None:
+    trainer = PolicyTrainer(tiny_model(0), config)
     batch = bandit_batch(EmbeddedPolicy(trainer.model, seed=1), 0, groups=1, n=4)
     eos = trainer.tokenizer.eos_id
     forbidden = replace(
