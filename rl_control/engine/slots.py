@@ -128,8 +128,11 @@ def slots_supervise(run_id: int, n_slots: int, *, timeout_s: float | None = None
     timeout_s = settings.RL_SLOT_TIMEOUT_S if timeout_s is None else timeout_s
     started = reclaimed = 0
     now = time.time()
+    owned: set[int] = set()  # trajectories in flight on a slot as read now (a reclaimed one is closed)
     for slot in range(n_slots):
         info = slot_read(run_id, slot)
+        if info.get("trajectory"):
+            owned.add(int(info["trajectory"]))
         seen = info.get("generation", "")
         if info.get("state") == "running" and now - float(info.get("heartbeat") or 0) <= timeout_s:
             continue
@@ -142,14 +145,14 @@ def slots_supervise(run_id: int, n_slots: int, *, timeout_s: float | None = None
             continue
         if slot_start(run_id, slot, seen) is not None:
             started += 1
-    reclaimed += close_orphans(run_id, n_slots, timeout_s)
+    reclaimed += close_orphans(run_id, owned, timeout_s)
     return {"started": started, "reclaimed": reclaimed}
 
 
-def close_orphans(run_id: int, n_slots: int, timeout_s: float) -> int:
-    """Abandon the run's running trajectories that no slot owns and that had no new step for
-    `timeout_s` (their task died while Redis had lost its slot's record); returns how many."""
-    owned = {int(t) for k in range(n_slots) if (t := slot_read(run_id, k).get("trajectory"))}
+def close_orphans(run_id: int, owned: set[int], timeout_s: float) -> int:
+    """Abandon the run's running trajectories that no slot owns (`owned`: the ids the slots hold)
+    and that had no new step for `timeout_s` (their task died while Redis had lost its slot's
+    record); returns how many."""
     cutoff = timezone.now() - timedelta(seconds=timeout_s)
     silent = (
         Trajectory.objects.filter(run_id=run_id, status=TrajectoryStatus.RUNNING, created_at__lt=cutoff)

@@ -20,6 +20,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 from django.test import override_settings
+from django.utils import timezone
 
 from rl_control import services
 from rl_control.engine.slots import slot_read
@@ -253,7 +254,7 @@ def test_engine_loses_no_completed_trajectory_when_redis_restarts(
             300,
         )
         _redis_restart()
-        restarted_at = time.time()
+        restarted_at = timezone.now()
         completed = set(Trajectory.objects.filter(run=run, status="completed").values_list("pk", flat=True))
         wait_for("the run to finish", lambda: Run.objects.get(pk=run.pk).status != RunStatus.RUNNING, 400)
         wait_for(
@@ -274,15 +275,9 @@ def test_engine_loses_no_completed_trajectory_when_redis_restarts(
         completed -= ids
     assert not completed, f"completed before the restart and never consumed: {sorted(completed)}"
     # Rollouts kept going after it: trajectories were started and completed since.
-    later = Trajectory.objects.filter(run=run, status="completed", finished_at__gt=_at(restarted_at))
+    later = Trajectory.objects.filter(run=run, status="completed", finished_at__gt=restarted_at)
     assert later.exists()
     # What was in flight was closed once, readably, and never trained on.
     for t in Trajectory.objects.filter(run=run).exclude(status="completed"):
         assert t.status in ("abandoned", "crashed", "failed"), t.status
         assert t.metadata.get("abandoned_reason") or t.metadata.get("engine", {}).get("error"), t.metadata
-
-
-def _at(unix: float) -> Any:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(unix, tz=UTC)
