@@ -39,3 +39,6 @@ def browser() -> Iterator[Browser]:
         b = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+from tests.e2e.live_stack import LiveStack, live_stack  # noqa: E402, F401  (the `make up` stack fixture)

@@ -1,0 +1,108 @@
+"""The platform as `make up` starts it, for browser journeys: one isolated stack per test session.
+
+`live_stack` runs `make up` with its own port, var dir, database, Redis database, VNC proxy and policy
+ports (like tests/test_smoke_stack.py), so a running `make up` on :8000 is never disturbed, and
+`make down` at the end. Nothing of the stack is played by the test: the web server, the Celery
+workers, the env host, the VNC proxy and the policy server are the real processes with the demo data
+and demo logins `make up` loads.
+
+Variables: FLYWHEEL_E2E_REDIS_URL (default redis://127.0.0.1:6379/12; flushed at start) and
+FLYWHEEL_TEST_DB_SUFFIX (the stack's database is flywheel_e2e[_suffix], dropped at start) let
+several test runs share one machine.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+import redis
+from playwright.sync_api import Page
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+DEMO_PASSWORDS = {name: name for name in ("annotator", "reviewer", "reviewer2", "researcher", "admin")}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LiveStack:
+    base_url: str
+    env: dict[str, str]
+    var_dir: Path
+    _tokens: dict[str, str] = field(default_factory=dict)
+
+    def login(self, page: Page, username: str, password: str | None = None) -> None:
+        """Sign in through the login form as a person would."""
+        page.goto(f"{self.base_url}/login/")
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill(password or DEMO_PASSWORDS[username])
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(lambda url: "/login/" not in url)
+
+    def token(self, username: str) -> str:
+        if username not in self._tokens:
+            r = httpx.post(
+                f"{self.base_url}/api/auth/token/",
+                data={"username": username, "password": DEMO_PASSWORDS[username]},
+                timeout=30,
+            )
+            r.raise_for_status()
+            self._tokens[username] = r.json()["token"]
+        return self._tokens[username]
+
+    def api(self, username: str) -> httpx.Client:
+        """An HTTP client for the stack's API with that demo user's token."""
+        return httpx.Client(
+            base_url=self.base_url, headers={"Authorization": f"Token {self.token(username)}"}, timeout=60
+        )
+
+    def log(self, name: str) -> str:
+        """The tail of one process's log (var/log/NAME.log), for assertion messages."""
+        path = self.var_dir / "log" / f"{name}.log"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else f"(no {path})"
+
+
+@pytest.fixture(scope="session")
+def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    suffix = os.environ.get("FLYWHEEL_TEST_DB_SUFFIX", "")
+    db_name = f"flywheel_e2e{'_' + suffix if suffix else ''}"
+    redis_url = os.environ.get("FLYWHEEL_E2E_REDIS_URL", "redis://127.0.0.1:6379/12")
+    var_dir = tmp_path_factory.mktemp("live-stack") / "var"
+    port, policy_port = _free_port(), _free_port()
+    env = {
+        **os.environ,
+        "FLYWHEEL_PORT": str(port),
+        "FLYWHEEL_VAR_DIR": str(var_dir),
+        "MEDIA_ROOT": str(var_dir / "media"),
+        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{db_name}",
+        "REDIS_URL": redis_url,
+        "VNC_PROXY_LISTEN": f"127.0.0.1:{_free_port()}",
+        "POLICY_PORT": str(policy_port),
+        "POLICY_BASE_URL": f"http://127.0.0.1:{policy_port}/v1",
+        "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
+    }
+    # The test process's own settings must not leak into the stack's processes.
+    for name in ("FLYWHEEL_TEST_MEDIA_ROOT", "TEST_REDIS_URL", "PYTEST_CURRENT_TEST"):
+        env.pop(name, None)
+    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+    redis.Redis.from_url(redis_url).flushdb()
+    stack = LiveStack(base_url=f"http://127.0.0.1:{port}", env=env, var_dir=var_dir)
+    try:
+        up = subprocess.run(["make", "up"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+        yield stack
+    finally:
+        subprocess.run(["make", "down"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
