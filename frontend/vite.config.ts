@@ -4,7 +4,7 @@
 import { resolve } from "node:path";
 import { defineConfig } from "vite";
 
-const ENTRIES = ["app", "home", "workspace", "review", "runs", "pools", "flywheel"] as const;
+const ENTRIES = ["app", "home", "workspace", "review", "runs", "pools", "flywheel", "fleet"] as const;
 
 export default defineConfig({
   base: "/static/",

@@ -16,6 +16,7 @@ urlpatterns = [
     path("api/annotation/", include("annotation.api.urls")),
     path("api/review/", include("annotation.api.review_urls")),
     path("api/flywheel/", include("webapp.flywheel.api.urls")),
+    path("api/fleet/", include("webapp.fleet.api.urls")),
     path("api/", include("webapp.store.api.urls")),
     path("", include("webapp.pages.urls")),
 ]

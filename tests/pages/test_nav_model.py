@@ -13,8 +13,8 @@ def _labels(roles: set[Role], path: str = "/") -> list[str]:
 def test_each_role_gets_its_pages_in_a_stable_order() -> None:
     assert _labels({Role.ANNOTATOR}) == ["Home", "Workspace"]
     assert _labels({Role.REVIEWER}) == ["Home", "Review"]
-    assert _labels({Role.RESEARCHER}) == ["Home", "Runs", "Task pools", "Flywheel"]
-    assert _labels({Role.ADMIN}) == ["Home", "Workspace", "Review", "Runs", "Task pools", "Flywheel"]
+    assert _labels({Role.RESEARCHER}) == ["Home", "Runs", "Task pools", "Flywheel", "Fleet"]
+    assert _labels({Role.ADMIN}) == ["Home", "Workspace", "Review", "Runs", "Task pools", "Flywheel", "Fleet"]
 
 
 def test_roles_combine() -> None:

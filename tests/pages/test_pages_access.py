@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-PAGES = ["/", "/workspace/", "/review/", "/runs/", "/pools/", "/flywheel/"]
+PAGES = ["/", "/workspace/", "/review/", "/runs/", "/pools/", "/flywheel/", "/fleet/"]
 
 # Written out by hand (not derived from webapp.pages.nav) so a change to the page table shows here.
 ALLOWED = {
     "annotator": {"/", "/workspace/"},
     "reviewer": {"/", "/review/"},
-    "researcher": {"/", "/runs/", "/pools/", "/flywheel/"},
+    "researcher": {"/", "/runs/", "/pools/", "/flywheel/", "/fleet/"},
     "admin": set(PAGES),
     "nobody": {"/"},
 }

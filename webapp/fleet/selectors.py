@@ -1,1 +1,137 @@
-"""fleet selectors: the fleet panel (issue 8) reads and publishes through here."""
+"""Reads of the environment fleet for the fleet page: every env host and environment with its
+lease owner (an RL run, an annotation session, a flywheel job), health and age, from the live
+Redis registry (`workers.envs.leases`), owners named from PostgreSQL."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TypedDict
+
+from webapp.fleet.services import registry
+
+# Owners as the lessees write them (rl_control.engine.worker, annotation.services, flywheel.tasks).
+_RL = re.compile(r"^rl:(\d+)(?::|$)")
+_ANNOTATION = re.compile(r"^annotation:(\d+)$")
+_FLYWHEEL = re.compile(r"^flywheel-job-(\d+)$")
+# A desktop is watched over VNC; other kinds stream screenshots to their own pages.
+WATCHABLE_KINDS = frozenset({"desktop"})
+
+
+class Owner(TypedDict):
+    kind: str  # rl | annotation | flywheel | other
+    id: int | None
+    label: str
+    url: str | None
+
+
+def owner_of(raw: str, names: dict[tuple[str, int], tuple[str, str | None]]) -> Owner:
+    """What a lease owner string refers to; `names` maps (kind, id) to (label, url) when known."""
+    for kind, pattern in (("rl", _RL), ("annotation", _ANNOTATION), ("flywheel", _FLYWHEEL)):
+        match = pattern.match(raw)
+        if match:
+            pk = int(match.group(1))
+            label, url = names.get((kind, pk), (f"{kind} #{pk} (gone)", None))
+            return {"kind": kind, "id": pk, "label": label, "url": url}
+    return {"kind": "other", "id": None, "label": raw or "—", "url": None}
+
+
+def _owner_names(owners: list[str]) -> dict[tuple[str, int], tuple[str, str | None]]:
+    from annotation.models import AnnotationSession
+    from rl_control.models import Run
+    from webapp.flywheel.models import FlywheelJob
+
+    ids: dict[str, set[int]] = {"rl": set(), "annotation": set(), "flywheel": set()}
+    for raw in owners:
+        for kind, pattern in (("rl", _RL), ("annotation", _ANNOTATION), ("flywheel", _FLYWHEEL)):
+            if match := pattern.match(raw):
+                ids[kind].add(int(match.group(1)))
+    names: dict[tuple[str, int], tuple[str, str | None]] = {}
+    for pk, name in Run.objects.filter(pk__in=ids["rl"]).values_list("pk", "name"):
+        names[("rl", pk)] = (f"run #{pk} {name}", f"/runs/{pk}/")
+    sessions = AnnotationSession.objects.filter(pk__in=ids["annotation"]).values_list(
+        "pk", "user__username", "task__external_id"
+    )
+    for pk, username, task in sessions:
+        names[("annotation", pk)] = (f"annotation session #{pk} by {username} (task {task})", None)
+    for pk, kind in FlywheelJob.objects.filter(pk__in=ids["flywheel"]).values_list("pk", "kind"):
+        names[("flywheel", pk)] = (f"flywheel job #{pk} ({kind})", "/flywheel/")
+    return names
+
+
+def _health(
+    env: dict[str, Any], host_alive: bool, lease: dict[str, Any] | None, now: float
+) -> tuple[str, str]:
+    """(health, why): ok, crashed, host lost, or lease expiring (its holder stopped renewing)."""
+    if env.get("state") == "crashed":
+        return "crashed", env.get("reason", "")
+    if not host_alive:
+        return "host lost", f"host {env.get('worker', '?')} stopped sending heartbeats"
+    if lease is not None and lease.get("state") == "crashed":
+        return "crashed", "the environment died under its lease"
+    if lease is not None and float(lease.get("expires") or now) < now:
+        return "lease expiring", "its holder stopped renewing; the reaper reclaims it"
+    return "ok", ""
+
+
+def fleet_overview() -> dict[str, Any]:
+    """{now, hosts: [...], envs: [...], counts} of the whole fleet, newest first within each host."""
+    snap = registry().snapshot()
+    now = float(snap["now"])
+    hosts_beat: dict[str, float] = snap["hosts"]
+    names = _owner_names([e["lease"].get("owner", "") for e in snap["envs"] if e["lease"]])
+    envs = []
+    for env in snap["envs"]:
+        held = env["lease"]
+        host_alive = env.get("worker", "") in hosts_beat
+        health, why = _health(env, host_alive, held, now)
+        lease = None
+        if held is not None:
+            acquired = float(held.get("acquired") or now)
+            lease = {
+                "lease_id": held["lease_id"],
+                "owner": owner_of(held.get("owner", ""), names),
+                "owner_raw": held.get("owner", ""),
+                "task": held.get("task", ""),
+                "age_s": round(max(0.0, now - acquired), 1),
+                "expires_in_s": round(float(held.get("expires") or now) - now, 1),
+            }
+        since = float(env.get("since") or 0) or None
+        envs.append(
+            {
+                "env_id": env["env_id"],
+                "kind": env.get("kind", ""),
+                "host": env.get("worker", ""),
+                "state": env.get("state", ""),
+                "health": health,
+                "health_reason": why,
+                "boot_s": float(env["boot_s"]) if env.get("boot_s") else None,
+                "age_s": round(max(0.0, now - since), 1) if since else None,
+                "lease": lease,
+                "watchable": env.get("kind") in WATCHABLE_KINDS
+                and env.get("state") != "crashed"
+                and host_alive,
+            }
+        )
+    envs.sort(key=lambda e: (e["host"], e["kind"], e["env_id"]))
+    per_host: dict[str, dict[str, Any]] = {}
+    for name in sorted(set(hosts_beat) | {e["host"] for e in envs}):
+        beat = hosts_beat.get(name)
+        mine = [e for e in envs if e["host"] == name]
+        per_host[name] = {
+            "name": name,
+            "alive": beat is not None,
+            "heartbeat_age_s": round(max(0.0, now - beat), 1) if beat is not None else None,
+            "envs": len(mine),
+            "leased": sum(1 for e in mine if e["state"] == "leased"),
+            "kinds": sorted({e["kind"] for e in mine}),
+        }
+    counts: dict[str, int] = {"envs": len(envs), "idle": 0, "leased": 0, "crashed": 0, "unhealthy": 0}
+    for e in envs:
+        counts[e["state"]] = counts.get(e["state"], 0) + 1
+        counts["unhealthy"] += int(e["health"] != "ok")
+    return {"now": now, "hosts": list(per_host.values()), "envs": envs, "counts": counts}
+
+
+def fleet_env(env_id: str) -> dict[str, str]:
+    """The registry's record of one env (empty when it is not in the fleet)."""
+    return registry().env(env_id)

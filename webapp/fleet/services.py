@@ -148,15 +148,49 @@ def _apply(f: dict[str, bytes]) -> None:
 def vnc_token_mint(*, lease: Lease, session_key: str, user_id: int, read_only: bool) -> dict[str, Any]:
     """A short-lived token for the VNC proxy, bound to this user and session. The caller has checked
     that the user may watch (read_only) or drive the session. Only desktops stream over VNC."""
+    return _vnc_grant(env_call(lease=lease, op="info"), session_key=session_key, user_id=user_id,
+                      read_only=read_only, kind=lease.kind)  # fmt: skip
+
+
+def env_watch_grant(
+    *, env_id: str, session_key: str, user_id: int, timeout_s: float = 30.0
+) -> dict[str, Any]:
+    """A read-only VNC token to watch any live env of the fleet (the fleet page): asks the env's host
+    for its display without touching the env's lease, so watching never renews or steals it.
+    Raises LeaseLost("gone") when the env is no longer in the fleet, EnvCallFailed when it has no
+    VNC display or its host does not answer."""
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    from webapp.fleet.tasks import env_call as env_call_task
+
+    env = registry().env(env_id)
+    if not env or env.get("state") in ("crashed", "gone"):
+        raise LeaseLost(env_id, env.get("state", "gone") if env else "gone")
+    result = env_call_task.apply_async(args=[env_id, "info", None], queue=f"env.{env.get('worker', '')}")
+    try:
+        info: dict[str, Any] = result.get(timeout=timeout_s)
+    except CeleryTimeout as exc:
+        raise EnvCallFailed(
+            f"the host {env.get('worker')} of {env_id} did not answer in {timeout_s:g} s"
+        ) from exc
+    if info.get("crashed"):
+        raise LeaseLost(env_id, "crashed")
+    if not info.get("ok"):
+        raise EnvCallFailed(info.get("error", "unknown error"))
+    return _vnc_grant(
+        info, session_key=session_key, user_id=user_id, read_only=True, kind=env.get("kind", "")
+    )
+
+
+def _vnc_grant(
+    info: dict[str, Any], *, session_key: str, user_id: int, read_only: bool, kind: str
+) -> dict[str, Any]:
     from workers.envs.vnc.server import VncTarget
     from workers.envs.vnc.tokens import mint_token
 
-    info = env_call(lease=lease, op="info")
     vnc = info.get("vnc")
     if not vnc or "port" not in vnc:
-        raise EnvCallFailed(
-            f"the {lease.kind} environment has no VNC display; it streams screenshots instead"
-        )
+        raise EnvCallFailed(f"the {kind} environment has no VNC display; it streams screenshots instead")
     target = VncTarget(host=vnc.get("host", "127.0.0.1"), port=int(vnc["port"]))
     token = mint_token(registry().r, session_key, user_id, target, read_only, settings.VNC_TOKEN_TTL_S)
     return {

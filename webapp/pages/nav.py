@@ -37,6 +37,10 @@ PAGES: tuple[Page, ...] = (
         "flywheel", "/flywheel/", "Flywheel", "↻", frozenset({Role.RESEARCHER, Role.ADMIN}),
         "Validated data and model lineage",
     ),
+    Page(
+        "fleet", "/fleet/", "Fleet", "▣", frozenset({Role.RESEARCHER, Role.ADMIN}),
+        "Env hosts, environments and who holds them",
+    ),
 )  # fmt: skip
 
 PAGES_BY_NAME: dict[str, Page] = {page.name: page for page in PAGES}

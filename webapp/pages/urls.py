@@ -17,4 +17,5 @@ urlpatterns = [
     path("replay/<int:trajectory_id>/", views.replay, name="replay"),
     path("pools/", views.pools, name="pools"),
     path("flywheel/", views.flywheel, name="flywheel"),
+    path("fleet/", views.fleet, name="fleet"),
 ]

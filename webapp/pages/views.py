@@ -103,3 +103,8 @@ def pools(request: HttpRequest) -> HttpResponse:
 @page_view("flywheel")
 def flywheel(request: HttpRequest) -> HttpResponse:
     return render(request, "pages/flywheel.html")
+
+
+@page_view("fleet")
+def fleet(request: HttpRequest) -> HttpResponse:
+    return render(request, "pages/fleet.html")

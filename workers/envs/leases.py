@@ -260,6 +260,37 @@ class LeaseRegistry:
             "boot_s_mean": round(sum(boot) / len(boot), 3) if boot else None,
         }
 
+    def snapshot(self) -> dict[str, Any]:
+        """Every env with its lease (or None), and every host with the age of its last heartbeat,
+        read in two pipelined round trips (the fleet page)."""
+        env_ids = sorted(_s(e) for e in self.r.smembers(f"{self.prefix}:envs"))
+        host_keys = sorted(_s(k) for k in self.r.scan_iter(f"{self.prefix}:host:*", count=1000))
+        pipe = self.r.pipeline()
+        for env_id in env_ids:
+            pipe.hgetall(f"{self.prefix}:env:{env_id}")
+        for host_key in host_keys:
+            pipe.get(host_key)
+        raw = pipe.execute()
+        envs = [{_s(k): _s(v) for k, v in h.items()} for h in raw[: len(env_ids)]]
+        lease_ids = [e.get("lease", "") for e in envs]
+        pipe = self.r.pipeline()
+        for lease_id in lease_ids:
+            pipe.hgetall(f"{self.prefix}:lease:{lease_id}") if lease_id else pipe.echo("")
+        leases = pipe.execute()
+        out_envs = []
+        for env_id, env, lease_id, lease in zip(env_ids, envs, lease_ids, leases, strict=True):
+            if not env:
+                continue  # retired between the two reads
+            held = {_s(k): _s(v) for k, v in lease.items()} if isinstance(lease, dict) and lease else None
+            out_envs.append(
+                {"env_id": env_id, **env, "lease": {"lease_id": lease_id, **held} if held else None}
+            )
+        hosts = {
+            key.rsplit(":", 1)[-1]: float(_s(beat)) for key, beat in zip(host_keys, raw[len(env_ids) :], strict=True)
+            if beat is not None
+        }  # fmt: skip
+        return {"envs": out_envs, "hosts": hosts, "now": time.time()}
+
     def idle_count(self, kind: str) -> int:
         return int(self.r.scard(f"{self.prefix}:idle:{kind}"))
 

@@ -7,6 +7,7 @@
 // requested points it reloads the downsampled series, so a live chart converges to what a finished
 // one shows.
 
+import { openWatch } from "../fleet/watch";
 import { api } from "../lib/api";
 import { badge, h, notice, render } from "../lib/dom";
 import { ago, percent } from "../lib/format";
@@ -398,19 +399,7 @@ class RunPage {
   }
 
   private async watch(leaseId: string): Promise<void> {
-    render(this.el.watch, notice("loading", "Connecting to the desktop (read-only)…"));
-    try {
-      const grant = await api<{ url: string }>(`/api/rl/runs/${this.runId}/fleet/${leaseId}/watch/`, { method: "POST" });
-      const screen = h("div", { class: "rc-vnc" });
-      const state = h("p", { class: "muted" }, "connecting…");
-      const close = h("button", { type: "button", class: "btn btn-small btn-secondary" }, "Close");
-      render(this.el.watch, h("div", { class: "card-head" }, h("h3", {}, `Watching ${leaseId.slice(0, 8)} (read-only)`), close), state, screen);
-      const { connectVnc } = await import("../workspace/vnc");
-      const view = await connectVnc(screen, grant.url, true, (s, detail) => { state.textContent = `${s}${detail ? `: ${detail}` : ""}`; });
-      close.addEventListener("click", () => { view.disconnect(); render(this.el.watch); });
-    } catch (err) {
-      render(this.el.watch, notice("error", err instanceof Error ? err.message : String(err)));
-    }
+    await openWatch(this.el.watch, leaseId.slice(0, 8), () => api<{ url: string }>(`/api/rl/runs/${this.runId}/fleet/${leaseId}/watch/`, { method: "POST" }));
   }
 
   // -------------------------------------------------------------------------- checkpoints
