@@ -122,8 +122,123 @@ PRESETS: dict[str, Preset] = {
 }
 
 
+# The launch form's label of every field, in words (a test checks every field has one). The help
+# line (`field_help`) says more; the config key itself is never shown as a label.
+FIELD_LABELS: dict[str, str] = {
+    "seed": "Random seed",
+    "task_ids": "Only these tasks (ids)",
+    "env.kind": "Environment kind",
+    "env.parallel_envs": "Environments in parallel",
+    "env.context_screenshots": "Screenshots the policy sees",
+    "env.shared_group_seed": "Same task instance for a whole group",
+    "serving.endpoints": "Policy endpoints (external servers)",
+    "serving.servers": "Policy servers to start for the run",
+    "budget.max_updates": "Stop after this many updates",
+    "budget.max_episodes": "Stop after this many episodes",
+    "budget.max_minutes": "Stop after this many minutes",
+    "alerts.entropy_min": "Entropy collapse below",
+    "alerts.entropy_max": "Entropy blow-up above",
+    "alerts.ev_drop": "Explained-variance drop of",
+    "alerts.divergence_min": "Reward vs. success divergence of",
+    "alerts.env_crash_rate_max": "Environment crash rate above",
+    "alerts.window": "Steps looked back over",
+    "alerts.cooldown_steps": "Steps before the same alert fires again",
+    "entropulse.enabled": "Alternate RL with SFT phases (Entropulse)",
+    "entropulse.sft_steps": "SFT steps per phase",
+    "entropulse.sft_lr": "SFT learning rate",
+    "entropulse.sft_batch_size": "SFT batch size",
+    "entropulse.successes": "Successes the SFT phase trains on",
+    "entropulse.max_phases": "SFT phases at most",
+    "judge.url": "Judge endpoint (OpenAI-compatible)",
+    "judge.model": "Judge model name",
+    "judge.use": "When the judge scores an episode",
+    "judge.max_screenshots": "Screenshots the judge sees",
+    "ppo.lr_policy": "Policy learning rate",
+    "ppo.lr_value": "Critic learning rate",
+    "ppo.gamma": "Discount",
+    "ppo.lambda_critic": "GAE lambda for the critic",
+    "ppo.lambda_policy": "GAE lambda for the policy (empty = length-adaptive)",
+    "ppo.length_adaptive_alpha": "Length-adaptive lambda alpha",
+    "ppo.clip_low": "Clip range below 1",
+    "ppo.clip_high": "Clip range above 1",
+    "ppo.value_clip": "Value clip",
+    "ppo.value_loss_coef": "Value loss weight",
+    "ppo.entropy_coef": "Entropy bonus weight",
+    "ppo.loss_agg": "Loss averaging",
+    "ppo.epochs": "Passes over each batch",
+    "ppo.minibatch_size": "Trajectories per gradient step",
+    "ppo.max_grad_norm": "Gradient norm clip",
+    "ppo.value_pretrain_max_updates": "Critic warm-up: at most this many updates",
+    "ppo.value_pretrain_target_ev": "Critic warm-up: stop at explained variance",
+    "ppo.value_pretrain_patience": "Critic warm-up: patience in updates",
+    "ppo.is_cap": "Importance-weight cap for stale steps",
+    "ppo.lr_schedule": "Learning-rate schedule",
+    "ppo.lr_decay_start": "Start annealing at budget fraction",
+    "ppo.weight_ema": "Weight averaging decay (0 = off)",
+    "grpo.lr": "Policy learning rate",
+    "grpo.beta_kl": "KL penalty weight",
+    "grpo.kl_estimator": "KL estimator",
+    "grpo.clip_low": "Clip range below 1",
+    "grpo.clip_high": "Clip range above 1",
+    "grpo.is_cap": "Importance-weight cap",
+    "grpo.is_level": "Importance weights per",
+    "grpo.entropy_keep_fraction": "Share of high-entropy steps trained on",
+    "grpo.rollouts_per_task": "Group size (rollouts per task)",
+    "grpo.adv_eps": "Smallest group spread that carries signal",
+    "grpo.loss_agg": "Loss averaging",
+    "grpo.epochs": "Passes over each batch",
+    "grpo.minibatch_size": "Steps per gradient step",
+    "grpo.max_grad_norm": "Gradient norm clip",
+    "grpo.temperature": "Sampling temperature",
+    "grpo.thought_temperature": "Thought sampling temperature (empty = same)",
+    "grpo.train_thought": "Train on the thought tokens too",
+    "grpo.lr_schedule": "Learning-rate schedule",
+    "grpo.lr_decay_start": "Start annealing at budget fraction",
+    "grpo.weight_ema": "Weight averaging decay (0 = off)",
+    "curation.rollouts_max": "Group size (rollouts per task)",
+    "curation.rollouts_min": "Smallest group for easy tasks",
+    "curation.success_threshold": "Shrink groups above success rate",
+    "curation.success_window": "Recent outcomes per task counted",
+    "curation.success_min_reward": "Reward that counts as a success",
+    "curation.step_cap": "Step limit per episode",
+    "curation.injection": "Fill all-failed groups from",
+    "curation.experience_pool_per_task": "Experience pool: successes kept per task",
+    "curation.replay_per_task": "Replay buffer: successes kept per task",
+    "curation.staleness_bound": "Train on steps at most this many versions old",
+    "curation.min_batch_trajectories": "Train once this many episodes wait",
+    "curation.plateau_window": "Plateau detection: updates per window",
+    "curation.plateau_reward_min_gain": "Plateau: reward gain below",
+    "curation.plateau_entropy_max_rel_change": "Plateau: entropy change at most",
+    "curation.seed": "Seed of pool and cache picks",
+    "reward.task_weight": "Task reward weight",
+    "reward.format_weight": "Unparsable output penalty",
+    "reward.length_weight": "Overlong episode penalty",
+    "reward.length_soft_limit": "Steps before the length penalty starts",
+    "reward.length_hard_limit": "Steps at the full length penalty",
+    "reward.repetition_weight": "Repeated action penalty",
+    "reward.cycle_min": "Shortest repeated cycle",
+    "reward.cycle_max": "Longest repeated cycle",
+}
+
+# The launch form's basic section; everything else is folded under "Advanced". The group size is
+# one question (curation.rollouts_max: dynamic N starts there); the form writes the same number into
+# grpo.rollouts_per_task, which sizes a synchronous batch.
+BASIC_FIELDS: tuple[str, ...] = (
+    "env.parallel_envs",
+    "curation.rollouts_max",
+    "budget.max_updates",
+    "budget.max_minutes",
+    "budget.max_episodes",
+    "serving.endpoints",
+    "entropulse.enabled",
+    "judge.url",
+)
+MIRRORED_FIELDS: dict[str, str] = {"grpo.rollouts_per_task": "curation.rollouts_max"}
+
+
 def preset_get(name: str) -> dict[str, Any]:
-    """{name, title, description, algorithm, mode, config (full), help, choices}; KeyError when unknown."""
+    """{name, title, description, algorithm, mode, config (full), help, choices, labels, basic,
+    mirrored}; KeyError when unknown."""
     preset = PRESETS[name]
     config = run_config_build(algorithm=preset.algorithm, config=preset.overrides)
     return {
@@ -135,6 +250,9 @@ def preset_get(name: str) -> dict[str, Any]:
         "config": config,
         "help": {key: text for key, text in field_help().items() if key.split(".")[0] in config},
         "choices": {key: values for key, values in field_choices().items() if key.split(".")[0] in config},
+        "labels": {key: text for key, text in FIELD_LABELS.items() if key.split(".")[0] in config},
+        "basic": [key for key in BASIC_FIELDS if key.split(".")[0] in config],
+        "mirrored": {k: v for k, v in MIRRORED_FIELDS.items() if k.split(".")[0] in config},
     }
 
 

@@ -9,6 +9,8 @@ help per field (the launch form renders it, see `presets.field_help`):
     ppo|grpo  PPOConfig / GRPOConfig (workers.rl.config) — only the section of the run's algorithm
     curation  CurationConfig     dynamic N, step limit, staleness bound, pool / BEPA cache / replay
     reward    RewardConfig       format, length and repetition shaping
+    entropulse EntropulseSettings RL ↔ SFT alternation when training plateaus (seed 001 §3.3)
+    judge     JudgeSettings      LLM judge / outcome reward model for tasks without a verifier
     seed      int                seeds policy sampling and task order
     task_ids  list[int]          explicit task list; empty = every enabled task of the run's pool
 
@@ -100,6 +102,61 @@ class AlertSettings(_Config):
         return e
 
 
+@dataclass
+class EntropulseSettings(_Config):
+    """Entropulse (seed 001 §3.3): when the reward plateaus while entropy does not recover (the
+    curation.plateau_* thresholds), a short SFT phase on the run's own successful rollouts restores
+    entropy; then RL goes on with the KL reference reset to the new policy."""
+
+    enabled: bool = False  # alternate RL with SFT phases on the run's successes when training plateaus
+    sft_steps: int = 50  # gradient steps of one SFT phase
+    sft_lr: float = 1e-5  # learning rate of the SFT phase
+    sft_batch_size: int = 8  # examples per SFT gradient step
+    successes: int = 64  # most recent successful rollouts of the run one SFT phase trains on
+    max_phases: int = 4  # SFT phases at most in one run
+
+    def _value_errors(self) -> dict[str, str]:
+        e: dict[str, str] = {}
+        if not 1 <= self.sft_steps <= 10_000:
+            e["sft_steps"] = "must be in [1, 10000]"
+        if not 0 < self.sft_lr <= 1:
+            e["sft_lr"] = "must be in (0, 1]"
+        if not 1 <= self.sft_batch_size <= 512:
+            e["sft_batch_size"] = "must be in [1, 512]"
+        if not 1 <= self.successes <= 10_000:
+            e["successes"] = "must be in [1, 10000]"
+        if not 0 <= self.max_phases <= 100:
+            e["max_phases"] = "must be in [0, 100]"
+        return e
+
+
+JudgeUse = Literal["no_verifier", "always"]
+
+
+@dataclass
+class JudgeSettings(_Config):
+    """The LLM judge / generative outcome reward model (seed 000 §2.5, seed 004): reads the
+    instruction, every thought and action and the last screenshots, and says success or failure."""
+
+    url: str = ""  # OpenAI-compatible judge server (…/v1); empty = no judge, the verifier alone scores
+    model: str = "judge"  # model name the judge server serves
+    use: JudgeUse = "no_verifier"  # judge the tasks that have no verifier, or every episode
+    max_screenshots: int = 3  # last screenshots the judge sees (seed 004: 3)
+
+    def _value_errors(self) -> dict[str, str]:
+        e: dict[str, str] = {}
+        url = self.url.strip()
+        if url and (
+            not url.startswith(("http://", "https://")) or len(url) > 500 or any(c.isspace() for c in url)
+        ):
+            e["url"] = "must be an http(s) URL"
+        if not self.model.strip() or len(self.model) > 200:
+            e["model"] = "must be a model name (1–200 characters)"
+        if not 0 <= self.max_screenshots <= 16:
+            e["max_screenshots"] = "must be in [0, 16]"
+        return e
+
+
 SECTIONS: dict[str, type[_Config]] = {
     "env": EnvSettings,
     "budget": BudgetSettings,
@@ -108,6 +165,8 @@ SECTIONS: dict[str, type[_Config]] = {
     "grpo": GRPOConfig,
     "curation": CurationConfig,
     "reward": RewardConfig,
+    "entropulse": EntropulseSettings,
+    "judge": JudgeSettings,
 }
 ALGORITHM_SECTIONS: dict[str, str] = {"ppo": "ppo", "grpo": "grpo"}
 SCALARS = ("seed", "task_ids")

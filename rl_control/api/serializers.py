@@ -179,6 +179,13 @@ class PresetSerializer(serializers.Serializer):
         child=serializers.ListField(child=serializers.JSONField()),
         help_text="Allowed values of the fields that take one of a fixed set.",
     )
+    labels = serializers.DictField(child=serializers.CharField(), help_text="Each field's label in words.")
+    basic = serializers.ListField(
+        child=serializers.CharField(), help_text="Fields of the form's basic section (the rest is Advanced)."
+    )
+    mirrored = serializers.DictField(
+        child=serializers.CharField(), help_text="Fields the form sets from another one (asked once)."
+    )
 
 
 class MetricNameSerializer(serializers.Serializer):

@@ -175,6 +175,7 @@ def run_fork(
         user=user,
         name=name or f"{run.name} (fork)",
         config=deep_merge(run.config, config or {}),
+        preset=run.preset if run.preset in PRESETS else "",  # a fork keeps its preset's name
         algorithm=run.algorithm,
         mode=run.mode,
         pool=run.pool,

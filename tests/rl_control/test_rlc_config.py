@@ -12,7 +12,18 @@ from rl_control.run_config import SECTIONS, RunConfigError, deep_merge, run_conf
 
 def test_defaults_fill_every_section_of_the_algorithm() -> None:
     config = run_config_build(algorithm="ppo", config={})
-    assert set(config) == {"env", "budget", "alerts", "ppo", "curation", "reward", "seed", "task_ids"}
+    assert set(config) == {
+        "env",
+        "budget",
+        "alerts",
+        "ppo",
+        "curation",
+        "reward",
+        "entropulse",
+        "judge",
+        "seed",
+        "task_ids",
+    }
     assert config["ppo"]["clip_high"] == 0.28 and config["budget"]["max_updates"] == 200
     assert "grpo" not in config
 

@@ -1,9 +1,11 @@
-// The launch form: pick a preset (or fork a run from one of its checkpoints), see and change every
-// option with its one-line help, and submit; the server validates and its messages appear under
-// the fields they concern ("grpo.clip_low": [...]).
+// The launch form: a basic section (name, preset, pool, start checkpoint, environments, group size,
+// budget, policy endpoints, Entropulse, judge) and every other option folded under "Advanced", each
+// labelled in words with its one-line help. A fork keeps its parent's preset and settings. The
+// server validates; its messages appear next to the fields they concern ("grpo.clip_low": [...]).
 
 import { api, ApiError, resultsOf } from "../lib/api";
 import { h, notice, render } from "../lib/dom";
+import { applyMirrors, endpointsToConfig, endpointsToText, errorSlotFor, fieldLabel, layoutFields } from "./form";
 import { fieldText, flattenConfig, overrides, parseField } from "./series";
 import type { CheckpointRow, Preset, RunDetail } from "./types";
 
@@ -21,7 +23,13 @@ const SECTION_TITLES: Record<string, string> = {
   curation: "Curation",
   reward: "Reward shaping",
   alerts: "Alert thresholds",
+  entropulse: "Entropulse (RL ↔ SFT)",
+  judge: "LLM judge",
+  serving: "Policy serving",
+  run: "Run",
 };
+
+const ENDPOINTS = "serving.endpoints";
 
 /** Throws the server's field errors as {field: [messages]}. */
 class FieldErrors extends Error {
@@ -65,27 +73,37 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
   const checkpoints = parent ? await api<CheckpointRow[]>(`/api/rl/runs/${parent.id}/checkpoints/`) : [];
   // a new run starts from the checkpoint promoted to "RL start" unless another one is chosen
   const allCheckpoints = parent ? [] : await api<CheckpointRow[] | { results: CheckpointRow[] }>("/api/checkpoints/").then(resultsOf);
-  // each preset lists the help and choices of its own sections (PPO or GRPO): merge them all
+  // each preset lists the help, labels and choices of its own sections (PPO or GRPO): merge them all
   const help: Record<string, string> = {};
+  const labels: Record<string, string> = {};
   const choices: Record<string, unknown[]> = {};
+  const mirrored: Record<string, string> = {};
+  let basicKeys: string[] = [];
   for (const p of presets) {
     Object.assign(help, p.help);
+    Object.assign(labels, p.labels);
     Object.assign(choices, p.choices);
+    Object.assign(mirrored, p.mirrored);
+    for (const k of p.basic) if (!basicKeys.includes(k)) basicKeys = [...basicKeys, k];
   }
+  const parentPreset = parent ? presets.find((p) => p.name === parent.preset) : undefined;
 
   const form = h("form", { class: "rc-launch", "data-testid": "launch-form", novalidate: true });
   const status = h("div", { class: "form-status", "data-testid": "launch-status" });
-  const name = h("input", { name: "name", required: true, "data-testid": "field-name", value: parent ? `${parent.name} (fork)` : "" });
-  const presetSel = h("select", { name: "preset", "data-testid": "field-preset", disabled: parent !== null }, ...presets.map((p) => h("option", { value: p.name }, p.title)));
+  const name = h("input", { name: "name", id: "f-name", required: true, "data-testid": "field-name", value: parent ? `${parent.name} (fork)` : "" });
+  const presetSel = h("select", { name: "preset", id: "f-preset", "data-testid": "field-preset", disabled: parent !== null }, ...presets.map((p) => h("option", { value: p.name, selected: parent?.preset === p.name }, p.title)));
   const presetDesc = h("p", { class: "muted", "data-testid": "preset-description" });
-  const poolSel = h("select", { name: "pool", "data-testid": "field-pool", disabled: parent !== null }, h("option", { value: "" }, "— choose —"), ...pools.map((p) => h("option", { value: p.id, selected: parent?.pool === p.id }, `${p.name} (${p.task_count} tasks)`)));
-  const ckptSel = h("select", { name: "checkpoint", "data-testid": "field-checkpoint" }, h("option", { value: "" }, "newest checkpoint of the run"), ...checkpoints.map((c) => h("option", { value: c.version, selected: params.get("checkpoint") === c.version }, c.version)));
-  const startSel = h("select", { name: "start_checkpoint", "data-testid": "field-start-checkpoint" }, h("option", { value: "" }, "the checkpoint promoted to RL start (else a fresh model)"), ...allCheckpoints.map((c) => h("option", { value: c.version }, c.version)));
+  const poolSel = h("select", { name: "pool", id: "f-pool", "data-testid": "field-pool", disabled: parent !== null }, h("option", { value: "" }, "— choose —"), ...pools.map((p) => h("option", { value: p.id, selected: parent?.pool === p.id }, `${p.name} (${p.task_count} tasks)`)));
+  const ckptSel = h("select", { name: "checkpoint", id: "f-checkpoint", "data-testid": "field-checkpoint" }, h("option", { value: "" }, "newest checkpoint of the run"), ...checkpoints.map((c) => h("option", { value: c.version, selected: params.get("checkpoint") === c.version }, c.version)));
+  const startSel = h("select", { name: "start_checkpoint", id: "f-start_checkpoint", "data-testid": "field-start-checkpoint" }, h("option", { value: "" }, "the checkpoint promoted to RL start (else a fresh model)"), ...allCheckpoints.map((c) => h("option", { value: c.version }, c.version)));
   const launchNow = h("input", { type: "checkbox", name: "launch", checked: true, "data-testid": "field-launch" });
+  const basicFields = h("div", { class: "rc-basic-fields", "data-testid": "section-basic-config" });
   const sections = h("div", { class: "rc-sections" });
+  const advanced = h("details", { class: "rc-advanced", "data-testid": "advanced" }, h("summary", {}, "Advanced: every other setting (algorithm, curation, reward, alerts …)"), sections);
   const errorEls = new Map<string, HTMLElement>();
-  const inputs = new Map<string, HTMLInputElement | HTMLSelectElement>();
+  const inputs = new Map<string, HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement>();
   let base = new Map<string, unknown>();
+  let algorithm = parent?.algorithm ?? presets[0]?.algorithm ?? "grpo";
 
   const errorSlot = (key: string): HTMLElement => {
     const el = h("div", { class: "rc-error", "data-testid": `error-${key}`, role: "alert" });
@@ -93,47 +111,37 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
     return el;
   };
 
+  const fieldRow = (key: string, value: unknown): HTMLElement => {
+    const attrs = { name: key, id: `f-${key}`, "data-testid": `field-${key}`, "aria-describedby": `help-${key}`, title: key };
+    const allowed = choices[key];
+    let input: HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement;
+    if (key === ENDPOINTS) {
+      input = h("textarea", { ...attrs, rows: 2, placeholder: "empty: the run starts its own policy server\nhttp://vllm-host:8000/v1" });
+      input.value = endpointsToText(value);
+    } else if (allowed !== undefined) {
+      // a field that takes one of a fixed set: offer the set (null reads "none")
+      input = h("select", attrs, ...allowed.map((c) => h("option", { value: fieldText(c), selected: c === value }, c === null ? "none" : fieldText(c).replace(/_/g, " "))));
+    } else {
+      input = h("input", { ...attrs, value: fieldText(value), placeholder: value === null ? "none" : null });
+      if (typeof value === "boolean") {
+        input.type = "checkbox";
+        input.checked = value;
+      }
+    }
+    inputs.set(key, input);
+    return h("div", { class: "rc-field" }, h("label", { for: `f-${key}` }, fieldLabel(key, labels)), input, h("small", { id: `help-${key}`, class: "muted" }, help[key] ?? ""), errorSlot(key));
+  };
+
   const fillSections = (config: Record<string, unknown>): void => {
     base = flattenConfig(config);
     inputs.clear();
     for (const key of [...errorEls.keys()]) if (key.includes(".") || key === "seed" || key === "task_ids") errorEls.delete(key);
-    const bySection = new Map<string, [string, unknown][]>();
-    for (const [key, value] of base) {
-      const section = key.includes(".") ? (key.split(".", 1)[0] ?? "run") : "run";
-      bySection.set(section, [...(bySection.get(section) ?? []), [key, value]]);
-    }
+    const layout = layoutFields([...base.keys()], basicKeys, mirrored, algorithm);
+    render(basicFields, ...layout.basic.map((key) => fieldRow(key, base.get(key))));
     render(
       sections,
-      ...[...bySection].map(([section, fields]) =>
-        h(
-          "fieldset",
-          { class: "rc-section", "data-testid": `section-${section}` },
-          h("legend", {}, SECTION_TITLES[section] ?? (section === "run" ? "Run" : section)),
-          ...fields.map(([key, value]) => {
-            const attrs = { name: key, "data-testid": `field-${key}`, "aria-describedby": `help-${key}` };
-            const allowed = choices[key];
-            let input: HTMLInputElement | HTMLSelectElement;
-            if (allowed !== undefined) {
-              // a field that takes one of a fixed set: offer the set (null reads "none")
-              input = h("select", attrs, ...allowed.map((c) => h("option", { value: fieldText(c), selected: c === value }, c === null ? "none" : fieldText(c))));
-            } else {
-              input = h("input", { ...attrs, value: fieldText(value), placeholder: value === null ? "none" : null });
-              if (typeof value === "boolean") {
-                input.type = "checkbox";
-                input.checked = value;
-              }
-            }
-            inputs.set(key, input);
-            return h(
-              "div",
-              { class: "rc-field" },
-              h("label", { for: `f-${key}` }, key.split(".").slice(-1)[0] ?? key),
-              Object.assign(input, { id: `f-${key}` }),
-              h("small", { id: `help-${key}`, class: "muted" }, help[key] ?? ""),
-              errorSlot(key),
-            );
-          }),
-        ),
+      ...[...layout.advanced].map(([section, keys]) =>
+        h("fieldset", { class: "rc-section", "data-testid": `section-${section}` }, h("legend", {}, SECTION_TITLES[section] ?? section), ...keys.map((key) => fieldRow(key, base.get(key)))),
       ),
     );
   };
@@ -142,12 +150,13 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
   const onPreset = (): void => {
     const p = currentPreset();
     if (p === undefined) return;
-    presetDesc.textContent = `${p.description} Algorithm ${p.algorithm}, mode ${p.mode}.`;
+    algorithm = p.algorithm;
+    presetDesc.textContent = `${p.description} Algorithm ${p.algorithm.toUpperCase()}, ${p.mode === "sync" ? "synchronous" : "asynchronous"}.`;
     fillSections(p.config);
   };
   presetSel.addEventListener("change", onPreset);
   if (parent) {
-    presetDesc.textContent = `Fork of run #${parent.id} (${parent.name}): its settings below, starting from the chosen checkpoint.`;
+    presetDesc.textContent = `Fork of run #${parent.id} (${parent.name})${parentPreset ? `, preset ${parentPreset.title}` : ""}: its settings below, starting from the chosen checkpoint.`;
     fillSections(parent.config);
   } else {
     onPreset();
@@ -155,26 +164,34 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
 
   const values = (): Map<string, unknown> => {
     const out = new Map<string, unknown>();
-    for (const [key, input] of inputs) out.set(key, input instanceof HTMLInputElement && input.type === "checkbox" ? input.checked : parseField(input.value, base.get(key)));
-    return out;
+    for (const [key, input] of inputs) {
+      if (key === ENDPOINTS) out.set(key, endpointsToConfig(input.value));
+      else out.set(key, input instanceof HTMLInputElement && input.type === "checkbox" ? input.checked : parseField(input.value, base.get(key)));
+    }
+    return applyMirrors(out, mirrored, new Set(base.keys()));
   };
+
+  const row = (label: string, forId: string, control: HTMLElement, key: string, extra: HTMLElement | null = null): HTMLElement =>
+    h("div", { class: "rc-field" }, h("label", { for: forId }, label), control, extra, errorSlot(key));
 
   render(
     root,
-    h("div", { class: "page-head" }, h("div", {}, h("h1", {}, parent ? `Fork run #${parent.id}` : "Launch a run"), h("p", {}, "Every option with its default from the papers; the server checks each field."))),
+    h("div", { class: "page-head" }, h("div", {}, h("h1", {}, parent ? `Fork run #${parent.id}` : "Launch a run"), h("p", {}, "The basics first; every other setting has its default from the papers under Advanced. The server checks each field before anything is created."))),
     form,
   );
   form.append(
     h(
       "section",
-      { class: "card" },
-      h("div", { class: "rc-field" }, h("label", {}, "Name"), name, errorSlot("name")),
-      h("div", { class: "rc-field" }, h("label", {}, "Preset"), presetSel, presetDesc, errorSlot("preset")),
-      h("div", { class: "rc-field" }, h("label", {}, "Task pool"), poolSel, errorSlot("pool")),
-      parent ? h("div", { class: "rc-field" }, h("label", {}, "Start from checkpoint"), ckptSel, errorSlot("checkpoint")) : h("div", { class: "rc-field" }, h("label", {}, "Start from checkpoint"), startSel, errorSlot("start_checkpoint")),
-      h("label", { class: "field field-check" }, launchNow, "Start it right away"),
+      { class: "card", "data-testid": "section-basic" },
+      h("h2", {}, "Basics"),
+      row("Name", "f-name", name, "name"),
+      row(parent ? "Preset (kept from the parent)" : "Preset", "f-preset", presetSel, "preset", presetDesc),
+      row("Task pool", "f-pool", poolSel, "pool"),
+      parent ? row("Start from checkpoint", "f-checkpoint", ckptSel, "checkpoint") : row("Start from checkpoint", "f-start_checkpoint", startSel, "start_checkpoint"),
+      basicFields,
+      h("label", { class: "field field-check" }, launchNow, " Start it right away"),
     ),
-    sections,
+    advanced,
     h("div", { class: "rc-actions" }, h("button", { type: "submit", class: "btn", "data-testid": "launch-submit" }, parent ? "Fork" : "Create run"), status),
   );
 
@@ -195,12 +212,13 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
         if (err instanceof FieldErrors) {
           const loose: string[] = [];
           for (const [key, messages] of Object.entries(err.errors)) {
-            const el = errorEls.get(key);
-            if (el) el.textContent = messages.join(" ");
+            const el = errorEls.get(errorSlotFor(key, mirrored));
+            if (el) el.textContent = [el.textContent, messages.join(" ")].filter((t) => t).join(" ");
             else loose.push(`${key}: ${messages.join(" ")}`);
           }
           render(status, notice("error", `Fix the fields marked in red.${loose.length ? ` ${loose.join("; ")}` : ""}`));
           const first = [...errorEls.values()].find((el) => el.textContent !== "");
+          if (first && advanced.contains(first)) advanced.open = true;
           first?.scrollIntoView({ block: "center" });
         } else {
           render(status, notice("error", err instanceof Error ? err.message : String(err)));

@@ -81,6 +81,9 @@ export interface Preset {
   config: Record<string, unknown>;
   help: Record<string, string>;
   choices: Record<string, unknown[]>; // allowed values of the fields that take one of a fixed set
+  labels: Record<string, string>; // each field's label in words
+  basic: string[]; // the form's basic section; the rest is folded under "Advanced"
+  mirrored: Record<string, string>; // field → the field it is copied from (asked once)
 }
 
 export interface CatalogueRow {

@@ -1,0 +1,56 @@
+// The launch form's layout rules, kept pure so they are tested: which fields are basic and which
+// are folded under "Advanced", the label of each (words, never the config key), fields asked once
+// and copied into another (the group size), and where a server error is shown.
+
+export interface FormLayout {
+  basic: string[];
+  advanced: Map<string, string[]>; // section → field keys, in config order
+}
+
+/** Basic fields first, in the server's order; everything else by section. A mirrored field is
+ * never shown (the form fills it from its source). PPO trains single rollouts: no group size. */
+export function layoutFields(keys: readonly string[], basic: readonly string[], mirrored: Record<string, string>, algorithm: string): FormLayout {
+  const present = new Set(keys);
+  const hidden = new Set(Object.keys(mirrored));
+  const basicShown = basic.filter((k) => present.has(k) && !hidden.has(k) && !(algorithm === "ppo" && k === "curation.rollouts_max"));
+  const inBasic = new Set(basicShown);
+  const advanced = new Map<string, string[]>();
+  for (const key of keys) {
+    if (inBasic.has(key) || hidden.has(key)) continue;
+    const section = key.includes(".") ? (key.split(".", 1)[0] ?? "run") : "run";
+    advanced.set(section, [...(advanced.get(section) ?? []), key]);
+  }
+  return { basic: basicShown, advanced };
+}
+
+/** The words a field is labelled with: the server's label, else the last key part in words. */
+export function fieldLabel(key: string, labels: Record<string, string>): string {
+  const label = labels[key];
+  if (label !== undefined && label !== "") return label;
+  const last = key.split(".").pop() ?? key;
+  const words = last.replace(/_/g, " ");
+  return words.charAt(0).toUpperCase() + words.slice(1);
+}
+
+/** Copy each mirrored field's source value into it (the group size asked once). */
+export function applyMirrors(values: Map<string, unknown>, mirrored: Record<string, string>, known: ReadonlySet<string>): Map<string, unknown> {
+  const out = new Map(values);
+  for (const [target, source] of Object.entries(mirrored)) {
+    if (known.has(target) && out.has(source)) out.set(target, out.get(source));
+  }
+  return out;
+}
+
+/** The field whose slot shows an error keyed `key` (a mirrored field's error shows at its source). */
+export function errorSlotFor(key: string, mirrored: Record<string, string>): string {
+  return mirrored[key] ?? key;
+}
+
+/** Policy endpoints: one URL per line in the form, comma-separated in the config. */
+export function endpointsToConfig(text: string): string {
+  return text.split(/[\n,]/).map((u) => u.trim()).filter((u) => u !== "").join(",");
+}
+
+export function endpointsToText(value: unknown): string {
+  return typeof value === "string" ? value.split(",").map((u) => u.trim()).filter((u) => u !== "").join("\n") : "";
+}
