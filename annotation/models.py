@@ -134,6 +134,9 @@ class Review(models.Model):
 
     trajectory = models.ForeignKey("store.Trajectory", on_delete=models.CASCADE, related_name="reviews")
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="reviews")
+    round = models.PositiveSmallIntegerField(
+        default=1, help_text="The trajectory's review round this review belongs to."
+    )
     verdict = models.CharField(max_length=8, choices=Verdict.choices, blank=True)
     step_verdicts = models.JSONField(default=list, blank=True, help_text="[{index, verdict, comment}]")
     comment = models.TextField(blank=True)
@@ -143,7 +146,9 @@ class Review(models.Model):
     class Meta:
         ordering = ["created_at"]
         constraints = [
-            models.UniqueConstraint(fields=["trajectory", "reviewer"], name="review_once_per_reviewer")
+            models.UniqueConstraint(
+                fields=["trajectory", "reviewer", "round"], name="review_once_per_reviewer_and_round"
+            )
         ]
 
     def __str__(self) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, F, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 
 from annotation.models import Review
 from annotation.review import agreement
@@ -33,12 +33,16 @@ def duplicate_threshold() -> float:
 
 def review_queue(user: Any) -> QuerySet[Trajectory]:
     """Trajectories this user may still take for review, oldest first: finished, waiting for review,
-    with a free review slot, not annotated by them and not already reviewed by them."""
+    with a free review slot in the current round, not annotated by them and not already reviewed by
+    them in this round (after a fix the same reviewers may look again)."""
+    mine_this_round = Review.objects.filter(
+        trajectory=OuterRef("pk"), reviewer=user, round=OuterRef("review_round")
+    )
     return (
         Trajectory.objects.filter(review_state__in=QUEUE_STATES, status=TrajectoryStatus.COMPLETED)
         .exclude(annotator=user)
-        .exclude(reviews__reviewer=user)
-        .annotate(review_count=Count("reviews", distinct=True))
+        .exclude(Exists(mine_this_round))
+        .annotate(review_count=Count("reviews", filter=Q(reviews__round=F("review_round")), distinct=True))
         .filter(review_count__lt=reviews_required())
         .select_related("task", "task__pool", "annotator")
         .order_by("created_at", "id")
@@ -118,9 +122,15 @@ def trajectory_duplicates(trajectory: Trajectory, *, limit: int = 200) -> list[d
     return sorted(found, key=lambda d: -d["score"])
 
 
+def decision_number(decision_index: int | None) -> int | None:
+    """The candidate number a user sees (1-based) for a stored 0-based candidate index."""
+    return None if decision_index is None else decision_index + 1
+
+
 def _review_json(review: Review) -> dict[str, Any]:
     return {
         "id": review.pk,
+        "round": review.round,
         "reviewer": review.reviewer.username,
         "verdict": review.verdict,
         "comment": review.comment,
@@ -133,6 +143,7 @@ def _review_json(review: Review) -> dict[str, Any]:
 def _step_json(step: Step) -> dict[str, Any]:
     return {
         "index": step.index,
+        "number": step.index + 1,
         "thought": step.thought,
         "action_text": step.action_text,
         "raw_text": step.raw_text,
@@ -146,6 +157,7 @@ def _step_json(step: Step) -> dict[str, Any]:
         "executed_points": step.executed_points,
         "decision": step.decision,
         "decision_index": step.decision_index,
+        "decision_number": decision_number(step.decision_index),
         "decision_meta": step.decision_meta,
         "candidates": step.candidates,
         "reward": step.reward,
@@ -159,7 +171,8 @@ def _step_json(step: Step) -> dict[str, Any]:
 def review_view_data(*, trajectory: Trajectory, user: Any) -> dict[str, Any]:
     """Everything the review screen shows. Independence: a reviewer sees the other reviews only
     once their own is submitted; admins always see them."""
-    reviews = list(trajectory.reviews.select_related("reviewer"))
+    everyone = list(trajectory.reviews.select_related("reviewer").order_by("round", "created_at"))
+    reviews = [r for r in everyone if r.round == trajectory.review_round]
     mine = next((r for r in reviews if r.reviewer_id == user.pk), None)
     is_admin = Role.ADMIN in user_roles(user)
     show_others = is_admin or (mine is not None and mine.completed_at is not None)
@@ -171,6 +184,10 @@ def review_view_data(*, trajectory: Trajectory, user: Any) -> dict[str, Any]:
             "source": trajectory.source,
             "status": trajectory.status,
             "review_state": trajectory.review_state,
+            "review_round": trajectory.review_round,
+            "instruction": trajectory.episode_instruction,
+            "branch_of": trajectory.metadata.get("branch_of"),
+            "branch_step": trajectory.metadata.get("branch_step"),
             "final_reward": trajectory.final_reward,
             "validation": trajectory.validation,
             "validator": trajectory.validator,
@@ -184,7 +201,8 @@ def review_view_data(*, trajectory: Trajectory, user: Any) -> dict[str, Any]:
         "task": {
             "id": task.pk,
             "external_id": task.external_id,
-            "instruction": task.instruction,
+            "instruction": trajectory.episode_instruction,
+            "task_instruction": task.instruction,
             "env_kind": task.env_kind,
             "pool": task.pool.name,
         },
@@ -193,6 +211,9 @@ def review_view_data(*, trajectory: Trajectory, user: Any) -> dict[str, Any]:
         "reviews_done": sum(1 for r in reviews if r.completed_at is not None),
         "my_review": _review_json(mine) if mine else None,
         "other_reviews": [_review_json(r) for r in others],
+        "earlier_rounds": [_review_json(r) for r in everyone if r.round < trajectory.review_round]
+        if show_others or mine is not None
+        else [],
         "others_hidden": not show_others,
         "outcome": trajectory.metadata.get("review") if show_others else None,
         "executability": trajectory.metadata.get("executability"),

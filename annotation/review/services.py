@@ -14,6 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from annotation.models import AnnotationSession, Review, SessionStatus, Verdict
@@ -43,7 +44,10 @@ def review_assign(*, reviewer: Any, trajectory_id: int | None = None) -> Review 
     trajectory gets more reviews than required."""
     mine = Review.objects.filter(reviewer=reviewer)
     if trajectory_id is not None:
-        existing = mine.filter(trajectory_id=trajectory_id).first()
+        # Their review of the trajectory's current round (or an open one) is resumed; an earlier
+        # round's finished review does not stop them from reviewing the fixed trajectory.
+        existing = mine.filter(trajectory_id=trajectory_id, round=F("trajectory__review_round")).first()
+        existing = existing or mine.filter(trajectory_id=trajectory_id, completed_at__isnull=True).first()
         if existing is not None:
             return existing
     else:
@@ -59,11 +63,13 @@ def review_assign(*, reviewer: Any, trajectory_id: int | None = None) -> Review 
             locked = Trajectory.objects.select_for_update().filter(pk=pk).first()
             if locked is None or locked.review_state not in QUEUE_STATES:
                 continue
-            if locked.reviews.count() >= reviews_required():
+            if locked.reviews.filter(round=locked.review_round).count() >= reviews_required():
                 continue
             try:
                 with transaction.atomic():
-                    review = Review.objects.create(trajectory=locked, reviewer=reviewer)
+                    review = Review.objects.create(
+                        trajectory=locked, reviewer=reviewer, round=locked.review_round
+                    )
             except IntegrityError:
                 continue
             Trajectory.objects.filter(pk=pk, review_state=ReviewState.PENDING).update(
@@ -152,7 +158,11 @@ def review_conclude(*, trajectory_id: int) -> str | None:
         trajectory = Trajectory.objects.select_for_update().get(pk=trajectory_id)
         if trajectory.review_state not in QUEUE_STATES:
             return None
-        done = list(trajectory.reviews.filter(completed_at__isnull=False).order_by("completed_at"))
+        done = list(
+            trajectory.reviews.filter(round=trajectory.review_round, completed_at__isnull=False).order_by(
+                "completed_at"
+            )
+        )
         if len(done) < reviews_required():
             return None
         outcome = agreement.review_outcome([r.verdict for r in done])
@@ -166,6 +176,7 @@ def review_conclude(*, trajectory_id: int) -> str | None:
                 **trajectory.metadata,
                 "review": {
                     "outcome": outcome,
+                    "round": trajectory.review_round,
                     "reviews": [r.pk for r in done],
                     "verdicts": [r.verdict for r in done],
                     "step_agreement": steps.rate,
@@ -183,6 +194,8 @@ def review_conclude(*, trajectory_id: int) -> str | None:
             store.trajectory_validate(trajectory=trajectory, value=1, validator=HUMAN_REVIEW_VALIDATOR)
         elif outcome == ReviewState.REJECTED:
             store.trajectory_validate(trajectory=trajectory, value=0, validator=HUMAN_REVIEW_VALIDATOR)
+        else:  # needs fix: whatever validated it before the review must not keep it routed
+            store.trajectory_unroute(trajectory_id=trajectory_id, reason="review asked for a fix")
         AnnotationSession.objects.filter(
             trajectory_id=trajectory_id, status__in=[SessionStatus.SUBMITTED, SessionStatus.IN_REVIEW]
         ).update(status=outcome)

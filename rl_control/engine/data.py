@@ -30,7 +30,7 @@ from django.db.models import F, Q
 from rl_control.engine.keys import key, rds
 from rl_control.models import EngineState, RolloutGroup, RolloutGroupState, Run, RunMode
 from webapp.store import services as store
-from webapp.store.models import Task, Trajectory, TrajectoryStatus
+from webapp.store.models import UNTRAINABLE_REVIEW_STATES, Task, Trajectory, TrajectoryStatus
 from webapp.store.taskspec import task_step_budget
 from workers.rl.config import CurationConfig
 from workers.rl.curator import GroupCurator
@@ -71,6 +71,7 @@ def stored_successes(run: Run, per_task: int) -> list[tuple[str, str]]:
         rows = (
             Trajectory.objects.filter(good, task=task, status=TrajectoryStatus.COMPLETED, num_steps__gt=0)
             .exclude(run=run)
+            .exclude(review_state__in=UNTRAINABLE_REVIEW_STATES)
             .order_by("-finished_at", "-pk")
             .values_list("pk", flat=True)[:per_task]
         )

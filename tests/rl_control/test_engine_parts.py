@@ -226,6 +226,8 @@ def test_experience_pool_starts_with_stored_successes_and_injects_text_only_step
     judged = _stored(second, reward=None, validation=1)  # a reviewer's V(s) = 1, no verifier
     _stored(first, reward=0.0)  # a failure
     _stored(first, reward=1.0, validation=0)  # a verifier success a person rejected
+    for state in ("needs_fix", "rejected", "superseded"):  # reviewers sent it back: never RL-start data
+        Trajectory.objects.filter(pk=_stored(first, reward=1.0).pk).update(review_state=state)
     curator = curator_of(run, EngineState.objects.get(run=run))
     assert curator.pool.to_dict()["items"] == {
         first.external_id: [str(good.pk)],

@@ -152,6 +152,13 @@ class ReviewState(models.TextChoices):
     APPROVED = "approved"
     REJECTED = "rejected"
     NEEDS_FIX = "needs_fix"
+    SUPERSEDED = "superseded"  # a branch that re-executed a changed action replaced it in review
+
+
+# Review states whose trajectories never become training data (SFT, RL-start successes).
+UNTRAINABLE_REVIEW_STATES = (ReviewState.REJECTED, ReviewState.NEEDS_FIX, ReviewState.SUPERSEDED)
+# Review states that wait for the reviewers before anything else may validate or route them.
+UNDECIDED_REVIEW_STATES = (ReviewState.PENDING, ReviewState.IN_REVIEW)
 
 
 class Trajectory(models.Model):
@@ -162,6 +169,11 @@ class Trajectory(models.Model):
         Checkpoint, null=True, blank=True, on_delete=models.SET_NULL, related_name="trajectories"
     )
     policy_version = models.CharField(max_length=100, blank=True)
+    instruction = models.TextField(
+        blank=True,
+        help_text="The episode's own instruction as the environment gave it at reset (MiniWoB++ generates "
+        "one per episode); empty: the task's instruction.",
+    )
     annotator = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -183,7 +195,16 @@ class Trajectory(models.Model):
     validated_at = models.DateTimeField(null=True, blank=True)
     route = models.CharField(max_length=8, choices=Route.choices, default=Route.NONE)
     review_state = models.CharField(max_length=16, choices=ReviewState.choices, default=ReviewState.NONE)
+    review_round = models.PositiveSmallIntegerField(
+        default=1, help_text="Review round: + 1 each time a fixed trajectory re-enters review."
+    )
     num_steps = models.PositiveIntegerField(default=0)
+    final_screenshot = models.FileField(
+        upload_to="screenshots/%Y/%m/%d/",
+        max_length=300,
+        blank=True,
+        help_text="The screen after the last action (each step keeps the screen before its action).",
+    )
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -204,6 +225,11 @@ class Trajectory(models.Model):
 
     def __str__(self) -> str:
         return f"trajectory {self.pk} ({self.source}, {self.status})"
+
+    @property
+    def episode_instruction(self) -> str:
+        """What the agent was asked in this episode: the stored one, else the task's."""
+        return self.instruction or self.task.instruction
 
 
 class DecisionKind(models.TextChoices):

@@ -14,11 +14,13 @@ from django.utils import timezone
 from webapp.store.events import ExportJobProgress, publish_export_progress
 from webapp.store.models import (
     TERMINAL_JOB_STATUSES,
+    UNTRAINABLE_REVIEW_STATES,
     Checkpoint,
     DecisionKind,
     ExportFormat,
     ExportJob,
     JobStatus,
+    Route,
     Step,
     Task,
     Trajectory,
@@ -89,6 +91,7 @@ def trajectory_create(
     checkpoint: Checkpoint | None = None,
     policy_version: str = "",
     metadata: dict[str, Any] | None = None,
+    instruction: str = "",
 ) -> Trajectory:
     if source not in TrajectorySource.values:
         raise StoreError(f"unknown trajectory source {source!r}; expected one of {TrajectorySource.values}")
@@ -101,7 +104,18 @@ def trajectory_create(
         checkpoint=checkpoint,
         policy_version=policy_version or (checkpoint.version if checkpoint else ""),
         metadata=metadata or {},
+        instruction=pg_safe(instruction),
     )
+
+
+def trajectory_set_instruction(*, trajectory: Trajectory, instruction: str) -> Trajectory:
+    """Record the episode's instruction as the environment gave it at reset, once (a later
+    observation never rewrites it). Empty input keeps the task's instruction as the fallback."""
+    text = pg_safe(str(instruction or "")).strip()
+    if text and not trajectory.instruction:
+        Trajectory.objects.filter(pk=trajectory.pk, instruction="").update(instruction=text)
+        trajectory.instruction = text
+    return trajectory
 
 
 def _screenshot_name(trajectory_id: int, index: int, image_format: str) -> str:
@@ -162,14 +176,34 @@ def step_append(
 
 
 def trajectory_finish(
-    *, trajectory: Trajectory, status: str, final_reward: float | None, success: bool | None = None
+    *,
+    trajectory: Trajectory,
+    status: str,
+    final_reward: float | None,
+    success: bool | None = None,
+    final_screenshot: bytes | None = None,
+    image_format: str = "jpeg",
+    final_screenshot_name: str = "",
 ) -> Trajectory:
-    """Close a trajectory once; the task's success statistics count it exactly once."""
+    """Close a trajectory once; the task's success statistics count it exactly once.
+
+    `final_screenshot` (bytes) or `final_screenshot_name` (a file already in storage) is the screen
+    after the last action; it is kept only if this call closed the trajectory."""
     if status == TrajectoryStatus.RUNNING:
         raise StoreError("a trajectory cannot be finished as 'running'")
+    saved = ""
+    if final_screenshot:
+        saved = default_storage.save(
+            _screenshot_name(trajectory.pk, trajectory.num_steps, image_format), ContentFile(final_screenshot)
+        )
     changed = Trajectory.objects.filter(pk=trajectory.pk, status=TrajectoryStatus.RUNNING).update(
-        status=status, final_reward=final_reward, finished_at=timezone.now()
+        status=status,
+        final_reward=final_reward,
+        finished_at=timezone.now(),
+        final_screenshot=saved or final_screenshot_name,
     )
+    if changed != 1 and saved:
+        default_storage.delete(saved)
     trajectory.refresh_from_db()
     if changed == 1 and status == TrajectoryStatus.COMPLETED and final_reward is not None:
         task_record_outcome(
@@ -179,15 +213,36 @@ def trajectory_finish(
 
 
 def trajectory_validate(*, trajectory: Trajectory, value: int, validator: str) -> Trajectory:
-    """Record V(s) ∈ {0, 1}, who decided it, and route the trajectory (V=1 → SFT, V=0 → CT)."""
+    """Record V(s) ∈ {0, 1}, who decided it, and route the trajectory (V=1 → SFT, V=0 → CT).
+
+    Refused (StoreError) for V=1 when reviewers rejected the trajectory or asked for a fix: such a
+    trajectory never becomes SFT data. The state is read from the row, not the caller's copy."""
     if value not in (0, 1):
         raise StoreError(f"V(s) must be 0 or 1, got {value!r}")
+    state = Trajectory.objects.filter(pk=trajectory.pk).values_list("review_state", flat=True).first()
+    if value == 1 and state in UNTRAINABLE_REVIEW_STATES:
+        raise StoreError(f"trajectory {trajectory.pk} is {state} in review: it cannot be validated V(s)=1")
     trajectory.validation = value
     trajectory.validator = validator
     trajectory.validated_at = timezone.now()
     trajectory.route = "sft" if value == 1 else "ct"
     trajectory.save(update_fields=["validation", "validator", "validated_at", "route"])
     return trajectory
+
+
+def trajectory_unroute(*, trajectory_id: int, reason: str) -> int:
+    """Clear V(s) and the route of a trajectory the reviewers sent back (needs fix, superseded):
+    a validation recorded before the review (e.g. by the verifier) must not keep it in SFT data."""
+    return (
+        Trajectory.objects.filter(pk=trajectory_id)
+        .exclude(validation__isnull=True, route=Route.NONE)
+        .update(
+            validation=None,
+            validator=f"cleared: {reason}"[:100],
+            validated_at=timezone.now(),
+            route=Route.NONE,
+        )
+    )
 
 
 # ---------------------------------------------------------------- export jobs

@@ -15,7 +15,13 @@ from django.utils import timezone
 
 from webapp.flywheel.models import DatasetIteration, DatasetMembership, Split
 from webapp.store import services as store
-from webapp.store.models import ExportJob, Trajectory, TrajectorySource, TrajectoryStatus
+from webapp.store.models import (
+    ExportJob,
+    ReviewState,
+    Trajectory,
+    TrajectorySource,
+    TrajectoryStatus,
+)
 
 
 class DatasetError(ValueError):
@@ -23,7 +29,12 @@ class DatasetError(ValueError):
 
 
 def _filtered(filters: dict[str, Any]) -> Any:
-    qs = Trajectory.objects.filter(validation__isnull=False).exclude(status=TrajectoryStatus.RUNNING)
+    qs = (
+        Trajectory.objects.filter(validation__isnull=False)
+        .exclude(status=TrajectoryStatus.RUNNING)
+        # Rejected trajectories stay (V(s)=0, the CT split); sent back or replaced ones never join.
+        .exclude(review_state__in=[ReviewState.NEEDS_FIX, ReviewState.SUPERSEDED])
+    )
     sources = filters.get("sources") or []
     unknown = set(sources) - set(TrajectorySource.values)
     if unknown:

@@ -12,7 +12,14 @@ from django.db import transaction
 
 from webapp.flywheel.models import PoolValidation
 from webapp.store import services as store
-from webapp.store.models import ReviewState, Trajectory, TrajectoryStatus, ValidationMode
+from webapp.store.models import (
+    UNDECIDED_REVIEW_STATES,
+    UNTRAINABLE_REVIEW_STATES,
+    ReviewState,
+    Trajectory,
+    TrajectoryStatus,
+    ValidationMode,
+)
 
 VERIFIER_VALIDATOR = "verifier"
 HUMAN_VALIDATOR = "human-review"  # the name annotation.review records when two reviewers agree
@@ -50,7 +57,7 @@ def parse_judge_reply(text: str, num_steps: int) -> JudgeVerdict:
 
 def judge_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
     """The judge reads the instruction, every step's thought and action, and the verifier's reward."""
-    lines = [f"Task: {trajectory.task.instruction}"]
+    lines = [f"Task: {trajectory.episode_instruction}"]
     for step in trajectory.steps.order_by("index"):
         lines.append(f"Step {step.index + 1}: Thought: {step.thought} | Action: {step.action_text}")
     lines.append(f"Verifier reward: {trajectory.final_reward}")
@@ -106,9 +113,21 @@ def judge_trajectory(*, trajectory: Trajectory, config: PoolValidation) -> Judge
 
 def trajectory_validate_auto(*, trajectory: Trajectory, revalidate: bool = False) -> Trajectory | None:
     """Decide V(s) with the pool's validator. Returns None when it is not decided yet (human review
-    pending: the trajectory is put in the review queue) or the trajectory is still running."""
+    pending: the trajectory is put in the review queue) or the trajectory is still running.
+
+    The review state gates every validator: a trajectory waiting for its reviewers is left to them,
+    one they sent back for a fix (or replaced by a fixed branch) is never validated, and one they
+    rejected is V(s)=0 whatever the verifier or judge would say."""
     if trajectory.status == TrajectoryStatus.RUNNING:
         return None
+    if trajectory.review_state in UNDECIDED_REVIEW_STATES:
+        return None
+    if trajectory.review_state in UNTRAINABLE_REVIEW_STATES:
+        if trajectory.review_state != ReviewState.REJECTED:
+            return None
+        if trajectory.validation == 0 and not revalidate:
+            return trajectory
+        return store.trajectory_validate(trajectory=trajectory, value=0, validator=HUMAN_VALIDATOR)
     if trajectory.validation is not None and not revalidate:
         return trajectory
     mode = trajectory.task.pool.validation_mode
