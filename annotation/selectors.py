@@ -6,8 +6,10 @@ from typing import Any
 
 from django.db.models import Count, QuerySet
 
-from annotation.models import AnnotationSession, Assignment, AssignmentStatus
+from annotation.models import AnnotationSession, Assignment, AssignmentStatus, Review, SessionStatus
+from annotation.review.selectors import decision_number
 from webapp.accounts.roles import Role, user_roles
+from webapp.store.models import ReviewState, Trajectory
 
 
 def sessions_visible_to(user: Any) -> QuerySet[AnnotationSession]:
@@ -26,10 +28,12 @@ def session_state(session: AnnotationSession) -> dict[str, Any]:
             steps.append(
                 {
                     "index": s.index,
+                    "number": s.index + 1,
                     "thought": s.thought,
                     "action_text": s.action_text,
                     "decision": s.decision,
                     "decision_index": s.decision_index,
+                    "decision_number": decision_number(s.decision_index),
                     "screenshot_url": s.screenshot.url if s.screenshot else "",
                     "executed_points": s.executed_points,
                     "reward": s.reward,
@@ -46,11 +50,14 @@ def session_state(session: AnnotationSession) -> dict[str, Any]:
         "task": {
             "id": session.task_id,
             "external_id": session.task.external_id,
-            "instruction": session.current_instruction or session.task.instruction,
+            "instruction": _instruction(session),
             "env_kind": session.task.env_kind,
             "pool": session.task.pool.name,
         },
         "trajectory_id": session.trajectory_id,
+        "result": _result(session),
+        "review_state": session.trajectory.review_state if session.trajectory_id else None,
+        "branch_of": session.trajectory.metadata.get("branch_of") if session.trajectory_id else None,
         "track": session.track,
         "policy": {
             "model": session.policy_model,
@@ -69,11 +76,34 @@ def session_state(session: AnnotationSession) -> dict[str, Any]:
         "candidates": {
             "obs_version": session.candidates_version,
             "status": session.candidates_status,
-            "items": session.candidates if session.candidates_version == session.obs_version else [],
+            "items": [{**c, "number": c["index"] + 1} for c in session.candidates]
+            if session.candidates_version == session.obs_version
+            else [],
             "error": session.candidates_error,
             "model_ms": session.candidates_ms,
         },
         "steps": steps,
+    }
+
+
+def _instruction(session: AnnotationSession) -> str:
+    if session.trajectory_id and session.trajectory.instruction:
+        return session.trajectory.instruction
+    return session.current_instruction or session.task.instruction
+
+
+def _result(session: AnnotationSession) -> dict[str, Any] | None:
+    """The task's result once the session is over: the trajectory's stored final reward (the
+    verifier's score), the same number review and export show. None while the session runs."""
+    if not session.trajectory_id or session.status in (SessionStatus.CREATED, SessionStatus.ACTIVE):
+        return None
+    t = session.trajectory
+    reward = t.final_reward
+    return {
+        "final_reward": reward,
+        "success": None if reward is None else reward > 0,
+        "status": t.status,
+        "review_state": t.review_state,
     }
 
 
@@ -133,3 +163,72 @@ def annotator_workload() -> list[dict[str, Any]]:
             }
         )
     return [{"active_sessions": [], **entry} for _, entry in sorted(counts.items())]
+
+
+def fixable_trajectories(user: Any) -> QuerySet[Trajectory]:
+    """The trajectories `user` annotated (admins: anyone's) that the fix view may show."""
+    qs = Trajectory.objects.filter(source="annotation").select_related("task__pool", "annotator")
+    if Role.ADMIN in user_roles(user):
+        return qs
+    return qs.filter(annotator=user)
+
+
+def fixes_open(user: Any) -> list[dict[str, Any]]:
+    """The caller's trajectories the reviewers sent back for a fix, oldest decision first."""
+    rows = []
+    for t in (
+        fixable_trajectories(user).filter(review_state=ReviewState.NEEDS_FIX).order_by("created_at")[:200]
+    ):
+        review = t.metadata.get("review") or {}
+        rows.append(
+            {"trajectory_id": t.pk, "task": t.task.external_id, "instruction": t.episode_instruction,
+             "pool": t.task.pool.name, "review_state": t.review_state, "review_round": t.review_round,
+             "flagged_steps": sorted(set(review.get("flagged_steps", [])) | set(review.get("disagreeing_steps", []))),
+             "decided_at": review.get("decided_at")}
+        )  # fmt: skip
+    return rows
+
+
+def fix_view_data(trajectory: Trajectory) -> dict[str, Any]:
+    """What the annotator needs to fix a trajectory: every step with the reviewers' comments on it
+    (the reviews of the round that sent it back), and the overall verdicts and comments."""
+    from annotation.review.selectors import step_screen_actions
+
+    reviews = list(
+        Review.objects.filter(
+            trajectory=trajectory, round=trajectory.review_round, completed_at__isnull=False
+        )
+        .select_related("reviewer")
+        .order_by("completed_at")
+    )
+    comments: dict[int, list[dict[str, Any]]] = {}
+    for r in reviews:
+        for v in r.step_verdicts:
+            if v.get("verdict") != "approve" or v.get("comment"):
+                comments.setdefault(int(v["index"]), []).append(
+                    {"reviewer": r.reviewer.username, "verdict": v.get("verdict"),
+                     "comment": v.get("comment", ""), "action_text": v.get("action_text", "")}
+                )  # fmt: skip
+    steps = []
+    for s in trajectory.steps.order_by("index"):
+        steps.append(
+            {"index": s.index, "number": s.index + 1, "thought": s.thought, "action_text": s.action_text,
+             "screen_actions": step_screen_actions(s), "screenshot_url": s.screenshot.url if s.screenshot else "",
+             "screen_width": s.screen_width, "screen_height": s.screen_height, "decision": s.decision,
+             "decision_index": s.decision_index, "decision_number": decision_number(s.decision_index),
+             "edited": bool((s.decision_meta or {}).get("fix_history")), "comments": comments.get(s.index, [])}
+        )  # fmt: skip
+    meta = trajectory.metadata
+    return {
+        "trajectory": {
+            "id": trajectory.pk, "review_state": trajectory.review_state, "review_round": trajectory.review_round,
+            "instruction": trajectory.episode_instruction, "final_reward": trajectory.final_reward,
+            "status": trajectory.status, "seed": meta.get("seed"), "branch_of": meta.get("branch_of"),
+            "branch_step": meta.get("branch_step"), "superseded_by": meta.get("superseded_by"),
+        },
+        "task": {"id": trajectory.task_id, "external_id": trajectory.task.external_id,
+                 "env_kind": trajectory.task.env_kind, "pool": trajectory.task.pool.name},
+        "reviews": [{"reviewer": r.reviewer.username, "verdict": r.verdict, "comment": r.comment} for r in reviews],
+        "steps": steps,
+        "flagged_steps": sorted(comments),
+    }  # fmt: skip

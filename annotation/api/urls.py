@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation.api import assignment_views, views
+from annotation.api import assignment_views, fix_views, views
 from annotation.api import thinkaloud_views as ta
 
 urlpatterns = [
@@ -30,6 +30,18 @@ urlpatterns = [
         views.SessionTakeoverEndView.as_view(),
         name="api-annotation-takeover-end",
     ),
+    # the fix loop (issue 20)
+    path("fixes/", fix_views.FixListView.as_view(), name="api-annotation-fixes"),
+    path("fixes/<int:pk>/", fix_views.FixDetailView.as_view(), name="api-annotation-fix"),
+    path(
+        "fixes/<int:pk>/steps/<int:index>/", fix_views.FixStepView.as_view(), name="api-annotation-fix-step"
+    ),
+    path(
+        "fixes/<int:pk>/steps/<int:index>/branch/",
+        fix_views.FixBranchView.as_view(),
+        name="api-annotation-fix-branch",
+    ),
+    path("fixes/<int:pk>/resubmit/", fix_views.FixResubmitView.as_view(), name="api-annotation-fix-resubmit"),
     # think-aloud (issue 6)
     path("sessions/<int:pk>/thinkaloud/", ta.ThinkAloudStateView.as_view(), name="api-thinkaloud"),
     path(

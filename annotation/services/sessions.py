@@ -59,19 +59,37 @@ def session_start(*, user: Any, task: Task, track: str = "expert") -> Annotation
     model for candidates. Raises fleet.NoEnvironmentAvailable when no env is free (nothing kept)."""
     if not task.enabled or not task.supported:
         raise SessionConflict(f"task {task.external_id} is disabled or not supported here")
-    policy = annotation_policy()
     # Every episode gets a recorded seed, so review can replay it on the very same layout.
     seed = secrets.randbelow(2**31)
+    session = session_open(user=user, task=task, track=track, metadata={"track": track, "seed": seed})
+    out = session_reset(session=session, seed=seed)
+    with transaction.atomic():
+        session_activate(session=session, wire_obs=out["observation"])
+        Assignment.objects.filter(user=user, task=task).update(status=AssignmentStatus.IN_PROGRESS)
+    return session
+
+
+def session_open(*, user: Any, task: Task, track: str, metadata: dict[str, Any]) -> AnnotationSession:
+    """A new session and its (running) trajectory, with the annotation model of the moment."""
+    policy = annotation_policy()
     with transaction.atomic():
         trajectory = store.trajectory_create(
             task=task, source="annotation", annotator=user, checkpoint=policy["checkpoint"],
-            policy_version=policy["model"], metadata={"track": track, "seed": seed},
+            policy_version=policy["model"], metadata=metadata,
         )  # fmt: skip
-        session = AnnotationSession.objects.create(
+        return AnnotationSession.objects.create(
             user=user, task=task, trajectory=trajectory, track=track, clock_origin=time.time(),
             policy_base_url=policy["base_url"], policy_model=policy["model"],
             policy_profile=policy["profile"], candidates_n=task.pool.candidates_n,
         )  # fmt: skip
+
+
+def session_reset(*, session: AnnotationSession, seed: int) -> dict[str, Any]:
+    """Lease an environment for the session and reset it for its task with `seed`; returns the env's
+    answer ({"observation": wire obs}). The episode's instruction (MiniWoB++ generates one per
+    episode) is stored on the trajectory. No free environment: session and trajectory are deleted
+    and NoEnvironmentAvailable raised; the env failing to start closes both as crashed/abandoned."""
+    task, trajectory = session.task, session.trajectory
     try:
         lease = fleet.lease_acquire(kind=task.env_kind, owner=f"annotation:{session.pk}", task=str(task.pk))
     except fleet.NoEnvironmentAvailable:
@@ -89,14 +107,19 @@ def session_start(*, user: Any, task: Task, track: str = "expert") -> Annotation
         store.trajectory_finish(trajectory=trajectory, status="crashed", final_reward=None)
         _set_status(session, SessionStatus.ABANDONED, f"the environment could not start the task: {exc}")
         raise
-    with transaction.atomic():
-        observation_store(session=session, wire_obs=out["observation"])
-        session.status = SessionStatus.ACTIVE
-        session.save(update_fields=["status"])
-        Assignment.objects.filter(user=user, task=task).update(status=AssignmentStatus.IN_PROGRESS)
-        publish_observation(session)
-        candidates_request(session=session)
-    return session
+    store.trajectory_set_instruction(
+        trajectory=trajectory, instruction=str(out["observation"].get("instruction") or "")
+    )
+    return out
+
+
+def session_activate(*, session: AnnotationSession, wire_obs: dict[str, Any]) -> None:
+    """Make `wire_obs` the session's current observation, mark it active and ask for candidates."""
+    observation_store(session=session, wire_obs=wire_obs)
+    session.status = SessionStatus.ACTIVE
+    session.save(update_fields=["status"])
+    publish_observation(session)
+    candidates_request(session=session)
 
 
 def session_heartbeat(*, session: AnnotationSession) -> str:
@@ -120,9 +143,17 @@ def session_submit(*, session: AnnotationSession) -> AnnotationSession:
         log.warning("session %s: verifier unavailable at submit (%s)", session.pk, exc)
     with transaction.atomic():
         trajectory = session.trajectory
-        store.trajectory_finish(trajectory=trajectory, status="completed", final_reward=reward)
+        store.trajectory_finish(
+            trajectory=trajectory, status="completed", final_reward=reward,
+            final_screenshot_name=session.current_screenshot.name if trajectory.num_steps else "",
+        )  # fmt: skip
         trajectory.review_state = "pending"
         trajectory.save(update_fields=["review_state"])
+        branch_of = trajectory.metadata.get("branch_of")
+        if branch_of is not None:  # a fix that re-executed a changed action replaces the original
+            from annotation.services.fixes import fix_supersede
+
+            fix_supersede(trajectory_id=int(branch_of), branch_id=trajectory.pk)
         Assignment.objects.filter(user=session.user, task=session.task).update(status=AssignmentStatus.DONE)
         _set_status(session, SessionStatus.SUBMITTED)
     release_lease(session)
@@ -136,7 +167,10 @@ def session_abandon(*, session: AnnotationSession, reason: str) -> AnnotationSes
     with transaction.atomic():
         trajectory = session.trajectory
         if trajectory is not None:
-            store.trajectory_finish(trajectory=trajectory, status="abandoned", final_reward=None)
+            store.trajectory_finish(
+                trajectory=trajectory, status="abandoned", final_reward=None,
+                final_screenshot_name=session.current_screenshot.name if trajectory.num_steps else "",
+            )  # fmt: skip
             trajectory.metadata = {**trajectory.metadata, "abandoned_reason": reason}
             trajectory.save(update_fields=["metadata"])
         _set_status(session, SessionStatus.ABANDONED, reason)
