@@ -225,7 +225,7 @@ def trajectory_sample(
         if token_ids:
             steps.append(
                 step_sample_from(
-                    instruction=rl.get("instruction") or trajectory.task.instruction,
+                    instruction=rl.get("instruction") or trajectory.episode_instruction,
                     observation_image=_read(step.screenshot.name),
                     elements=rl.get("elements", []),
                     history=list(history),

@@ -29,7 +29,7 @@ from webapp.fleet import services as fleet
 from webapp.store import services as store
 from webapp.store.models import Trajectory, TrajectoryStatus
 from webapp.store.taskspec import task_spec_wire
-from workers.actions.coords import action_to_screen
+from workers.actions.coords import OFF_SCREEN_PREFIX, action_to_screen, off_screen_error
 from workers.actions.types import TERMINAL_KINDS
 from workers.envs.base import Observation
 from workers.envs.wire import observation_from_wire
@@ -93,7 +93,9 @@ def run_episode(
             lease=lease, op="reset", payload={"task": task_spec_wire(group.task), "seed": seed}
         )
         obs = observation_from_wire(out["observation"])
+        store.trajectory_set_instruction(trajectory=trajectory, instruction=obs.instruction)
         history: list[HistoryItem] = []
+        last_screen = obs
         actions_done: list[str] = []
         done = False
         for index in range(group.step_limit):
@@ -113,13 +115,18 @@ def run_episode(
                     if action.kind in TERMINAL_KINDS:
                         terminal = True
                         break
-                    screen = action_to_screen(
+                    mapped = action_to_screen(
                         action,
                         candidate.convention,
                         obs.width,
                         obs.height,
                         *(candidate.image_size or (None, None)),
-                    ).action
+                    )
+                    if mapped.clamped:  # never execute (and train on) a corner the model did not mean
+                        env_error = off_screen_error(action, candidate.convention, obs.width, obs.height)
+                        parsed_ok = False
+                        break
+                    screen = mapped.action
                     try:
                         result = fleet.env_call(lease=lease, op="step", payload={"action": screen.to_json()})
                     except fleet.EnvCallFailed as exc:  # the env refused the action: a policy mistake
@@ -133,6 +140,7 @@ def run_episode(
                         break
             if not executed:
                 next_obs = None
+            last_screen = next_obs if next_obs is not None else obs
             _store_step(trajectory, index, obs, candidate, version, executed, env_error)
             parse_oks.append(parsed_ok)
             actions_done.append(candidate.action_text.strip())
@@ -159,7 +167,7 @@ def run_episode(
     closed = _close(
         trajectory, TrajectoryStatus.COMPLETED, reward,
         {"reward": breakdown.to_dict(), "success": reward >= success_min, "steps": len(parse_oks)},
-        success=reward >= success_min,
+        success=reward >= success_min, final_screen=last_screen,
     )  # fmt: skip
     if closed:
         pool_push(run_id=run.pk, trajectory_id=trajectory.pk, group_id=group.pk)
@@ -201,6 +209,7 @@ def _store_step(
             "screen_height": obs.height,
             "policy_version": str(version),
             "rl": {
+                "off_screen": env_error.startswith(OFF_SCREEN_PREFIX),
                 "version": version,
                 "token_ids": list(candidate.token_ids or []),
                 "logprobs": list(candidate.token_logprobs or []),
@@ -229,10 +238,16 @@ def _close(
     reward: float | None,
     engine: dict[str, Any],
     success: bool | None = None,
+    final_screen: Observation | None = None,
 ) -> bool:
-    """Finish the trajectory once (False if it was already closed, e.g. by a reclaimer)."""
+    """Finish the trajectory once (False if it was already closed, e.g. by a reclaimer);
+    `final_screen` is the observation after the last action."""
     with transaction.atomic():
-        store.trajectory_finish(trajectory=trajectory, status=status, final_reward=reward, success=success)
+        store.trajectory_finish(
+            trajectory=trajectory, status=status, final_reward=reward, success=success,
+            final_screenshot=final_screen.screenshot if final_screen is not None else None,
+            image_format=final_screen.image_format if final_screen is not None else "jpeg",
+        )  # fmt: skip
         if trajectory.status != status or (
             status == TrajectoryStatus.COMPLETED and trajectory.final_reward != reward
         ):

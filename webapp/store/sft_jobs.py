@@ -3,7 +3,7 @@
 - `demos_collect`: play the scripted MiniWoB++ expert (workers/policy/expert.py) and store every
   successful episode as a trajectory with source `import`: screenshots in media storage, the element
   list the policy would read in `Step.rl["elements"]`, the episode's own instruction in
-  `Trajectory.metadata["instruction"]` (MiniWoB++ generates it per episode; the Task row only holds a
+  `Trajectory.instruction` (MiniWoB++ generates it per episode; the Task row only holds a
   placeholder).
 - `sft_examples_from`: one `SFTExample` per stored step, the prompt rebuilt exactly as the embedded
   policy builds it at inference time, the target `Thought: …\\nAction: …` (loss on those tokens only).
@@ -134,7 +134,8 @@ def _store_demo(
         task=task,
         source=TrajectorySource.IMPORT,
         policy_version=EXPERT_VERSION,
-        metadata={"seed": seed, "instruction": instruction, "origin": "scripted MiniWoB++ expert"},
+        metadata={"seed": seed, "origin": "scripted MiniWoB++ expert"},
+        instruction=instruction,
     )
     for index, (obs, thought, action_text, action) in enumerate(steps):
         store.step_append(
@@ -182,7 +183,7 @@ def sft_examples_from(trajectories: QuerySet[Trajectory]) -> list[Any]:
 
     examples = []
     for trajectory in trajectories.prefetch_related("steps").iterator(chunk_size=100):
-        instruction = (trajectory.metadata or {}).get("instruction") or trajectory.task.instruction
+        instruction = trajectory.episode_instruction
         history: list[Any] = []
         for step in sorted(trajectory.steps.all(), key=lambda s: s.index):
             elements = (step.rl or {}).get("elements")

@@ -136,6 +136,7 @@ def sample_episode(
     status, reward = TrajectoryStatus.COMPLETED, 0.0
     try:
         obs = env.reset(spec, seed=seed)
+        store.trajectory_set_instruction(trajectory=trajectory, instruction=obs.instruction)
         history: list[HistoryItem] = []
         for _ in range(max_steps):
             candidate = policy.propose(obs, history, spec, n=1, temperature=temperature)[0]
@@ -201,6 +202,7 @@ def record_expert_episode(*, env: Any, task: Task, seed: int, thoughts: bool = T
     trajectory = store.trajectory_create(
         task=task, source=TrajectorySource.ANNOTATION, policy_version="scripted-expert",
         metadata={"seed": seed, "stand_in": "scripted MiniWoB++ expert standing in for a human annotation"},
+        instruction=obs.instruction,
     )  # fmt: skip
     for thought, action_text in plan:
         action = to_action(action_text)

@@ -61,7 +61,7 @@ def dataset_sft_examples(*, dataset: DatasetIteration, include_prefixes: bool = 
                 screenshot=image,
                 width=step.screen_width or 160,
                 height=step.screen_height or 210,
-                instruction=(step.rl or {}).get("instruction") or trajectory.task.instruction,
+                instruction=(step.rl or {}).get("instruction") or trajectory.episode_instruction,
                 elements=tuple(Element(**e) for e in elements),
             )
             target = f"Thought: {step.thought}\nAction: {step.action_text}"
