@@ -16,7 +16,7 @@ from django.db import transaction
 from annotation import events
 from annotation.models import AnnotationSession
 from webapp.store.services import pg_safe
-from workers.actions.coords import action_to_screen
+from workers.actions.coords import action_to_screen, off_screen_error
 from workers.actions.types import Action, Convention
 from workers.envs.base import Element, Observation
 from workers.policy.base import Candidate, HistoryItem, PolicyError
@@ -85,12 +85,16 @@ def candidate_record(candidate: Candidate, index: int, session: AnnotationSessio
     plus the same actions in screen pixels (for drawing and executing)."""
     model_w, model_h = candidate.image_size or (None, None)
     screen_actions: list[dict[str, Any]] = []
-    clamped = False
+    clamped, off_screen = False, ""
     for action in candidate.parsed.actions:
         mapped = action_to_screen(
             action, candidate.convention, session.current_width, session.current_height, model_w, model_h
         )
         screen_actions.append(mapped.action.to_json())
+        if mapped.clamped and not off_screen:
+            off_screen = off_screen_error(
+                action, candidate.convention, session.current_width, session.current_height
+            )
         clamped = clamped or mapped.clamped
     return {
         "index": index,
@@ -100,6 +104,7 @@ def candidate_record(candidate: Candidate, index: int, session: AnnotationSessio
         "actions": [a.to_json() for a in candidate.parsed.actions],
         "screen_actions": screen_actions,
         "clamped": clamped,
+        "error": off_screen,  # accepting it is refused; the page draws it at the edge, marked
         "parse_error": candidate.parsed.error.message if candidate.parsed.error else "",
         "logprob": candidate.logprob_sum,
         "model_version": candidate.model_version,

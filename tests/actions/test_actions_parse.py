@@ -164,10 +164,33 @@ def test_drag_split_across_lines_as_in_the_system_prompt() -> None:
         ("ctrl, shift, a", ("ctrl", "shift", "a")),
         ("ctrl +", ("ctrl", "+")),
         ("  alt   f4 ", ("alt", "f4")),
+        ("ctrl++", ("ctrl", "+")),  # the plus key, not a lost key
+        ("ctrl+shift++", ("ctrl", "shift", "+")),
+        ("ctrl+=", ("ctrl", "=")),
+        ("ctrl+,", ("ctrl", ",")),
+        ("+", ("+",)),
     ],
 )
 def test_hotkey(spec: str, keys: tuple[str, ...]) -> None:
     assert only(f"Action: hotkey(key='{spec}')").keys == keys
+
+
+@pytest.mark.parametrize("spec", ["ctrl+", "ctrl+shift+", "++"])
+def test_a_combination_ending_in_a_separator_is_refused_not_shortened(spec: str) -> None:
+    parsed = parse_response(f"Action: hotkey(key='{spec}')")
+    assert parsed.error is not None and "ends with '+'" in parsed.error.message and not parsed.actions
+
+
+def test_plus_key_round_trips_through_the_serializer_and_pyautogui() -> None:
+    from workers.actions.pyautogui_code import from_pyautogui, to_pyautogui
+    from workers.actions.serialize import format_response
+
+    action = only("Action: hotkey(key='ctrl+shift++')")
+    text = format_response("zoom in", [action])
+    assert parse_response(text).actions == (action,)
+    code = to_pyautogui([action]).value
+    assert code == ["pyautogui.hotkey('ctrl', 'shift', '+')"]
+    assert from_pyautogui(code).value == (action,)
 
 
 def test_hotkey_spellings() -> None:

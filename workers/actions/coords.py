@@ -212,6 +212,19 @@ def _map_points(action: Action, convert: Callable[[Point], Mapped], round_result
     return ScreenAction(converted, clamped)
 
 
+OFF_SCREEN_PREFIX = "off screen:"
+
+
+def off_screen_error(action: Action, convention: Convention, screen_w: int, screen_h: int) -> str:
+    """The message for an action whose point lies outside the screen (it is refused, not clamped)."""
+    points = [p for p in (action.point, action.end_point) if p is not None]
+    where = ", ".join(f"({p.x:g},{p.y:g})" for p in points)
+    return (
+        f"{OFF_SCREEN_PREFIX} {action.kind} at {where} in {Convention(convention).value} coordinates lies outside "
+        f"the {screen_w}x{screen_h} screen; nothing was executed"
+    )
+
+
 def _rounded(point: Point) -> Point:
     # half-up rather than Python's half-to-even, so 0.5 → 1 and 1.5 → 2 alike
     return Point(float(math.floor(point.x + 0.5)), float(math.floor(point.y + 0.5)))

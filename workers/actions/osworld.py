@@ -292,7 +292,11 @@ def action_key(key: Any) -> str:
     if not isinstance(key, str) or not key:
         raise Unsupported(f"bad key {key!r}")
     name = _WHITESPACE_KEYS.get(key, key)
-    if split_keys(name) != (name,):
+    try:
+        single = split_keys(name) == (name,)
+    except ValueError:
+        single = False
+    if not single:
         raise Unsupported(f"key {key!r} cannot be written as a hotkey")
     return name
 

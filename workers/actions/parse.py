@@ -264,7 +264,10 @@ def _read_field(field: str, arg: RawArg, convention: Convention) -> Any:
     if not arg.quoted and not (field in ("direction", "button") and arg.value.isidentifier()):
         raise LexError(f"expected a quoted string for {arg.key or 'argument'}", arg.position)
     if field == "keys":
-        keys = split_keys(arg.value)
+        try:
+            keys = split_keys(arg.value)
+        except ValueError as exc:
+            raise LexError(str(exc), arg.position) from exc
         if not keys:
             raise LexError("hotkey needs at least one key", arg.position)
         return keys
@@ -285,16 +288,40 @@ def _check_coordinate(x: float, y: float, convention: Convention, position: int)
 
 
 def split_keys(spec: str) -> tuple[str, ...]:
-    """'ctrl shift a', 'ctrl+c', 'ctrl, c' → key names. A lone '+' or ',' is itself a key."""
+    """'ctrl shift a', 'ctrl+c', 'ctrl, c' → key names. A lone '+' or ',' is itself a key, and so
+    is a '+' where a key is expected: 'ctrl++' → (ctrl, +), 'ctrl+shift++' → (ctrl, shift, +).
+    Raises ValueError for a combination that ends in a separator ('ctrl+'), never dropping a key."""
     keys: list[str] = []
     for token in spec.split():
         if token in ("+", ","):
             keys.append(token)
             continue
-        token = token.rstrip(",")
-        parts = token.split("+") if len(token) > 1 else [token]
-        keys.extend(part for part in parts if part)
+        if token.endswith(",") and not token.endswith("+,"):
+            token = token[:-1]  # 'ctrl, c': the comma separates keys
+        keys.extend(_plus_joined(token))
     return tuple(keys)
+
+
+def _plus_joined(token: str) -> list[str]:
+    """'ctrl+shift++' → ['ctrl', 'shift', '+']: '+' separates keys, and is the key where one is due."""
+    keys: list[str] = []
+    i, expect_key = 0, True
+    while i < len(token):
+        if not expect_key:  # token[i] is the '+' after a key
+            i, expect_key = i + 1, True
+            continue
+        if token[i] == "+":
+            keys.append("+")
+            i += 1
+        else:
+            end = token.find("+", i)
+            end = len(token) if end < 0 else end
+            keys.append(token[i:end])
+            i = end
+        expect_key = False
+    if expect_key and keys:
+        raise ValueError(f"the key combination {token!r} ends with '+'; write '{token}+' for the plus key")
+    return keys
 
 
 def _api_action(call: RawCall, spec: ApiActionSpec) -> Action:

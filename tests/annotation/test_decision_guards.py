@@ -1,0 +1,96 @@
+"""Decisions are never silently rewritten: an off-screen point is refused with the reason, nothing
+runs and nothing is recorded; candidates pointing off screen are marked; numbers the user sees are
+1-based in the session state; the result after Finish is the stored final reward."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotation.models import AnnotationSession
+from annotation.selectors import session_state
+from tests.factories import TaskFactory
+from webapp.store import services as store
+
+pytestmark = pytest.mark.django_db
+
+
+def _active(user, **fields) -> AnnotationSession:
+    task = TaskFactory(env_kind="desktop")
+    trajectory = store.trajectory_create(task=task, source="annotation", annotator=user)
+    return AnnotationSession.objects.create(
+        user=user, task=task, trajectory=trajectory, status="active", obs_version=1,
+        current_width=1280, current_height=800, **fields,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("action_text", "convention"),
+    [
+        ("click(start_box='(5000,5000)')", "screen"),
+        ("drag(start_box='(10,10)', end_box='(10,900)')", "screen"),
+    ],
+)
+def test_an_off_screen_point_is_refused_with_the_reason(users, api, action_text, convention) -> None:
+    session = _active(users["annotator"])
+    response = api("annotator").post(
+        f"/api/annotation/sessions/{session.pk}/decide/",
+        {"kind": "override", "obs_version": 1, "thought": "x", "action_text": action_text, "convention": convention},
+        format="json",
+    )  # fmt: skip
+    assert response.status_code == 400
+    assert "outside the 1280x800 screen" in response.json()["detail"]
+    assert session.trajectory.steps.count() == 0
+
+
+def test_accepting_an_off_screen_candidate_is_refused(users, api) -> None:
+    candidate = {
+        "index": 0, "thought": "far away", "action_text": "click(start_box='(3000,10)')", "raw_text": "",
+        "actions": [{"kind": "click", "point": [3000, 10]}], "screen_actions": [{"kind": "click", "point": [1279, 10]}],
+        "clamped": True, "error": "off screen", "parse_error": "", "logprob": -1.0, "model_version": "v1",
+        "convention": "screen", "image_size": None,
+    }  # fmt: skip
+    session = _active(
+        users["annotator"], candidates=[candidate], candidates_status="ready", candidates_version=1
+    )
+    state = session_state(session)
+    assert state["candidates"]["items"][0]["number"] == 1  # what the user sees
+    response = api("annotator").post(
+        f"/api/annotation/sessions/{session.pk}/decide/", {"kind": "accept", "obs_version": 1, "index": 0},
+        format="json",
+    )  # fmt: skip
+    assert response.status_code == 400 and "outside" in response.json()["detail"]
+
+
+def test_candidate_records_mark_off_screen_points() -> None:
+    from annotation.services.candidates import candidate_record
+    from workers.actions.parse import parse_response
+    from workers.actions.types import Convention
+    from workers.policy.base import Candidate
+
+    session = AnnotationSession(current_width=160, current_height=210)
+    parsed = parse_response(
+        "Thought: t\nAction: click(start_box='(5000,5000)')", convention=Convention.SCREEN
+    )
+    record = candidate_record(
+        Candidate(thought="t", action_text="click", parsed=parsed, logprob_sum=None, token_logprobs=None,
+                  model_version="v1", raw_text="", convention=Convention.SCREEN),
+        0, session,
+    )  # fmt: skip
+    assert record["clamped"] and "lies outside the 160x210 screen" in record["error"]
+
+
+def test_result_after_finish_is_the_stored_final_reward(users) -> None:
+    session = _active(users["annotator"], last_reward=0.91)
+    assert session_state(session)["result"] is None
+    store.step_append(trajectory=session.trajectory, fields={"decision": "accepted", "decision_index": 1})
+    store.trajectory_finish(trajectory=session.trajectory, status="completed", final_reward=1.0)
+    AnnotationSession.objects.filter(pk=session.pk).update(status="submitted")
+    session.refresh_from_db()
+    state = session_state(session)
+    assert state["result"] == {
+        "final_reward": 1.0,
+        "success": True,
+        "status": "completed",
+        "review_state": "none",
+    }
+    assert state["steps"][0]["decision_number"] == 2 and state["steps"][0]["number"] == 1
