@@ -8,8 +8,10 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
+from datetime import datetime
 
 import pyarrow.parquet as pq
 import pytest
@@ -34,7 +36,10 @@ def two_trajectories(db):
     task = TaskFactory(external_id="click-test", instruction="Click the button.")
     trajs = []
     for reward in (1.0, 0.0):
-        traj = services.trajectory_create(task=task, source="rl", policy_version="v3")
+        traj = services.trajectory_create(
+            task=task, source="rl", policy_version="v3", metadata={"seed": 4242},
+            instruction="Episode: click the red button.",
+        )  # fmt: skip
         for i in range(3):
             services.step_append(
                 trajectory=traj,
@@ -42,20 +47,26 @@ def two_trajectories(db):
                 fields={
                     "thought": f"step {i}",
                     "action_text": f"click(start_box='({i},{i})')",
+                    "action": [{"kind": "click", "point": [i, i]}],
+                    "coord_convention": "screen",
+                    "screen_width": 64,
+                    "screen_height": 48,
                     "clock_end": i + 0.5,
                 },
             )
-        services.trajectory_finish(trajectory=traj, status="completed", final_reward=reward)
+        services.trajectory_finish(
+            trajectory=traj, status="completed", final_reward=reward, final_screenshot=_jpeg((200, 10, 10))
+        )
         trajs.append(traj)
     return trajs
 
 
-def _run(user, fmt: str) -> tuple[ExportJob, zipfile.ZipFile]:
+def _run(user, fmt: str, expected: int = 2) -> tuple[ExportJob, zipfile.ZipFile]:
     job = ExportJob.objects.create(created_by=user, format=fmt, filters={"source": ["rl"]})
     export_job_execute(job.pk)
     job.refresh_from_db()
     assert job.status == "succeeded", job.error
-    assert job.progress == 100.0 and job.done_trajectories == job.total_trajectories == 2
+    assert job.progress == 100.0 and job.done_trajectories == job.total_trajectories == expected
     return job, zipfile.ZipFile(job.archive.open("rb"))
 
 
@@ -82,24 +93,106 @@ def test_sharegpt_has_one_image_token_per_image(users, two_trajectories) -> None
     assert json.loads(zf.read("dataset_info.json"))["flywheel"]["formatting"] == "sharegpt"
 
 
-def test_verl_parquet_columns(users, two_trajectories) -> None:
+def test_verl_parquet_rows_are_what_verl_reads(users, two_trajectories) -> None:
     _, zf = _run(users["researcher"], "verl")
     table = pq.read_table(io.BytesIO(zf.read("train.parquet")))
-    assert table.column_names == ["data_source", "prompt", "images", "ability", "reward_model", "extra_info"]
+    assert table.column_names == [
+        "data_source", "prompt", "images", "ability", "reward_model", "extra_info", "messages", "step_images",
+    ]  # fmt: skip
     rows = table.to_pylist()
-    assert rows[0]["prompt"][0]["content"].startswith("<image>Click the button.")
-    assert rows[0]["images"][0]["bytes"][:2] == b"\xff\xd8"
-    assert {json.loads(r["extra_info"])["final_reward"] for r in rows} == {0.0, 1.0}
+    # the episode's own instruction, one <image> for the one image
+    assert rows[0]["prompt"] == [{"role": "user", "content": "<image>Episode: click the red button."}]
+    assert rows[0]["images"][0]["bytes"][:2] == b"\xff\xd8" and len(rows[0]["images"]) == 1
+    assert isinstance(rows[0]["extra_info"], dict)  # a struct, read back as a dict (verl calls .get)
+    assert sorted(r["extra_info"]["index"] for r in rows) == [0, 1]
+    assert {r["extra_info"]["final_reward"] for r in rows} == {0.0, 1.0}
+    truth = json.loads(rows[0]["reward_model"]["ground_truth"])
+    assert truth["seed"] == 4242 and truth["task"] == "click-test"
+    assert truth["instruction"] == "Episode: click the red button."
+    messages = rows[0]["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"] * 3
+    assert sum(m["content"].count("<image>") for m in messages) == len(rows[0]["step_images"]) == 3
 
 
-def test_osworld_layout_has_pngs(users, two_trajectories) -> None:
-    _, zf = _run(users["researcher"], "osworld")
-    traj_files = [n for n in zf.namelist() if n.endswith("traj.jsonl")]
-    assert len(traj_files) == 2
-    lines = [json.loads(x) for x in zf.read(traj_files[0]).decode().splitlines()]
+def test_verl_row_without_steps_has_no_image_token(users, db) -> None:
+    task = TaskFactory(external_id="click-test", instruction="Click the button.")
+    traj = services.trajectory_create(task=task, source="rl")
+    services.trajectory_finish(trajectory=traj, status="completed", final_reward=0.0)
+    _, zf = _run(users["researcher"], "verl", expected=1)
+    row = pq.read_table(io.BytesIO(zf.read("train.parquet"))).to_pylist()[0]
+    assert row["prompt"] == [{"role": "user", "content": "Click the button."}] and row["images"] == []
+
+
+def test_osworld_layout_is_what_osworld_writes_and_reads(users, two_trajectories) -> None:
+    final = services.trajectory_create(task=two_trajectories[0].task, source="rl")
+    services.step_append(trajectory=final, screenshot=_jpeg((1, 2, 3)), fields={"action_text": "wait()"})
+    services.trajectory_finish(trajectory=final, status="failed", final_reward=None)
+    _, zf = _run(users["researcher"], "osworld", expected=3)
+    names = zf.namelist()
+    assert all(n.startswith("pyautogui/screenshot/flywheel/") for n in names)
+    traj_files = sorted(n for n in names if n.endswith("traj.jsonl"))
+    assert len(traj_files) == 3
+    done = next(t for t in traj_files if f".t{two_trajectories[0].pk}/" in t)
+    folder = done.rsplit("/", 1)[0]
+    lines = [json.loads(x) for x in zf.read(done).decode().splitlines()]
     assert [x["step_num"] for x in lines] == [1, 2, 3]
-    png = zf.read(traj_files[0].replace("traj.jsonl", lines[0]["screenshot_file"]))
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    for line in lines:
+        datetime.strptime(line["action_timestamp"], "%Y%m%d@%H%M%S")  # OSWorld's format
+        assert line["screenshot_file"] == f"step_{line['step_num']}_{line['action_timestamp']}.png"
+    assert lines[1]["action"] == "pyautogui.click(1, 1)"  # the code OSWorld replays, screen pixels
+    # step N's file is the screen AFTER action N: the next observation, the final screen at the end
+    after_first = Image.open(io.BytesIO(zf.read(f"{folder}/{lines[0]['screenshot_file']}")))
+    assert after_first.getpixel((5, 5))[0] == pytest.approx(40, abs=8)  # step 1's observation is red 40
+    last = Image.open(io.BytesIO(zf.read(f"{folder}/{lines[2]['screenshot_file']}")))
+    assert last.getpixel((5, 5)) == pytest.approx((200, 10, 10), abs=8)
+    assert zf.read(f"{folder}/result.txt") == b"1.0\n"
+    unfinished = next(t for t in traj_files if f".t{final.pk}/" in t).rsplit("/", 1)[0]
+    assert f"{unfinished}/result.txt" not in names  # OSWorld's reader would count it
+    # OSWorld's result reader: <action_space>/<observation_type>/<model>/<domain>/<example>/result.txt
+    with tempfile.TemporaryDirectory() as root:
+        zf.extractall(root)
+        scores = _osworld_get_result(os.path.join(root, "pyautogui", "screenshot", "flywheel"))
+    assert sorted(scores) == [0.0, 1.0]
+
+
+def _osworld_get_result(target_dir: str) -> list[float]:
+    """The walk of OSWorld's show_result.get_result: domain / example_id / result.txt."""
+    out = []
+    for domain in os.listdir(target_dir):
+        domain_path = os.path.join(target_dir, domain)
+        if os.path.isdir(domain_path):
+            for example_id in os.listdir(domain_path):
+                example_path = os.path.join(domain_path, example_id)
+                if os.path.isdir(example_path) and "result.txt" in os.listdir(example_path):
+                    with open(os.path.join(example_path, "result.txt")) as fh:
+                        out.append(float(fh.read()))
+    return out
+
+
+def test_archive_member_names_are_safe_whatever_is_stored(users, db) -> None:
+    task = TaskFactory(external_id="../../etc/passwd", pool__name="../../x", instruction="Do it.")
+    traj = services.trajectory_create(task=task, source="rl")
+    services.step_append(trajectory=traj, screenshot=_jpeg((9, 9, 9)), fields={"action_text": "wait()"})
+    services.trajectory_finish(trajectory=traj, status="completed", final_reward=1.0)
+    for fmt in ("jsonl", "sharegpt", "verl", "osworld"):
+        _, zf = _run(users["researcher"], fmt, expected=1)
+        for name in zf.namelist():
+            assert not name.startswith("/") and ".." not in name.split("/"), (fmt, name)
+            assert not os.path.isabs(name) and "\\" not in name
+
+
+def test_unfinished_trajectories_are_left_out_unless_asked(users, two_trajectories) -> None:
+    task = two_trajectories[0].task
+    services.trajectory_create(task=task, source="rl")  # running
+    gone = services.trajectory_create(task=task, source="rl")
+    services.trajectory_finish(trajectory=gone, status="abandoned", final_reward=None)
+    _run(users["researcher"], "jsonl")  # two, the finished ones
+    job = ExportJob.objects.create(
+        created_by=users["researcher"], format="jsonl", filters={"source": ["rl"], "status": ["running"]}
+    )
+    export_job_execute(job.pk)
+    job.refresh_from_db()
+    assert job.total_trajectories == 1
 
 
 def test_cancelled_job_is_not_run(users, two_trajectories) -> None:

@@ -27,7 +27,7 @@ def world(users):
     in_review = TrajectoryFactory(
         task=t2, source="annotation", annotator=users["annotator2"], review_state="pending"
     )
-    rl = TrajectoryFactory(task=t2, source="rl", final_reward=1.0)
+    rl = TrajectoryFactory(task=t2, source="rl", final_reward=1.0, status="completed")
     for traj in (own, other, in_review, rl):
         for i in range(3):
             StepFactory(trajectory=traj, index=i)

@@ -11,7 +11,7 @@ from django.core.files import File
 from django.core.files.storage import default_storage
 
 from webapp.store import services
-from webapp.store.api.filters import TrajectoryFilter
+from webapp.store.api.filters import TrajectoryFilter, export_queryset
 from webapp.store.export.archive import WRITERS
 from webapp.store.export.records import iter_trajectory_records
 from webapp.store.models import JobStatus, Trajectory
@@ -30,7 +30,7 @@ def export_job_execute(job_id: int) -> None:
         if not filterset.is_valid():
             # An invalid filter would otherwise be ignored and export everything.
             raise ValueError(f"invalid filters: {dict(filterset.errors)}")
-        qs = filterset.qs
+        qs = export_queryset(filterset)
         total = qs.count()
         services.export_job_progress(job=job, done=0, total=total)
         cancelled = False

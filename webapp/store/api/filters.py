@@ -49,3 +49,17 @@ class TrajectoryFilter(django_filters.FilterSet):
             lookup["flywheel_memberships__split"] = split
         # One filter() call: the id and split conditions apply to the same membership row.
         return queryset.filter(**lookup)
+
+
+# Trajectories an export leaves out unless the `status` filter asks for them: still being recorded,
+# or given up half-way (a partial episode is not a demonstration).
+UNFINISHED_STATUSES = (TrajectoryStatus.RUNNING, TrajectoryStatus.ABANDONED)
+
+
+def export_queryset(filterset: TrajectoryFilter) -> QuerySet[Trajectory]:
+    """The filtered trajectories of an export (a valid filterset): without a `status` filter, only
+    finished ones (completed, failed, crashed)."""
+    qs = filterset.qs
+    if not filterset.form.cleaned_data.get("status"):
+        qs = qs.exclude(status__in=UNFINISHED_STATUSES)
+    return qs

@@ -27,7 +27,7 @@ from webapp.accounts.permissions import (
 from webapp.accounts.roles import Role, has_role
 from webapp.store import selectors, services
 from webapp.store.api import serializers as out
-from webapp.store.api.filters import TrajectoryFilter
+from webapp.store.api.filters import TrajectoryFilter, export_queryset
 from webapp.store.checkpoints import (
     CheckpointError,
     checkpoint_promote_annotation,
@@ -124,7 +124,7 @@ def _filtered_trajectories(request: Request, params: Any) -> QuerySet:
     filterset = TrajectoryFilter(params, queryset=selectors.trajectories_visible_to(request.user))
     if not filterset.is_valid():
         raise ValidationError(filterset.errors)
-    return filterset.qs
+    return export_queryset(filterset)
 
 
 @extend_schema(

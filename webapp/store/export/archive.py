@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core.files.storage import default_storage
 from PIL import Image
+
+from workers.actions.coords import action_to_screen
+from workers.actions.pyautogui_code import to_pyautogui
+from workers.actions.types import Action, Convention
 
 ProgressFn = Callable[[int], bool]  # called with trajectories done; returns False to stop
 
@@ -37,7 +43,9 @@ def _as_png(data: bytes) -> bytes:
 
 
 def _ext(name: str) -> str:
-    return name.rsplit(".", 1)[-1].lower() if "." in name else "bin"
+    """The stored file's extension, reduced to letters and digits (it becomes part of a member name)."""
+    ext = re.sub(r"[^a-z0-9]", "", name.rsplit(".", 1)[-1].lower())[:8] if "." in name else ""
+    return ext or "bin"
 
 
 def _copy_images(zf: zipfile.ZipFile, record: dict[str, Any], folder: str) -> list[str | None]:
@@ -79,6 +87,12 @@ def write_native_jsonl(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], p
             paths = _copy_images(zf, record, f"images/t{record['id']}")
             for step, path in zip(record["steps"], paths, strict=True):
                 step["screenshot"] = path
+            final = record.get("final_screenshot")
+            data = _image_bytes(final) if final else None
+            record["final_screenshot"] = None
+            if data is not None:
+                record["final_screenshot"] = f"images/t{int(record['id'])}/final.{_ext(final)}"
+                zf.writestr(record["final_screenshot"], data)
             out.write((json.dumps(record, ensure_ascii=False) + "\n").encode())
             done += 1
             if not progress(done):
@@ -130,22 +144,104 @@ def write_sharegpt(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], progr
     return done
 
 
+def _verl_row(record: dict[str, Any], index: int, step_images: list[dict[str, Any]]) -> dict[str, Any]:
+    """One verl row. The RL prompt (`prompt` + `images`) is the episode's instruction with its first
+    screen; `messages` + `step_images` is the whole episode for verl's multi-turn SFT dataset
+    (`messages_key: messages`, `image_key: step_images`)."""
+    first = step_images[:1]
+    prompt = f"<image>{record['instruction']}" if first else record["instruction"]
+    messages: list[dict[str, str]] = []
+    for i, step in enumerate(record["steps"]):
+        shown = "<image>" if step["screenshot"] and _has(step_images, step["screenshot"]) else ""
+        text = record["instruction"] if i == 0 else ""
+        messages.append({"role": "user", "content": f"{shown}{text}" or "(no screenshot)"})
+        messages.append({"role": "assistant", "content": _assistant_text(step)})
+    seed = (record.get("metadata") or {}).get("seed")
+    return {
+        "data_source": f"flywheel/{record['pool']}",
+        "prompt": [{"role": "user", "content": prompt}],
+        "images": first,
+        "ability": record["env_kind"],
+        "reward_model": {
+            "style": "rule",
+            # Enough to reproduce the episode: the task, its environment, the seed, the instruction.
+            "ground_truth": json.dumps(
+                {
+                    "task": record["task"],
+                    "task_id": record["task_id"],
+                    "pool": record["pool"],
+                    "env_kind": record["env_kind"],
+                    "seed": seed,
+                    "instruction": record["instruction"],
+                },
+                ensure_ascii=False,
+            ),
+        },
+        "extra_info": {
+            "index": index,
+            "split": "train",
+            "trajectory_id": record["id"],
+            "task_id": record["task_id"],
+            "seed": seed,
+            "final_reward": record["final_reward"],
+            "validation": record["validation"],
+            "actions": [s["action_text"] for s in record["steps"]],
+        },
+        "messages": messages,
+        "step_images": step_images,
+    }
+
+
+def _has(step_images: list[dict[str, Any]], name: str) -> bool:
+    return any(image["path"] == name for image in step_images)
+
+
+VERL_SCHEMA_FIELDS = (
+    "data_source", "prompt", "images", "ability", "reward_model", "extra_info", "messages", "step_images",
+)  # fmt: skip
+
+
+def _verl_schema() -> Any:
+    import pyarrow as pa
+
+    message = pa.struct([("role", pa.string()), ("content", pa.string())])
+    image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    return pa.schema(
+        [
+            ("data_source", pa.string()),
+            ("prompt", pa.list_(message)),
+            ("images", pa.list_(image)),
+            ("ability", pa.string()),
+            ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+            (
+                "extra_info",
+                pa.struct(
+                    [
+                        ("index", pa.int64()),
+                        ("split", pa.string()),
+                        ("trajectory_id", pa.int64()),
+                        ("task_id", pa.int64()),
+                        ("seed", pa.int64()),
+                        ("final_reward", pa.float64()),
+                        ("validation", pa.int64()),
+                        ("actions", pa.list_(pa.string())),
+                    ]
+                ),
+            ),
+            ("messages", pa.list_(message)),
+            ("step_images", pa.list_(image)),
+        ]
+    )
+
+
 def write_verl_parquet(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], progress: ProgressFn) -> int:
-    """verl RL data: one row per trajectory with the task prompt, its first screenshot, and the
-    reward model spec; columns data_source, prompt, images, ability, reward_model, extra_info."""
+    """verl data (`train.parquet`): one row per trajectory in the layout verl 0.9's `RLHFDataset`
+    reads (data_source, prompt, images, ability, reward_model, extra_info with `index`), plus the
+    episode as `messages` / `step_images` for its multi-turn SFT dataset. See `_verl_row`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pa.schema(
-        [
-            ("data_source", pa.string()),
-            ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
-            ("images", pa.list_(pa.struct([("bytes", pa.binary()), ("path", pa.string())]))),
-            ("ability", pa.string()),
-            ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
-            ("extra_info", pa.string()),
-        ]
-    )
+    schema = _verl_schema()
     sink = io.BytesIO()
     writer = pq.ParquetWriter(sink, schema)
     done = 0
@@ -157,27 +253,13 @@ def write_verl_parquet(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], p
             batch.clear()
 
     for record in records:
-        first = record["steps"][0]["screenshot"] if record["steps"] else None
-        data = _image_bytes(first) if first else None
-        batch.append(
-            {
-                "data_source": f"flywheel/{record['pool']}",
-                "prompt": [{"role": "user", "content": f"<image>{record['instruction']}"}],
-                "images": [{"bytes": data, "path": first}] if data else [],
-                "ability": record["env_kind"],
-                "reward_model": {"style": "rule", "ground_truth": json.dumps({"task": record["task"]})},
-                "extra_info": json.dumps(
-                    {
-                        "trajectory_id": record["id"],
-                        "task_id": record["task_id"],
-                        "final_reward": record["final_reward"],
-                        "validation": record["validation"],
-                        "actions": [s["action_text"] for s in record["steps"]],
-                    }
-                ),
-            }
-        )
-        if len(batch) >= 256:
+        step_images = []
+        for step in record["steps"]:
+            data = _image_bytes(step["screenshot"]) if step["screenshot"] else None
+            if data is not None:
+                step_images.append({"bytes": data, "path": step["screenshot"]})
+        batch.append(_verl_row(record, done, step_images))
+        if len(batch) >= 64:
             flush()
         done += 1
         if not progress(done):
@@ -188,40 +270,105 @@ def write_verl_parquet(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], p
     return done
 
 
+OSWORLD_ROOT = "pyautogui/screenshot/flywheel"  # results/<action_space>/<observation_type>/<model>
+
+
+def safe_segment(name: Any, *, fallback: str = "_") -> str:
+    """One archive path segment from a stored name (pool, task id): only letters, digits, '.', '-'
+    and '_' survive, no leading dot (so never '.' or '..'), at most 100 characters."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", str(name)).lstrip(".")[:100]
+    return cleaned or fallback
+
+
+def _timestamp(iso: str | None) -> str | None:
+    """OSWorld's action_timestamp format, %Y%m%d@%H%M%S (UTC)."""
+    if not iso:
+        return None
+    return datetime.fromisoformat(iso).astimezone(UTC).strftime("%Y%m%d@%H%M%S")
+
+
+def _pyautogui(step: dict[str, Any]) -> str:
+    """The step's actions as the pyautogui code OSWorld replays (screen pixels), or an empty string
+    when the step had none; actions pyautogui cannot express keep their UI-TARS text in `info`."""
+    actions = [
+        Action.from_json(a)
+        for a in screen_actions(step["action"] or [], step["coord_convention"], step["screen_width"],
+                                step["screen_height"], step["model_image_width"], step["model_image_height"])
+    ]  # fmt: skip
+    result = to_pyautogui(actions)
+    return "\n".join(result.value) if result.ok else ""
+
+
+def screen_actions(
+    actions: list[dict[str, Any]],
+    convention: str | None,
+    width: int | None,
+    height: int | None,
+    model_w: int | None = None,
+    model_h: int | None = None,
+) -> list[dict[str, Any]]:
+    """Stored actions (in `convention`) with their points in screen pixels."""
+    if not width or not height or not convention or convention == Convention.SCREEN:
+        return actions
+    try:
+        conv = Convention(convention)
+    except ValueError:
+        return actions
+    return [
+        action_to_screen(Action.from_json(a), conv, width, height, model_w, model_h).action.to_json()
+        for a in actions
+    ]  # fmt: skip
+
+
+def _after_screens(record: dict[str, Any]) -> list[str | None]:
+    """The stored file of the screen after each step's action: the next step's observation, and
+    the trajectory's final screen after the last one."""
+    steps = record["steps"]
+    nxt = [s["screenshot"] for s in steps[1:]] + [record.get("final_screenshot")]
+    return nxt
+
+
 def write_osworld(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], progress: ProgressFn) -> int:
-    """OSWorld result layout: one folder per trajectory with traj.jsonl and step PNGs."""
+    """OSWorld's result layout, as its `lib_run_single` writes it and `show_result.get_result`
+    reads it: `pyautogui/screenshot/flywheel/<domain>/<example>/` with `traj.jsonl` (step_num,
+    action_timestamp %Y%m%d@%H%M%S, action as pyautogui code, response, reward, done, info,
+    screenshot_file = the screen after the action: `step_<N>_<timestamp>.png`) and `result.txt`
+    (the verifier's score) only for completed trajectories with a score. Domain = the pool,
+    example = `<task>.t<trajectory id>`; both sanitised."""
     done = 0
     for record in records:
-        folder = f"{record['pool']}/{record['task']}/t{record['id']}"
+        folder = f"{OSWORLD_ROOT}/{safe_segment(record['pool'])}/{safe_segment(record['task'])}.t{int(record['id'])}"
         lines: list[str] = []
-        for step in record["steps"]:
+        for step, after in zip(record["steps"], _after_screens(record), strict=True):
+            number = int(step["index"]) + 1
+            stamp = _timestamp(step.get("created_at"))
             png_name = None
-            data = _image_bytes(step["screenshot"]) if step["screenshot"] else None
+            data = _image_bytes(after) if after else None
             if data is not None:
-                png_name = f"step_{step['index'] + 1}.png"
-                zf.writestr(
-                    f"{folder}/{png_name}", data if step["screenshot"].endswith(".png") else _as_png(data)
-                )
+                png_name = f"step_{number}_{stamp}.png" if stamp else f"step_{number}.png"
+                zf.writestr(f"{folder}/{png_name}", data if after.endswith(".png") else _as_png(data))
             lines.append(
                 json.dumps(
                     {
-                        "step_num": step["index"] + 1,
-                        "action_timestamp": step["clock_end"],
-                        "action": step["action_text"],
+                        "step_num": number,
+                        "action_timestamp": stamp,
+                        "action": _pyautogui(step),
                         "response": step["raw_text"] or _assistant_text(step),
                         "reward": step["reward"],
                         "done": step["done"],
-                        "info": {"decision": step["decision"]},
+                        "info": {
+                            "decision": step["decision"],
+                            "action_text": step["action_text"],
+                            "parse_error": step["parse_error"],
+                        },
                         "screenshot_file": png_name,
                     },
                     ensure_ascii=False,
                 )
             )
         zf.writestr(f"{folder}/traj.jsonl", "\n".join(lines) + ("\n" if lines else ""))
-        zf.writestr(
-            f"{folder}/result.txt",
-            f"{record['final_reward'] if record['final_reward'] is not None else ''}\n",
-        )
+        if record["status"] == "completed" and record["final_reward"] is not None:
+            zf.writestr(f"{folder}/result.txt", f"{float(record['final_reward'])}\n")
         done += 1
         if not progress(done):
             break

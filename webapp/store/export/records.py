@@ -7,7 +7,7 @@ read through a server-side cursor; rows are grouped by trajectory as they arrive
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db.models import QuerySet
@@ -19,7 +19,8 @@ TRAJECTORY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("task_id", "task_id"),
     ("task", "task__external_id"),
     ("pool", "task__pool__name"),
-    ("instruction", "task__instruction"),
+    ("instruction", "instruction"),
+    ("task_instruction", "task__instruction"),
     ("task_source", "task__source"),
     ("env_kind", "env_kind"),
     ("source", "source"),
@@ -33,6 +34,8 @@ TRAJECTORY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("validator", "validator"),
     ("route", "route"),
     ("review_state", "review_state"),
+    ("review_round", "review_round"),
+    ("final_screenshot", "final_screenshot"),
     ("created_at", "created_at"),
     ("finished_at", "finished_at"),
     ("metadata", "metadata"),
@@ -40,6 +43,7 @@ TRAJECTORY_COLUMNS: tuple[tuple[str, str], ...] = (
 
 STEP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("index", "steps__index"),
+    ("created_at", "steps__created_at"),
     ("clock_start", "steps__clock_start"),
     ("clock_end", "steps__clock_end"),
     ("screenshot", "steps__screenshot"),
@@ -74,8 +78,10 @@ _STEP_KEYS = [name for name, _ in STEP_COLUMNS]
 _SCREENSHOT_AT = _STEP_KEYS.index("screenshot")
 
 
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
+def iso_utc(value: datetime | None) -> str | None:
+    """UTC ISO 8601 with exactly 6 fractional digits (what Python 3.10's fromisoformat reads, and
+    what the SQL path's to_char writes), or None."""
+    return value.astimezone(UTC).isoformat(timespec="microseconds") if value is not None else None
 
 
 def iter_trajectory_records(
@@ -100,12 +106,17 @@ def iter_trajectory_records(
             if current is not None:
                 yield current
             current = dict(zip(_TRAJ_KEYS, row[:_N_TRAJ], strict=True))
-            current["created_at"] = _iso(current["created_at"])
-            current["finished_at"] = _iso(current["finished_at"])
+            # The episode's own instruction; the task's text only when the environment gave none.
+            current["instruction"] = current["instruction"] or current["task_instruction"]
+            current["created_at"] = iso_utc(current["created_at"])
+            current["finished_at"] = iso_utc(current["finished_at"])
+            final = current["final_screenshot"]
+            current["final_screenshot"] = media_ref(final) if final else None
             current["steps"] = []
         if row[_N_TRAJ] is None:  # LEFT JOIN row of a trajectory without steps
             continue
         step = dict(zip(_STEP_KEYS, row[_N_TRAJ:], strict=True))
+        step["created_at"] = iso_utc(step["created_at"])
         shot = step["screenshot"]
         step["screenshot"] = media_ref(shot) if shot else None
         current["steps"].append(step)

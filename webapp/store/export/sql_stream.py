@@ -23,13 +23,19 @@ _STEP_FIELDS = [
     "reward", "done", "rl",
 ]  # fmt: skip
 
+# UTC with exactly 6 fractional digits, as records.iso_utc writes it.
+_ISO = """to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"""
+
 _TRAJ_FIELDS = {
     "id": "t.id", "task_id": "t.task_id", "task": "k.external_id", "pool": "p.name",
-    "instruction": "k.instruction", "task_source": "k.source", "env_kind": "t.env_kind",
+    "instruction": "COALESCE(NULLIF(t.instruction, ''), k.instruction)", "task_instruction": "k.instruction",
+    "task_source": "k.source", "env_kind": "t.env_kind",
     "source": "t.source", "policy_version": "t.policy_version", "checkpoint": "c.version",
     "annotator": "u.username", "run": "t.run_id", "status": "t.status", "final_reward": "t.final_reward",
     "validation": "t.validation", "validator": "t.validator", "route": "t.route",
-    "review_state": "t.review_state", "created_at": "t.created_at", "finished_at": "t.finished_at",
+    "review_state": "t.review_state", "review_round": "t.review_round",
+    "final_screenshot": "CASE WHEN t.final_screenshot = '' THEN NULL ELSE %s || t.final_screenshot END",
+    "created_at": _ISO.format("t.created_at"), "finished_at": _ISO.format("t.finished_at"),
     "metadata": "t.metadata",
 }  # fmt: skip
 
@@ -37,6 +43,7 @@ _TRAJ_FIELDS = {
 def _step_object() -> str:
     pairs = [f"'{name}', s.{name}" for name in _STEP_FIELDS]
     pairs.insert(3, "'screenshot', CASE WHEN s.screenshot = '' THEN NULL ELSE %s || s.screenshot END")
+    pairs.insert(1, f"'created_at', {_ISO.format('s.created_at')}")
     return "json_build_object(" + ", ".join(pairs) + ")"
 
 
@@ -76,6 +83,6 @@ def iter_jsonl_chunks_sql(
             ids = list(ids_qs.filter(id__gt=last_id)[:batch])
             if not ids:
                 return
-            cursor.execute(sql, [media_base, ids])
+            cursor.execute(sql, [media_base, media_base, ids])  # final screenshot, step screenshots
             yield ("\n".join(row[0] for row in cursor.fetchall()) + "\n").encode()
             last_id = ids[-1]
