@@ -181,9 +181,13 @@ FLEET_REAPER_PERIOD_S = env_float("FLEET_REAPER_PERIOD_S", 2.0)
 FLEET_WARM_POOL = env_str("FLEET_WARM_POOL", "desktop=1,browser=2,game=1,phone=1,terminal=1")
 FLEET_CAPACITY = env_str("FLEET_CAPACITY", "")
 FLEET_HOST_PERIOD_S = env_float("FLEET_HOST_PERIOD_S", 1.0)
-# The websocket→VNC proxy (workers/envs/vnc/proxy.py) as browsers reach it, and token lifetime.
-VNC_PROXY_PUBLIC_URL = env_str("VNC_PROXY_PUBLIC_URL", "ws://127.0.0.1:6080")
+# The websocket→VNC proxy (workers/envs/vnc/proxy.py): where it listens, where browsers reach it
+# (by default the listen address, so a stack on other ports gives out its own proxy's URL), token
+# lifetime.
 VNC_PROXY_LISTEN = env_str("VNC_PROXY_LISTEN", "127.0.0.1:6080")
+VNC_PROXY_PUBLIC_URL = env_str(
+    "VNC_PROXY_PUBLIC_URL", f"ws://{VNC_PROXY_LISTEN.replace('0.0.0.0:', '127.0.0.1:')}"
+)
 VNC_TOKEN_TTL_S = env_int("VNC_TOKEN_TTL_S", 3600, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "reap-leases": {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ago, percent, reward, truncate, validation } from "./format";
+import { ago, decisionLabel, decisionNumber, percent, reward, stepNumber, truncate, validation } from "./format";
 
 describe("format", () => {
   it("percent", () => {
@@ -28,5 +28,20 @@ describe("format", () => {
   it("truncate", () => {
     expect(truncate("short", 10)).toBe("short");
     expect(truncate("a longer sentence", 8)).toBe("a longe…");
+  });
+});
+
+describe("numbering", () => {
+  it("uses the API's 1-based numbers, else the 0-based indices + 1", () => {
+    expect(stepNumber({ index: 0 })).toBe(1);
+    expect(stepNumber({ index: 0, number: 1 })).toBe(1);
+    expect(decisionNumber({ index: 2, decision_index: 1 })).toBe(2);
+    expect(decisionNumber({ index: 2, decision_index: 1, decision_number: 2 })).toBe(2);
+    expect(decisionNumber({ index: 2, decision_index: null })).toBeNull();
+  });
+  it("names the decision with its candidate's number, the same on every page", () => {
+    expect(decisionLabel({ index: 0, decision: "accepted", decision_index: 1 })).toBe("accepted 2");
+    expect(decisionLabel({ index: 0, decision: "edited", decision_index: 0, decision_number: 1 })).toBe("edited 1");
+    expect(decisionLabel({ index: 0, decision: "overridden", decision_index: null })).toBe("overridden");
   });
 });

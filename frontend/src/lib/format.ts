@@ -30,3 +30,30 @@ export function ago(iso: string | null, now: Date = new Date()): string {
 export function truncate(text: string, max = 80): string {
   return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }
+
+/** What a step or a chosen candidate is called on every page (docs/annotation.md "Numbering"): the
+ *  API stores 0-based indices and adds the 1-based `number` / `decision_number` the user sees; older
+ *  answers without them get the same numbers from the indices. */
+export interface Numbered {
+  index: number;
+  number?: number;
+  decision?: string;
+  decision_index?: number | null;
+  decision_number?: number | null;
+}
+
+export function stepNumber(step: Numbered): number {
+  return step.number ?? step.index + 1;
+}
+
+export function decisionNumber(step: Numbered): number | null {
+  if (step.decision_number !== undefined) return step.decision_number;
+  return step.decision_index === null || step.decision_index === undefined ? null : step.decision_index + 1;
+}
+
+/** "accepted 2", "edited 1", "overridden", "takeover": the step's decision with its candidate's number. */
+export function decisionLabel(step: Numbered): string {
+  const n = decisionNumber(step);
+  const what = step.decision ?? "";
+  return (what === "accepted" || what === "edited") && n !== null ? `${what} ${n}` : what;
+}

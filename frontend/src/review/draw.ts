@@ -20,17 +20,31 @@ function s<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, s
   return el;
 }
 
-/** Sizes of the marks in screen pixels, proportional to the screen so they read at any zoom. */
+/** Sizes of the marks in screen pixels, proportional to the screen so they read at any zoom (about
+ *  13 px of text when the screen is shown 600 px wide). */
 export function markScale(width: number, height: number): { r: number; stroke: number; font: number } {
   const unit = Math.max(width, height) / 100;
-  return { r: Math.max(3, unit * 3.2), stroke: Math.max(1, unit * 0.6), font: Math.max(6, unit * 3.4) };
+  return { r: Math.max(3, unit * 3.2), stroke: Math.max(1, unit * 0.6), font: Math.max(6, unit * 2.2) };
 }
 
-function label(x: number, y: number, text: string, font: number, colour: string): SVGGElement {
-  const g = s("g", { class: "rv-label" });
+/** A label's text cut to fit `room` screen pixels at `font` (monospace-ish advance 0.62 em). */
+export function fitLabel(text: string, font: number, room: number): string {
+  const max = Math.max(4, Math.floor((room - font * 0.8) / (font * 0.62)));
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+/** A label inside the `width`×`height` screen: cut to the room there is, moved left / up to stay in. */
+function label(x: number, y: number, full: string, font: number, colour: string, screen: [number, number]): SVGGElement {
+  const [sw, sh] = screen;
+  const text = fitLabel(full, font, sw - 2);
   const width = font * 0.62 * text.length + font * 0.8;
+  const height = font * 1.4;
+  x = Math.max(0, Math.min(x, sw - width));
+  y = Math.max(0, Math.min(y, sh - height));
+  const g = s("g", { class: "rv-label" });
+  if (text !== full) g.append(s("title", {}, full));
   g.append(
-    s("rect", { x, y, width, height: font * 1.4, rx: font * 0.3, fill: "#fff", stroke: colour, "stroke-width": font * 0.1 }),
+    s("rect", { x, y, width, height, rx: font * 0.3, fill: "#fff", stroke: colour, "stroke-width": font * 0.1 }),
     s("text", { x: x + font * 0.4, y: y + font * 1.05, "font-size": font, fill: colour, "font-weight": 700 }, text),
   );
   return g;
@@ -63,20 +77,26 @@ export function actionOverlay(
   const { r, stroke, font } = markScale(width, height);
   let cursor: [number, number] | null = focus;
   let noteRow = 0;
+  const screen: [number, number] = [width, height];
   const note = (text: string): void => {
-    svg.append(label(font * 0.4, font * 0.4 + noteRow * font * 1.7, text, font, colour));
+    svg.append(label(font * 0.4, font * 0.4 + noteRow * font * 1.7, text, font, colour, screen));
     noteRow += 1;
   };
   for (const a of actions) {
     const mark = POINTER_MARKS[a.kind];
     if (a.point && mark !== undefined) {
-      const [x, y] = a.point;
+      const [px, py] = a.point;
+      const away = px < 0 || py < 0 || px >= width || py >= height;
+      // A point outside the screen is drawn at the nearest edge and says so (never as if meant there).
+      const x = Math.min(Math.max(px, 0), width - 1);
+      const y = Math.min(Math.max(py, 0), height - 1);
+      if (away) svg.append(label(x + r, y - r - font, `off screen (${Math.round(px)}, ${Math.round(py)})`, font, colour, [width, height]));
       svg.append(
         s("circle", { cx: x, cy: y, r, fill: "none", stroke: colour, "stroke-width": stroke, class: "rv-mark" }),
         s("circle", { cx: x, cy: y, r: stroke * 1.2, fill: colour }),
       );
-      if (mark !== "") svg.append(label(x + r, y - r - font, mark, font, colour));
-      cursor = a.point;
+      if (mark !== "") svg.append(label(x + r, y - r - font, mark, font, colour, screen));
+      cursor = [x, y];
     } else if (a.point && (a.kind === "drag" || a.kind === "swipe" || a.kind === "scroll")) {
       const [x, y] = a.point;
       const v = DIRECTIONS[a.direction ?? "down"] ?? [0, 1];
@@ -87,11 +107,11 @@ export function actionOverlay(
         s("circle", { cx: x, cy: y, r: stroke * 1.6, fill: colour }),
         s("circle", { cx: tx, cy: ty, r: stroke * 2.4, fill: "none", stroke: colour, "stroke-width": stroke }),
       );
-      if (a.kind === "scroll") svg.append(label(tx + stroke * 3, ty - font * 0.7, `scroll ${a.direction ?? ""}`, font, colour));
+      if (a.kind === "scroll") svg.append(label(tx + stroke * 3, ty - font * 0.7, `scroll ${a.direction ?? ""}`, font, colour, screen));
       cursor = [tx, ty];
     } else if (a.kind === "type" || a.kind === "hotkey") {
       const text = a.kind === "type" ? `⌨ “${(a.text ?? "").replace(/\n/g, "⏎")}”` : `⌘ ${(a.keys ?? []).join("+")}`;
-      if (cursor !== null) svg.append(label(Math.min(cursor[0] + r, width * 0.55), cursor[1] + r, text, font, colour));
+      if (cursor !== null) svg.append(label(cursor[0] + r, cursor[1] + r, text, font, colour, screen));
       else note(text);
     } else {
       note(a.text ? `${a.kind}: ${a.text}` : a.kind);

@@ -9,7 +9,7 @@ export function reviewUrl(trajectoryId: number): string {
   return `/review/?t=${trajectoryId}`;
 }
 
-async function take(trajectory: number | null): Promise<number> {
+export async function take(trajectory: number | null): Promise<number> {
   const body = trajectory === null ? {} : { trajectory };
   const got = await api<{ review_id: number; trajectory_id: number }>("/api/review/take/", { method: "POST", body });
   return got.trajectory_id;

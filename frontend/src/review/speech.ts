@@ -8,7 +8,9 @@ import { playSpan, shownThought, wordAt, type StepSpeech, type ThinkAloudState }
 
 export class SpeechPanel {
   private state: ThinkAloudState | null = null;
-  private readonly audio = h("audio", { preload: "auto", "data-testid": "speech-audio" });
+  // preload "none": the recording is fetched when a step is played, not while the page loads (a
+  // long think-aloud kept the review page busy for ~15 s).
+  private readonly audio = h("audio", { preload: "none", "data-testid": "speech-audio" });
   private frame = 0;
   private stopAt = 0;
   private words: HTMLElement[] = [];
@@ -107,6 +109,15 @@ export class SpeechPanel {
   private play(span: [number, number]): void {
     const state = this.state;
     if (state === null) return;
+    if (this.audio.readyState < HTMLMediaElement.HAVE_METADATA) {
+      // Nothing loaded yet (preload none): seek once the metadata is in.
+      this.audio.addEventListener("loadedmetadata", () => {
+        this.play(span);
+      }, { once: true });
+      this.audio.preload = "auto"; // the reviewer asked for it now
+      this.audio.load();
+      return;
+    }
     this.audio.currentTime = Math.max(0, span[0] - state.audio_start_clock);
     this.stopAt = span[1] - state.audio_start_clock;
     void this.audio.play().catch((error: unknown) => {

@@ -79,8 +79,11 @@ export interface ReviewStep {
   screenshot_url: string;
   screen_width: number | null;
   screen_height: number | null;
+  /** 1-based, as shown (docs/annotation.md "Numbering"); absent from older servers. */
+  number?: number;
   decision: string;
   decision_index: number | null;
+  decision_number?: number | null;
   decision_meta: Record<string, unknown>;
   candidates: CandidateJson[];
   reward: number;
@@ -129,6 +132,8 @@ export interface ReviewData {
     num_steps: number;
     annotator: string;
     seed: number | null;
+    /** The episode's own instruction, when the environment gave one. */
+    instruction?: string;
   };
   task: { id: number; external_id: string; instruction: string; env_kind: string; pool: string };
   steps: ReviewStep[];

@@ -4,7 +4,7 @@
 
 import { api } from "../lib/api";
 import { badge, h, notice, render, type Child } from "../lib/dom";
-import { percent, reward } from "../lib/format";
+import { decisionLabel, decisionNumber, percent, reward, stepNumber } from "../lib/format";
 import { actionOverlay, lastPoint } from "./draw";
 import { SpeechPanel } from "./speech";
 import { clickText, describeAction, draftProblems, fixPoint, newDraft, submitBody, suggestedVerdict, type Draft } from "./model";
@@ -19,7 +19,7 @@ function shot(step: ReviewStep, cls: string, focus: [number, number] | null): HT
   const hgt = step.screen_height ?? 0;
   const style = w > 0 && hgt > 0 ? `aspect-ratio: ${w} / ${hgt}; --ar: ${(w / hgt).toFixed(4)}` : null;
   const box = h("div", { class: `rv-shot ${cls}`, style });
-  if (step.screenshot_url !== "") box.append(h("img", { src: step.screenshot_url, alt: `Screen before step ${step.index + 1}` }));
+  if (step.screenshot_url !== "") box.append(h("img", { src: step.screenshot_url, alt: `Screen before step ${stepNumber(step)}` }));
   else box.append(h("div", { class: "rv-noshot" }, "no screenshot"));
   if (w > 0 && hgt > 0) box.append(actionOverlay(step.screen_actions, w, hgt, focus));
   return box;
@@ -50,7 +50,7 @@ function otherReview(r: ReviewJson, you = false): HTMLElement {
     { class: "rv-other", "data-testid": "other-review" },
     h("div", {}, h("strong", {}, r.reviewer), you ? h("span", { class: "muted" }, " (you)") : null, " ", r.completed_at ? verdictBadge(r.verdict) : badge("open", "pending")),
     r.comment ? h("p", {}, r.comment) : null,
-    flagged.length > 0 ? h("ul", {}, ...flagged.map((s) => h("li", {}, `Step ${s.index + 1}: `, verdictBadge(s.verdict), ` ${s.comment}`))) : null,
+    flagged.length > 0 ? h("ul", {}, ...flagged.map((s) => h("li", {}, `Step ${stepNumber(s)}: `, verdictBadge(s.verdict), ` ${s.comment}`))) : null,
   );
 }
 
@@ -121,7 +121,7 @@ export class ReviewView {
     render(
       this.parts.head,
       h("div", { class: "card-head" }, h("h2", {}, `Trajectory #${t.id}`), badge(t.review_state)),
-      h("p", { class: "rv-instruction" }, d.task.instruction),
+      h("p", { class: "rv-instruction", "data-testid": "instruction" }, t.instruction || d.task.instruction),
       h(
         "p",
         { class: "rv-meta muted" },
@@ -205,8 +205,9 @@ export class ReviewView {
       });
     }
     drawFix();
+    const chosen = decisionNumber(step);
     const cands = step.candidates.map((c, i) =>
-      h("li", { class: (c.index ?? i) === step.decision_index ? "rv-chosen" : null }, h("code", {}, c.action_text ?? ""), c.thought ? h("span", { class: "muted" }, ` — ${c.thought}`) : null),
+      h("li", { class: (c.index ?? i) + 1 === chosen ? "rv-chosen" : null, value: (c.index ?? i) + 1 }, h("code", {}, c.action_text ?? ""), c.thought ? h("span", { class: "muted" }, ` — ${c.thought}`) : null),
     );
     const others = d.other_reviews.flatMap((r) => r.step_verdicts.filter((s) => s.index === step.index).map((s) => h("li", {}, `${r.reviewer}: `, verdictBadge(s.verdict), s.comment ? ` ${s.comment}` : "", s.action_text ? h("code", {}, ` → ${s.action_text}`) : null)));
     render(
@@ -215,12 +216,12 @@ export class ReviewView {
       h(
         "div",
         { class: "rv-side", "data-testid": "step-panel" },
-        h("h3", {}, `Step ${step.index + 1} of ${d.steps.length}`, " ", h("span", { class: "muted" }, step.decision + (step.decision_index !== null ? ` #${step.decision_index}` : ""))),
+        h("h3", {}, `Step ${stepNumber(step)} of ${d.steps.length}`, " ", h("span", { class: "muted", "data-testid": "step-decision" }, decisionLabel(step))),
         step.thought ? h("p", { class: "rv-thought" }, step.thought) : null,
         this.speech?.panel(step.index) ?? (step.human_thought ? h("p", { class: "muted" }, `Said: ${step.human_thought}`) : null),
         h("p", {}, h("code", { "data-testid": "step-action" }, step.action_text || "(no action)")),
         h("p", { class: "muted" }, step.screen_actions.map(describeAction).join("; ") || step.parse_error, step.reward ? ` · reward ${reward(step.reward)}` : "", step.done ? " · episode ended" : ""),
-        cands.length > 0 ? h("details", {}, h("summary", {}, `${cands.length} model candidates`), h("ol", { start: 0 }, ...cands)) : null,
+        cands.length > 0 ? h("details", {}, h("summary", {}, `${cands.length} model candidates`), h("ol", {}, ...cands)) : null,
         h("div", { class: "rv-verdicts" }, ...buttons),
         comment,
         fixing ? h("label", { class: "rv-fix-label" }, "Corrected action (screen pixels)", fix) : null,
@@ -237,7 +238,7 @@ export class ReviewView {
       this.parts.strip,
       ...d.steps.map((step, i) => {
         const v = this.draft.steps.get(step.index)?.verdict ?? null;
-        const item = h("button", { type: "button", class: `rv-frame${i === this.selected ? " sel" : ""}${v ? ` rv-f-${v}` : ""}`, "data-testid": `frame-${step.index}`, title: step.action_text }, shot(step, "rv-thumb", this.focusBefore(i)), h("span", { class: "rv-frame-label" }, `${step.index + 1}`, v ? ` · ${v}` : ""));
+        const item = h("button", { type: "button", class: `rv-frame${i === this.selected ? " sel" : ""}${v ? ` rv-f-${v}` : ""}`, "data-testid": `frame-${step.index}`, title: step.action_text }, shot(step, "rv-thumb", this.focusBefore(i)), h("span", { class: "rv-frame-label" }, `${stepNumber(step)}`, v ? ` · ${v}` : ""));
         item.addEventListener("click", () => {
           this.select(i);
         });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { actionShapes, directionEnd, displayToScreen, fitSize, screenToDisplay } from "./geometry";
+import { actionShapes, directionEnd, displayToScreen, fitSize, offScreen, screenToDisplay } from "./geometry";
 
 describe("fitSize", () => {
   it("scales a small screen up to fill the box, keeping the aspect ratio", () => {
@@ -65,8 +65,18 @@ describe("actionShapes", () => {
   });
   it("shows hotkeys and notes", () => {
     const shapes = actionShapes([{ kind: "hotkey", keys: ["ctrl", "c"] }, { kind: "finished", text: "42" }], { ...base, noteRow: 1 });
-    expect(shapes[0]).toMatchObject({ type: "text", text: "ctrl+c", variant: "hotkey", at: [8, 30] });
+    expect(shapes[0]).toMatchObject({ type: "text", text: "ctrl+c", variant: "hotkey", at: [8, 30], pinned: true });
     expect(shapes[1]).toMatchObject({ type: "text", text: "finished: 42", variant: "note", at: [8, 52] });
+  });
+  it("draws an off-screen point at the nearest edge and says where it was", () => {
+    const [shape] = actionShapes([{ kind: "click", point: [5000, 50] }], base);
+    expect(shape).toEqual({ type: "marker", at: [198, 100], label: "2", variant: "click", offscreen: "off screen (5000, 50)" });
+    const [drag] = actionShapes([{ kind: "drag", point: [10, 10], end_point: [10, -40] }], base);
+    expect(drag).toMatchObject({ type: "arrow", to: [20, 0], offscreen: "off screen (10, -40)" });
+    const [edge] = actionShapes([{ kind: "click", point: [99, 40] }], { ...base, clamped: true });
+    expect(edge).toMatchObject({ offscreen: "off screen (shown at the edge)" });
+    expect(offScreen([99, 99], base.screen)).toBe(false);
+    expect(offScreen([100, 0], base.screen)).toBe(true);
   });
   it("direction ends go the right way", () => {
     expect(directionEnd([0, 0], "right", 5)).toEqual([5, 0]);

@@ -38,11 +38,28 @@ function clamp(value: number, low: number, high: number): number {
 
 export type MarkerVariant = "click" | "double" | "right" | "hover" | "long_press";
 
+/** `offscreen`: the action's own point (screen pixels) lies outside the screen; the shape is drawn
+ *  at the nearest edge and says so, never as if the edge were meant. `pinned`: a text placed in the
+ *  corner's note rows (no pointer position to put it at). */
 export type Shape =
-  | { type: "marker"; at: Point; label: string; variant: MarkerVariant }
-  | { type: "arrow"; from: Point; to: Point; label: string; variant: "drag" | "swipe" }
+  | { type: "marker"; at: Point; label: string; variant: MarkerVariant; offscreen?: string }
+  | { type: "arrow"; from: Point; to: Point; label: string; variant: "drag" | "swipe"; offscreen?: string }
   | { type: "scroll"; at: Point; to: Point; label: string; direction: string }
-  | { type: "text"; at: Point; label: string; text: string; variant: "type" | "hotkey" | "note" };
+  | { type: "text"; at: Point; label: string; text: string; variant: "type" | "hotkey" | "note"; pinned?: boolean };
+
+/** True when screen pixel `p` is not on the `screen`. */
+export function offScreen(p: Point, screen: Size): boolean {
+  return !(p[0] >= 0 && p[1] >= 0 && p[0] < screen.width && p[1] < screen.height);
+}
+
+function onEdge(p: Point, screen: Size): boolean {
+  return p[0] <= 0 || p[1] <= 0 || p[0] >= screen.width - 1 || p[1] >= screen.height - 1;
+}
+
+/** `p` moved onto the screen's nearest edge pixel. */
+export function ontoScreen(p: Point, screen: Size): Point {
+  return [clamp(p[0], 0, screen.width - 1), clamp(p[1], 0, screen.height - 1)];
+}
 
 const MARKERS: Record<string, MarkerVariant> = {
   click: "click",
@@ -90,12 +107,21 @@ export interface ShapeOptions {
   arrowLength?: number;
   /** First row of this candidate's corner notes (so candidates' notes do not overlap). */
   noteRow?: number;
+  /** The server flagged a point outside the screen (it may have moved it onto the edge). */
+  clamped?: boolean;
 }
 
 /** The overlay shapes of one candidate's `screen_actions`, in display pixels. */
 export function actionShapes(actions: readonly ActionJson[], options: ShapeOptions): Shape[] {
   const { screen, display, label } = options;
-  const toDisplay = (p: [number, number]): Point => screenToDisplay(p, screen, display);
+  const toDisplay = (p: [number, number]): Point => screenToDisplay(ontoScreen(p, screen), screen, display);
+  const away = (...points: (Point | undefined)[]): { offscreen?: string } => {
+    const p = points.find((q) => q !== undefined && offScreen(q, screen));
+    if (p !== undefined) return { offscreen: `off screen (${Math.round(p[0])}, ${Math.round(p[1])})` };
+    // The server moved the point onto the screen's edge and says so (`clamped`): still not meant there.
+    const edge = options.clamped === true && points.some((q) => q !== undefined && onEdge(q, screen));
+    return edge ? { offscreen: "off screen (shown at the edge)" } : {};
+  };
   const length = options.arrowLength ?? Math.max(28, Math.min(display.width, display.height) * 0.12);
   let cursor: Point | null = options.focus ? toDisplay(options.focus) : null;
   let notes = options.noteRow ?? 0;
@@ -104,13 +130,13 @@ export function actionShapes(actions: readonly ActionJson[], options: ShapeOptio
     const at = action.point ? toDisplay(action.point) : null;
     const marker = MARKERS[action.kind];
     if (marker !== undefined && at !== null) {
-      shapes.push({ type: "marker", at, label, variant: marker });
+      shapes.push({ type: "marker", at, label, variant: marker, ...away(action.point) });
       cursor = at;
     } else if ((action.kind === "drag" || action.kind === "swipe") && at !== null) {
       const to = action.end_point
         ? toDisplay(action.end_point)
         : directionEnd(at, action.direction ?? "up", length);
-      shapes.push({ type: "arrow", from: at, to, label, variant: action.kind });
+      shapes.push({ type: "arrow", from: at, to, label, variant: action.kind, ...away(action.point, action.end_point) });
       cursor = to;
     } else if (action.kind === "scroll") {
       const from = at ?? cursor ?? [display.width / 2, display.height / 2];
@@ -123,10 +149,10 @@ export function actionShapes(actions: readonly ActionJson[], options: ShapeOptio
       });
     } else if (action.kind === "type" || action.kind === "hotkey") {
       const text = action.kind === "type" ? (action.text ?? "") : (action.keys ?? []).join("+");
-      const place: Point = cursor ?? [8, 8 + 22 * notes++];
-      shapes.push({ type: "text", at: place, label, text, variant: action.kind });
+      if (cursor !== null) shapes.push({ type: "text", at: cursor, label, text, variant: action.kind });
+      else shapes.push({ type: "text", at: [8, 8 + 22 * notes++], label, text, variant: action.kind, pinned: true });
     } else {
-      shapes.push({ type: "text", at: [8, 8 + 22 * notes++], label, text: noteText(action), variant: "note" });
+      shapes.push({ type: "text", at: [8, 8 + 22 * notes++], label, text: noteText(action), variant: "note", pinned: true });
     }
   }
   return shapes;

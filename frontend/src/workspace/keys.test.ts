@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { commandFor } from "./keys";
+import { commandFor, isTakeoverKey } from "./keys";
 
 const press = (key: string, extra: Partial<Parameters<typeof commandFor>[0]> = {}) => ({ key, ctrlKey: false, metaKey: false, altKey: false, editing: false, ...extra });
 
@@ -21,7 +21,13 @@ describe("commandFor", () => {
     expect(commandFor(press("e"), 2)).toEqual({ kind: "edit" });
     expect(commandFor(press("e"), 0)).toBeNull();
     expect(commandFor(press("O"), 0)).toEqual({ kind: "override" });
-    expect(commandFor(press("t"), 0)).toEqual({ kind: "takeover" });
+    expect(commandFor(press("t"), 0)).toEqual({ kind: "takeoverHint" });
     expect(commandFor(press("?"), 0)).toEqual({ kind: "help" });
+  });
+  it("takes over and back with the same chord, Alt+T, even from a text field", () => {
+    expect(commandFor(press("t", { altKey: true }), 0)).toEqual({ kind: "takeover" });
+    expect(commandFor(press("T", { altKey: true, editing: true }), 0)).toEqual({ kind: "takeover" });
+    expect(commandFor(press("t", { altKey: true, ctrlKey: true }), 0)).toBeNull();
+    expect(isTakeoverKey({ key: "t", altKey: false, ctrlKey: false, metaKey: false })).toBe(false);
   });
 });

@@ -11,5 +11,6 @@ declare module "@novnc/novnc" {
     background: string;
     disconnect(): void;
     focus(): void;
+    sendKey(keysym: number, code: string | null, down?: boolean): void;
   }
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatReward, OutcomePanel } from "./outcome";
+import { closedSummary, formatReward, OutcomePanel, resultText } from "./outcome";
 import type { Decision, SessionState } from "./types";
 
 const state = (status = "active", envDone = false): SessionState => ({
@@ -59,12 +59,27 @@ describe("OutcomePanel", () => {
   it("says the episode is over, and what happened once closed", () => {
     const panel = new OutcomePanel({ writeOwn: () => undefined, submit: () => undefined, abandon: () => undefined, takeNext: () => undefined, decide: () => Promise.resolve(true) });
     panel.update(state("active", true), false);
-    expect(panel.root.textContent).toContain("episode is over (reward 0.50)");
+    expect(panel.root.textContent).toContain("episode is over. Submit it");
     panel.update(state("submitted"), false);
     expect(panel.root.textContent).toContain("queued for review");
   });
 
   it("formats rewards", () => {
     expect([formatReward(1), formatReward(0.99516)]).toEqual(["1", "1.00"]);
+  });
+  it("shows the stored result after Finish, and a needs-fix session in its own tone with the way to fix", () => {
+    const panel = new OutcomePanel({ writeOwn: () => undefined, submit: () => undefined, abandon: () => undefined, takeNext: () => undefined, decide: () => Promise.resolve(true) });
+    panel.update({ ...state("submitted"), result: { final_reward: 1, success: true, status: "completed", review_state: "pending" } }, false);
+    expect(panel.root.querySelector("[data-testid=result]")?.textContent).toBe("Result: success — final reward 1.");
+    expect(panel.root.querySelector("[data-testid=done]")?.className).toContain("ws-done-ok");
+    panel.update(state("needs_fix"), false);
+    expect(panel.root.querySelector("[data-testid=done]")?.className).toContain("ws-done-warn");
+    expect(panel.root.querySelector<HTMLAnchorElement>("[data-testid=open-fix]")?.getAttribute("href")).toBe("/workspace/fix/1/");
+  });
+  it("words every closed state", () => {
+    expect(closedSummary("rejected", null).tone).toBe("bad");
+    expect(closedSummary("in_review", null).tone).toBe("info");
+    expect(resultText({ final_reward: 0, success: false, status: "completed", review_state: "pending" })).toBe("Result: not solved — final reward 0.");
+    expect(resultText({ final_reward: null, success: null, status: "abandoned", review_state: "none" })).toBe("Result: not scored (abandoned).");
   });
 });

@@ -3,7 +3,7 @@
 // The outcome form is built once, so what the annotator typed survives redraws and refused sends.
 
 import { h, render } from "../lib/dom";
-import type { Decision, SessionState } from "./types";
+import type { Decision, SessionResult, SessionState } from "./types";
 
 export type OutcomeKind = "finish" | "infeasible" | "call_user";
 
@@ -23,6 +23,35 @@ const FORMS: Record<OutcomeKind, { title: string; answer: string | null; send: s
 
 export function formatReward(value: number): string {
   return Number.isInteger(value) ? String(value) : value.toFixed(2);
+}
+
+/** How a closed session reads: its headline and the tone of its box (not a green box for a
+ *  trajectory the reviewers sent back). */
+export function closedSummary(status: string, fixUrl: string | null): { tone: "ok" | "info" | "warn" | "bad"; text: string } {
+  switch (status) {
+    case "submitted":
+      return { tone: "ok", text: "Submitted — the trajectory is queued for review." };
+    case "in_review":
+      return { tone: "info", text: "In review — reviewers are looking at this trajectory." };
+    case "approved":
+      return { tone: "ok", text: "Approved by the reviewers." };
+    case "rejected":
+      return { tone: "bad", text: "Rejected by the reviewers." };
+    case "needs_fix":
+      return { tone: "warn", text: fixUrl !== null ? "The reviewers asked for fixes: open the fix view to see their comments per step." : "The reviewers asked for fixes." };
+    case "abandoned":
+      return { tone: "warn", text: "Abandoned — the steps so far are kept, marked abandoned." };
+    default:
+      return { tone: "info", text: `Session ${status.replace(/_/g, " ")}.` };
+  }
+}
+
+/** The task's result as stored (the verifier's final reward), e.g. "Result: success (reward 1)". */
+export function resultText(result: SessionResult): string {
+  const r = result.final_reward;
+  if (r === null) return `Result: not scored (${result.status}).`;
+  const verdict = result.success === true ? "success" : result.success === false ? "not solved" : "scored";
+  return `Result: ${verdict} — final reward ${formatReward(r)}.`;
 }
 
 export class OutcomePanel {
@@ -89,14 +118,24 @@ export class OutcomePanel {
       next.addEventListener("click", () => {
         this.actions.takeNext(next);
       });
+      const fixUrl = state.status === "needs_fix" && state.trajectory_id !== null ? `/workspace/fix/${state.trajectory_id}/` : null;
+      const summary = closedSummary(state.status, fixUrl);
+      const result = state.result ?? null;
       render(
         this.root,
         h(
           "div",
-          { class: `ws-done ws-done-${state.status}`, "data-testid": "done" },
-          h("strong", {}, state.status === "submitted" ? "Submitted — the trajectory is queued for review." : `Session ${state.status}.`),
+          { class: `ws-done ws-done-${summary.tone}`, "data-testid": "done", "data-status": state.status },
+          h("strong", {}, summary.text),
+          result !== null ? h("p", { class: "ws-result", "data-testid": "result", "data-reward": result.final_reward ?? "" }, resultText(result)) : null,
           state.error !== "" ? h("p", {}, state.error) : null,
-          h("div", { class: "ws-editor-buttons" }, next, h("a", { class: "btn btn-secondary", href: "/workspace/" }, "Back to my sessions")),
+          h(
+            "div",
+            { class: "ws-editor-buttons" },
+            fixUrl !== null ? h("a", { class: "btn", href: fixUrl, "data-testid": "open-fix" }, "Open the fix view") : null,
+            next,
+            h("a", { class: "btn btn-secondary", href: "/workspace/" }, "Back to my sessions"),
+          ),
         ),
       );
       return;
@@ -124,7 +163,7 @@ export class OutcomePanel {
     this.go.disabled = busy;
     render(
       this.root,
-      ended ? h("p", { class: "notice notice-info", "data-testid": "env-done" }, `The environment says the episode is over (reward ${formatReward(state.observation.reward)}). Submit it.`) : null,
+      ended ? h("p", { class: "notice notice-info", "data-testid": "env-done" }, "The environment says the episode is over. Submit it: the verifier's result is shown once it is stored.") : null,
       h("div", { class: "ws-outcome-buttons" }, own, toggle("Finish with answer", "finish"), toggle("Infeasible", "infeasible"), toggle("Call user", "call_user")),
       this.kind !== null ? this.form : null,
       h("div", { class: "ws-outcome-buttons ws-outcome-end" }, submit, abandon),

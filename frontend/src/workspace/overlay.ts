@@ -49,14 +49,26 @@ function badge(at: Point, label: string, colour: string, dashed = false): SVGGEl
   );
 }
 
-function tag(at: Point, text: string, colour: string): SVGGElement {
+/** The overlay's own size (its viewBox): tags are kept inside it. */
+let bounds: { width: number; height: number } = { width: Infinity, height: Infinity };
+
+function tag(at: Point, text: string, colour: string, cls = "ov-tag"): SVGGElement {
   const width = 8 + Array.from(text).length * 7.3; // monospace 12 px (workspace.css .ov-tag)
+  const x = Math.max(0, Math.min(at[0], bounds.width - width));
+  const y = Math.max(0, Math.min(at[1], bounds.height - 18));
   return s(
     "g",
-    { class: "ov-tag" },
-    s("rect", { x: at[0], y: at[1], width, height: 18, rx: 4, fill: "#fff", stroke: colour, "stroke-width": 1.5 }),
-    s("text", { x: at[0] + 4, y: at[1] + 13, fill: colour, "font-size": 12 }, text),
+    { class: cls },
+    s("rect", { x, y, width, height: 18, rx: 4, fill: "#fff", stroke: colour, "stroke-width": 1.5 }),
+    s("text", { x: x + 4, y: y + 13, fill: colour, "font-size": 12 }, text),
   );
+}
+
+/** Where a marker drawn at the edge for an off-screen point says so: inside the screen from it. */
+function offscreenTag(at: Point, text: string, colour: string): SVGGElement {
+  const width = 8 + Array.from(text).length * 7.3;
+  const inward: Point = [at[0] > bounds.width / 2 ? at[0] - width - 24 : at[0] + 24, at[1] > bounds.height / 2 ? at[1] - 44 : at[1] + 26];
+  return tag(inward, text, colour, "ov-tag ov-offscreen");
 }
 
 function clip(text: string, max = 32): string {
@@ -77,7 +89,9 @@ export function shapesGroup(shapes: readonly Shape[], colour: string, id: string
   for (const shape of shapes) {
     if (shape.type === "marker") {
       const [x, y] = shape.at;
-      group.append(s("circle", { cx: x, cy: y, r: 18, ...stroke, "stroke-width": 2, "stroke-dasharray": own ? "4 3" : "none", class: "ov-halo" }));
+      const away = shape.offscreen !== undefined;
+      group.append(s("circle", { cx: x, cy: y, r: 18, ...stroke, "stroke-width": 2, "stroke-dasharray": own || away ? "4 3" : "none", class: "ov-halo" }));
+      if (shape.offscreen !== undefined) group.append(offscreenTag(shape.at, shape.offscreen, colour));
       if (shape.variant === "double") group.append(s("circle", { cx: x, cy: y, r: 23, ...stroke, "stroke-width": 2 }));
       group.append(s("line", { x1: x - 4, y1: y, x2: x + 4, y2: y, stroke: colour, "stroke-width": 1.5 }));
       group.append(badge([x + offset[0], y + offset[1]], shape.label, colour, own));
@@ -92,10 +106,11 @@ export function shapesGroup(shapes: readonly Shape[], colour: string, id: string
       );
       if (shape.type === "scroll") group.append(tag([shape.to[0] + 6, shape.to[1] - 9], `scroll ${shape.direction}`, colour));
       else if (shape.variant === "swipe") group.append(tag([shape.to[0] + 6, shape.to[1] - 9], "swipe", colour));
+      if (shape.type === "arrow" && shape.offscreen !== undefined) group.append(offscreenTag(shape.to, shape.offscreen, colour));
     } else {
       const prefix = shape.variant === "type" ? "⌨ " : shape.variant === "hotkey" ? "⌘ " : `${shape.label}: `;
       const text = shape.variant === "type" ? `“${clip(shape.text.replace(/\n/g, "⏎"))}”` : clip(shape.text);
-      const at: Point = shape.variant === "note" ? shape.at : [shape.at[0] + 14, shape.at[1] + 14];
+      const at: Point = shape.pinned === true || shape.variant === "note" ? shape.at : [shape.at[0] + 14, shape.at[1] + 14];
       group.append(tag(at, prefix + text, colour));
     }
   }
@@ -117,6 +132,8 @@ export function drawOverlay(
   onHover: (index: number | null) => void,
 ): void {
   svg.replaceChildren();
+  const box = svg.viewBox.baseVal as SVGRect | null;
+  bounds = box !== null && box.width > 0 ? { width: box.width, height: box.height } : { width: Infinity, height: Infinity };
   const ordered = [...layers].sort((a, b) => (a.index === highlighted ? 1 : 0) - (b.index === highlighted ? 1 : 0));
   for (const layer of ordered) {
     const g = shapesGroup(layer.shapes, colourOf(layer.index), `ov-c${layer.index}`, false, layer.index);

@@ -1,6 +1,7 @@
 // The workspace's panels as DOM builders: the candidate cards, the timeline of steps, the header.
 
 import { badge, h, type Child } from "../lib/dom";
+import { decisionLabel, stepNumber } from "../lib/format";
 import { formatReward } from "./outcome";
 import { colourOf } from "./overlay";
 import type { Candidate, Candidates, SessionState, StepRecord } from "./types";
@@ -13,7 +14,7 @@ export interface CandidateHandlers {
 
 function candidateCard(c: Candidate, handlers: CandidateHandlers, enabled: boolean): HTMLElement {
   const key = String(c.index + 1);
-  const accept = h("button", { type: "button", class: "btn btn-small", disabled: !enabled || c.parse_error !== "" }, `Accept `, h("kbd", {}, key));
+  const accept = h("button", { type: "button", class: "btn btn-small", disabled: !enabled || c.parse_error !== "" || c.clamped }, `Accept `, h("kbd", {}, key));
   const edit = h("button", { type: "button", class: "btn btn-secondary btn-small", disabled: !enabled }, "Edit");
   accept.addEventListener("click", () => {
     handlers.accept(c.index);
@@ -34,7 +35,7 @@ function candidateCard(c: Candidate, handlers: CandidateHandlers, enabled: boole
     c.thought !== "" ? h("p", { class: "ws-thought", title: c.thought }, c.thought) : h("p", { class: "ws-thought muted" }, "(no thought)"),
     h("code", { class: "ws-action-text" }, c.action_text || c.raw_text),
     c.parse_error !== "" && h("p", { class: "ws-warn" }, `Does not parse: ${c.parse_error}. Edit it to use it.`),
-    c.clamped && h("p", { class: "ws-warn" }, "A point was outside the screen and was moved to its edge."),
+    c.clamped && h("p", { class: "ws-warn", "data-testid": `offscreen-${c.index}` }, `${c.error !== undefined && c.error !== "" ? c.error : "A point is outside the screen"} — drawn at the edge; edit it to use it.`),
     h("div", { class: "ws-cand-buttons" }, accept, edit),
   );
   card.addEventListener("mouseenter", () => {
@@ -90,8 +91,7 @@ const DECISION_VARIANT: Record<string, string> = {
 };
 
 export function decisionBadge(step: StepRecord): HTMLElement {
-  const label = step.decision === "accepted" || step.decision === "edited" ? `${step.decision} ${(step.decision_index ?? 0) + 1}` : step.decision;
-  const el = badge(label || "step", DECISION_VARIANT[step.decision] ?? "info");
+  const el = badge(decisionLabel(step) || "step", DECISION_VARIANT[step.decision] ?? "info");
   el.dataset.decision = step.decision;
   return el;
 }
@@ -100,7 +100,7 @@ export function decisionBadge(step: StepRecord): HTMLElement {
 export function stepCard(step: StepRecord, screen: { width: number; height: number }): HTMLElement {
   const inner = h("div", { class: "ws-thumb-inner" });
   const thumb = h("div", { class: "ws-thumb" }, inner);
-  if (step.screenshot_url !== "") inner.append(h("img", { src: step.screenshot_url, alt: `Screen before step ${step.index + 1}`, loading: "lazy" }));
+  if (step.screenshot_url !== "") inner.append(h("img", { src: step.screenshot_url, alt: `Screen before step ${stepNumber(step)}`, loading: "lazy" }));
   if (screen.width > 0 && screen.height > 0) {
     for (const [x, y] of step.executed_points) {
       inner.append(h("span", { class: "ws-thumb-dot", style: `left: ${(100 * x) / screen.width}%; top: ${(100 * y) / screen.height}%` }));
@@ -110,7 +110,7 @@ export function stepCard(step: StepRecord, screen: { width: number; height: numb
     "li",
     { class: "ws-step", "data-testid": `step-${step.index}` },
     thumb,
-    h("div", { class: "ws-step-head" }, h("strong", {}, `#${step.index + 1}`), decisionBadge(step), step.reward !== 0 ? h("span", { class: "muted" }, `reward ${Number.isInteger(step.reward) ? step.reward : step.reward.toFixed(2)}`) : null),
+    h("div", { class: "ws-step-head" }, h("strong", {}, `Step ${stepNumber(step)}`), decisionBadge(step), step.reward !== 0 ? h("span", { class: "muted" }, `reward ${Number.isInteger(step.reward) ? step.reward : step.reward.toFixed(2)}`) : null),
     h("p", { class: "ws-thought", title: step.thought }, step.thought || "(no thought)"),
     h("code", { class: "ws-action-text", title: step.action_text }, step.action_text),
   );
@@ -133,7 +133,12 @@ export function headerMeta(state: SessionState): Child[] {
     badge(state.status, state.status === "active" ? "running" : state.status === "submitted" ? "succeeded" : "failed"),
     h("span", { class: "muted", "data-testid": "step-count" }, `${state.steps.length} step${state.steps.length === 1 ? "" : "s"}`),
     h("span", { class: "muted" }, `screen ${obs.width}×${obs.height}`),
-    obs.reward !== 0 ? h("span", { class: "ws-chip ws-reward" }, `reward ${formatReward(obs.reward)}`) : null,
+    // The stored result once there is one; before, the last step's own reward (not the task's result).
+    state.result?.final_reward !== undefined && state.result.final_reward !== null
+      ? h("span", { class: "ws-chip ws-reward", "data-testid": "result-chip" }, `result ${formatReward(state.result.final_reward)}`)
+      : obs.reward !== 0
+        ? h("span", { class: "ws-chip", title: "the environment's reward for the last step (not the task's result)" }, `step reward ${formatReward(obs.reward)}`)
+        : null,
   ];
 }
 
@@ -147,8 +152,8 @@ export function modeControls(desktop: boolean, takeover: boolean, canToggle: boo
   if (!desktop) return [pill];
   const button = h(
     "button",
-    { type: "button", class: `btn btn-small ${takeover ? "" : "btn-secondary"}`, "aria-pressed": String(takeover), disabled: !canToggle },
-    takeover ? "Back to proposals (T)" : "Take over (T)",
+    { type: "button", class: `btn btn-small ${takeover ? "" : "btn-secondary"}`, "aria-pressed": String(takeover), disabled: !canToggle, "data-testid": "takeover-toggle", title: "Alt+T" },
+    takeover ? "Back to proposals (Alt+T)" : "Take over (Alt+T)",
   );
   button.addEventListener("click", toggle);
   return [pill, button];

@@ -1,6 +1,8 @@
-// The live screen: the observation screenshot (or the noVNC desktop) scaled to fit, with the overlay
-// SVG exactly on top. In proposal mode a click on the screen gives a click point, a drag gives a drag,
-// a double click a double click and a right click a right click, all in screen pixels.
+// The live screen: one stage sized to the screen's aspect ratio and fitted to the space available.
+// The stage holds the observation screenshot, or for desktop tasks the live noVNC canvas in its
+// place (same box, on top), and the overlay SVG exactly over both. In proposal mode a click on the
+// stage gives a click point, a drag a drag, a double click a double click and a right click a right
+// click, all in screen pixels; in take-over the overlay lets the input through to the desktop.
 
 import { h } from "../lib/dom";
 import { displayToScreen, fitSize, type Point, type Size } from "./geometry";
@@ -32,8 +34,8 @@ export class ScreenView {
     private readonly onPick: (pick: ScreenPick) => void,
     private readonly onLayout: () => void,
   ) {
-    this.img = h("img", { class: "ws-shot", alt: "The environment's current screen", draggable: "false" });
-    this.vncHost = h("div", { class: "ws-vnc", hidden: true });
+    this.img = h("img", { class: "ws-shot", alt: "The environment's current screen", draggable: "false", "data-testid": "screenshot" });
+    this.vncHost = h("div", { class: "ws-vnc", hidden: true, "data-testid": "live-screen" });
     this.svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
     this.svg.setAttribute("class", "ws-overlay");
     this.svg.setAttribute("data-testid", "overlay");
@@ -68,21 +70,27 @@ export class ScreenView {
     if (this.img.getAttribute("src") === null) this.img.src = url;
   }
 
-  /** Put the noVNC canvas in place of the screenshot (desktop tasks). */
+  /** Show the live desktop (noVNC's canvas, in the stage's box) in place of the screenshot. */
   useVnc(canvas: () => HTMLCanvasElement | null): void {
     this.vncCanvas = canvas;
     this.vncHost.hidden = false;
     this.img.hidden = true;
-    this.stage.classList.add("ws-stage-vnc");
+    this.stage.classList.add("ws-stage-live");
     this.layout();
   }
 
+  /** Back to the screenshot (the live desktop dropped). */
   useScreenshot(): void {
     this.vncCanvas = null;
     this.vncHost.hidden = true;
     this.img.hidden = false;
-    this.stage.classList.remove("ws-stage-vnc");
+    this.stage.classList.remove("ws-stage-live");
     this.layout();
+  }
+
+  /** True while the live desktop is shown. */
+  get live(): boolean {
+    return this.vncCanvas !== null;
   }
 
   /** Proposal mode (clicks make your action) or take-over (the overlay lets input through). */
@@ -99,33 +107,18 @@ export class ScreenView {
     return this.screen;
   }
 
-  /** Size and place the image and the overlay for the space available. */
+  /** Size the stage for the space available: the screenshot, the live canvas and the overlay all
+   *  take the stage's box, so a point on the overlay is the same point of the screen in both modes. */
   layout(): void {
     const box = { width: this.root.clientWidth - 2, height: this.root.clientHeight - 2 };
-    // Room around the screenshot for markers drawn at its edges.
+    // Room around the screen for markers drawn at its edges.
     const room = { width: box.width - 2 * EDGE_ROOM_PX, height: box.height - 2 * EDGE_ROOM_PX };
-    if (this.vncCanvas !== null) {
-      this.vncHost.style.width = `${box.width}px`;
-      this.vncHost.style.height = `${box.height}px`;
-      const canvas = this.vncCanvas();
-      if (canvas !== null) {
-        const host = this.stage.getBoundingClientRect();
-        const rect = canvas.getBoundingClientRect();
-        this.placeOverlay(rect.left - host.left, rect.top - host.top, { width: rect.width, height: rect.height });
-      }
-    } else {
-      const fit = fitSize(this.screen, room);
-      this.img.style.width = `${fit.width}px`;
-      this.img.style.height = `${fit.height}px`;
-      this.placeOverlay(0, 0, fit);
-    }
+    const fit = fitSize(this.screen, room);
+    this.stage.style.width = `${fit.width}px`;
+    this.stage.style.height = `${fit.height}px`;
+    this.display = { width: fit.width, height: fit.height };
+    this.svg.setAttribute("viewBox", `0 0 ${fit.width} ${fit.height}`);
     this.onLayout();
-  }
-
-  private placeOverlay(left: number, top: number, size: Size): void {
-    this.display = { width: size.width, height: size.height };
-    Object.assign(this.svg.style, { left: `${left}px`, top: `${top}px`, width: `${size.width}px`, height: `${size.height}px` });
-    this.svg.setAttribute("viewBox", `0 0 ${size.width} ${size.height}`);
   }
 
   private local(ev: MouseEvent): Point {

@@ -6,7 +6,7 @@ import { h, render } from "../lib/dom";
 import { ActionEditor, type EditorSubmit } from "./editor";
 import { actionShapes, type Shape } from "./geometry";
 import { pickActionText, sketchAction } from "./grammar";
-import { commandFor, SHORTCUTS, type Command } from "./keys";
+import { commandFor, isTakeoverKey, SHORTCUTS, type Command } from "./keys";
 import { drawOverlay, type OverlayLayer } from "./overlay";
 import { LiveDesktop } from "./livedesktop";
 import { takeNextTask } from "./next";
@@ -154,6 +154,20 @@ export class SessionPage {
   }
 
   async start(): Promise<void> {
+    // Alt+T is taken before anything else sees it (noVNC included): in take-over the desktop gets
+    // every other key, never this one, so leaving the take-over types nothing and records no step.
+    for (const type of ["keydown", "keyup", "keypress"] as const) {
+      window.addEventListener(
+        type,
+        (ev) => {
+          if (!isTakeoverKey(ev) || !this.desktop.connected) return;
+          ev.preventDefault();
+          ev.stopImmediatePropagation();
+          if (type === "keydown" && !ev.repeat) this.desktop.toggleTakeover();
+        },
+        { capture: true },
+      );
+    }
     document.addEventListener("keydown", (ev) => {
       this.onKey(ev);
     });
@@ -173,6 +187,7 @@ export class SessionPage {
       return;
     }
     if (this.state?.status === "active") this.socket.start();
+    else this.onSocketStatus("closed", ""); // nothing live to connect to: say so, not "Connecting…"
     void this.thinkaloud.start(this.state?.status === "active");
     if (this.state?.task.env_kind === "desktop" && this.state.status === "active") void this.desktop.connect();
   }
@@ -267,7 +282,7 @@ export class SessionPage {
       connecting: "Connecting…",
       open: "Live",
       reconnecting: "Reconnecting…",
-      closed: this.state !== null && this.state.status !== "active" ? "Closed" : "Offline",
+      closed: this.state !== null && this.state.status !== "active" ? "Session closed" : "Offline",
     };
     this.connection.dataset.status = status === "closed" && this.state !== null && this.state.status !== "active" ? "ended" : status;
     this.connection.textContent = text[status];
@@ -308,7 +323,7 @@ export class SessionPage {
   }
 
   private drawHead(state: SessionState): void {
-    this.instruction.textContent = state.task.instruction;
+    this.instruction.textContent = state.instruction !== undefined && state.instruction !== "" ? state.instruction : state.task.instruction;
     render(this.meta, ...headerMeta(state));
     const desktop = this.desktop;
     const mode = modeControls(state.task.env_kind === "desktop", desktop.takeover, desktop.connected && state.status === "active", () => {
@@ -365,11 +380,11 @@ export class SessionPage {
     const layers: OverlayLayer[] = [];
     const c = state.candidates;
     if (canDecide(state) && c.status === "ready" && c.obs_version === state.observation.obs_version) {
+      let noteRow = 0; // each candidate's corner notes below the ones before
       for (const cand of c.items) {
-        layers.push({
-          index: cand.index,
-          shapes: actionShapes(cand.screen_actions, { screen, display, label: String(cand.index + 1), focus, noteRow: cand.index }),
-        });
+        const shapes = actionShapes(cand.screen_actions, { screen, display, label: String(cand.index + 1), focus, noteRow, clamped: cand.clamped });
+        noteRow += shapes.filter((sh) => sh.type === "text" && sh.pinned === true).length;
+        layers.push({ index: cand.index, shapes });
       }
     }
     let own: Shape[] | null = null;
@@ -443,6 +458,9 @@ export class SessionPage {
         return;
       case "takeover":
         if (this.desktop.connected) this.desktop.toggleTakeover();
+        return;
+      case "takeoverHint":
+        if (state?.task.env_kind === "desktop") this.showBanner("Take over the desktop with Alt+T; the same Alt+T brings you back to proposals.", "info");
         return;
       case "help":
         this.toggleHelp();

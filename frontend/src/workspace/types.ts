@@ -26,7 +26,10 @@ export interface Candidate {
   actions: ActionJson[];
   /** The same actions in the screen's own pixels (observation width × height). */
   screen_actions: ActionJson[];
+  /** A point of the candidate lies outside the screen: it cannot be accepted as it is. */
   clamped: boolean;
+  /** Why the candidate cannot be executed as it is (e.g. "… outside the screen …"). */
+  error?: string;
   parse_error: string;
   logprob: number | null;
   model_version: string;
@@ -54,6 +57,9 @@ export interface Candidates {
 
 export interface StepRecord {
   index: number;
+  /** 1-based, as shown (docs/annotation.md "Numbering"); absent from older servers. */
+  number?: number;
+  decision_number?: number | null;
   thought: string;
   action_text: string;
   decision: string;
@@ -67,10 +73,23 @@ export interface StepRecord {
   human_thought_refined: string;
 }
 
+/** What the task came to once the session is closed: the trajectory's stored result (the same
+ *  number review and export show). */
+export interface SessionResult {
+  final_reward: number | null;
+  success: boolean | null;
+  status: string;
+  review_state: string;
+}
+
 export interface SessionState {
   id: number;
   status: SessionStatus;
   error: string;
+  /** The episode's own instruction (read from the environment at reset), when it gave one. */
+  instruction?: string;
+  /** null while active; set once finished (docs/annotation.md "Result after Finish"). */
+  result?: SessionResult | null;
   task: { id: number; external_id: string; instruction: string; env_kind: string; pool: string };
   trajectory_id: number | null;
   track: string;

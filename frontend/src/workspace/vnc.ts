@@ -4,6 +4,9 @@
 
 import type RFB from "@novnc/novnc";
 
+const XK_ALT_L = 0xffe9;
+const XK_ALT_R = 0xffea;
+
 export type VncStatus = "connecting" | "connected" | "disconnected";
 
 export interface VncView {
@@ -46,6 +49,12 @@ export async function connectVnc(
   });
   return {
     setViewOnly(value: boolean) {
+      // Leaving the take-over with Alt+T: the Alt went down on the desktop and its release would come
+      // after the client turned view-only (which sends nothing), so release it now.
+      if (value && !rfb.viewOnly) {
+        rfb.sendKey(XK_ALT_L, "AltLeft", false);
+        rfb.sendKey(XK_ALT_R, "AltRight", false);
+      }
       rfb.viewOnly = value;
       if (!value) rfb.focus();
     },
