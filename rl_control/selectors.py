@@ -283,8 +283,26 @@ def trajectory_replay(*, trajectory: Trajectory) -> dict[str, Any]:
         "annotator": trajectory.annotator.username if trajectory.annotator else "",
         "num_steps": trajectory.num_steps,
         "created_at": trajectory.created_at,
+        "judge": _judge_verdict(trajectory),
         "steps": steps,
     }
+
+
+def _judge_verdict(trajectory: Trajectory) -> dict[str, Any] | None:
+    """The LLM judge's verdict on the episode: as the RL reward (metadata.engine.judge, from
+    rl_control.engine.judging) or as V(s) (metadata.judge, from the flywheel's validation)."""
+    meta = trajectory.metadata or {}
+    rl = (meta.get("engine") or {}).get("judge")
+    if isinstance(rl, dict):
+        return {"role": "reward", "success": bool(rl.get("success")), "reason": str(rl.get("reason") or ""),
+                "correct_steps": rl.get("correct_steps"), "model": str(rl.get("model") or ""),
+                "raw": str(rl.get("raw") or ""), "env_reward": rl.get("env_reward")}  # fmt: skip
+    vs = meta.get("judge")
+    if isinstance(vs, dict):
+        return {"role": "validation", "success": vs.get("value") == 1, "reason": "",
+                "correct_steps": vs.get("correct_prefix"), "model": (trajectory.validator or "").removeprefix("judge:"),
+                "raw": str(vs.get("reply") or ""), "env_reward": trajectory.final_reward}  # fmt: skip
+    return None
 
 
 # ------------------------------------------------------------------------------------ compare

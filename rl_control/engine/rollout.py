@@ -22,6 +22,7 @@ from typing import Any
 
 from django.db import transaction
 
+from rl_control.engine import judging
 from rl_control.engine.data import Claim, pool_push
 from rl_control.engine.keys import key, rds, version_of
 from rl_control.models import Run
@@ -156,17 +157,20 @@ def run_episode(
                 else observation_from_wire(fleet.env_call(lease=lease, op="observe")["observation"])
             )
         reward = float(fleet.env_call(lease=lease, op="evaluate")["reward"])
+        judged = _judge(run, trajectory, group.task, last_screen.screenshot, reward)
+        reward = judged["reward"] if judged else reward
     except fleet.LeaseLost as exc:
         _close(trajectory, TrajectoryStatus.CRASHED, None, {"error": f"the environment was lost: {exc}"})
         raise
-    except (PolicyError, fleet.EnvCallFailed) as exc:
+    except (PolicyError, fleet.EnvCallFailed, judging.JudgeFailed) as exc:
         _close(trajectory, TrajectoryStatus.FAILED, None, {"error": f"{type(exc).__name__}: {exc}"[:2000]})
         return EpisodeResult(TrajectoryStatus.FAILED, None, len(parse_oks), time.perf_counter() - started)
     breakdown = total_reward(reward, actions_done, parse_oks, RewardConfig.from_dict(run.config["reward"]))
     success_min = float(run.config["curation"]["success_min_reward"])
     closed = _close(
         trajectory, TrajectoryStatus.COMPLETED, reward,
-        {"reward": breakdown.to_dict(), "success": reward >= success_min, "steps": len(parse_oks)},
+        {"reward": breakdown.to_dict(), "success": reward >= success_min, "steps": len(parse_oks),
+         **({"judge": judged} if judged else {})},
         success=reward >= success_min, final_screen=last_screen,
     )  # fmt: skip
     if closed:
@@ -177,6 +181,22 @@ def run_episode(
         pipe.hincrby(key(run.pk, "acct"), "actions", len(parse_oks))
         pipe.execute()
     return EpisodeResult(TrajectoryStatus.COMPLETED, reward, len(parse_oks), time.perf_counter() - started)
+
+
+def _judge(
+    run: Run, trajectory: Trajectory, task: Any, lease: Any, env_reward: float
+) -> dict[str, Any] | None:
+    """The run's LLM judge's verdict when it scores this task (rl_control.engine.judging), else None."""
+    if not judging.judge_applies(run.config, task):
+        return None
+    final = observation_from_wire(fleet.env_call(lease=lease, op="observe")["observation"])
+    return judging.judge_episode(
+        config=run.config,
+        trajectory=trajectory,
+        task=task,
+        final_screen=final.screenshot,
+        env_reward=env_reward,
+    )
 
 
 def _text(value: str) -> str:

@@ -60,7 +60,8 @@ class _Judge(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.requests.append(body)  # type: ignore[attr-defined]
-        text = body["messages"][-1]["content"]
+        content = body["messages"][-1]["content"]  # the judge's parts: text and screenshots
+        text = "\n".join(p["text"] for p in content if p["type"] == "text")
         steps = text.count("\nStep ")
         reward = float(text.split("Verifier reward: ")[1].split("\n")[0])
         reply = "V: 1" if reward > 0 else f"The last step was wrong.\nV: 0\nPREFIX: {max(0, steps - 1)}"

@@ -54,3 +54,29 @@ def export_jobs_visible_to(user: Any) -> QuerySet[ExportJob]:
 
 def export_job_get_for_user(*, user: Any, job_id: int) -> ExportJob | None:
     return export_jobs_visible_to(user).filter(pk=job_id).first()
+
+
+def trajectory_judge_steps(trajectory: Trajectory, final_screen: bytes | None = None) -> list[Any]:
+    """The trajectory as the LLM judge reads it (workers.envs.judge.JudgeStep): every step's thought
+    and action with the screen it acted on, then the final screen when given. Screens whose file is
+    missing from storage are left out (the judge still reads the text)."""
+    from django.core.files.storage import default_storage
+
+    from workers.envs.judge import JudgeStep
+
+    out: list[Any] = []
+    for step in trajectory.steps.order_by("index"):
+        image: bytes | None = None
+        if step.screenshot.name:
+            try:
+                with default_storage.open(step.screenshot.name, "rb") as fh:
+                    image = fh.read()
+            except OSError:
+                image = None
+        fmt = "png" if step.screenshot.name.lower().endswith(".png") else "jpeg"
+        out.append(JudgeStep(thought=step.thought, action=step.action_text or "(no action)", screenshot=image,
+                             image_format=fmt))  # fmt: skip
+    if final_screen:
+        fmt = "png" if final_screen[:4] == b"\x89PNG" else "jpeg"
+        out.append(JudgeStep(thought="", action="", screenshot=final_screen, image_format=fmt))
+    return out

@@ -11,9 +11,13 @@ The judge must answer in this format (the system prompt says so):
     Reason: <one sentence>
     Correct steps: <k>          (optional: how many leading steps were right)
 
-`V: 1` / `V: 0` and a JSON object `{"success": true, "reason": ..., "correct_steps": k}` are
-accepted too. Anything else raises `JudgeError` with the judge's text, never a guessed verdict.
-Plain Python: no Django.
+`V: 1` / `V: 0` (with `PREFIX: k` for the correct steps) and a JSON object
+`{"success": true, "reason": ..., "correct_steps": k}` are accepted too. Anything else raises
+`JudgeError` with the judge's text, never a guessed verdict. Plain Python: no Django.
+
+This is the one judge of the platform: the RL engine's outcome reward for tasks without a verifier
+(rl_control.engine.judging) and the flywheel's V(s) validator (webapp.flywheel.services.validation)
+both call `LLMJudge`.
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ _VERDICT = re.compile(
     r"^\s*(?:verdict|v)\s*[:=]\s*(success|failure|succeeded|failed|1|0|yes|no)\b", re.I | re.M
 )
 _REASON = re.compile(r"^\s*reason\s*[:=]\s*(.+)$", re.I | re.M)
-_CORRECT = re.compile(r"^\s*correct\s+steps\s*[:=]\s*(\d+)", re.I | re.M)
+_CORRECT = re.compile(r"^\s*(?:correct\s+steps|prefix)\s*[:=]\s*(\d+)", re.I | re.M)
 _TRUE = {"success", "succeeded", "1", "yes"}
 
 
@@ -109,9 +113,13 @@ def _clamp(value: object, num_steps: int | None) -> int | None:
 
 
 def judge_messages(
-    instruction: str, steps: Sequence[JudgeStep], max_screenshots: int = DEFAULT_MAX_SCREENSHOTS
+    instruction: str,
+    steps: Sequence[JudgeStep],
+    max_screenshots: int = DEFAULT_MAX_SCREENSHOTS,
+    notes: Sequence[str] = (),
 ) -> list[dict[str, object]]:
-    """Chat messages for the judge: all step texts, screenshots of the last `max_screenshots` steps."""
+    """Chat messages for the judge: all step texts, screenshots of the last `max_screenshots` steps,
+    then `notes` (e.g. the verifier's reward when there is one)."""
     if max_screenshots < 0:
         raise ValueError("max_screenshots must be ≥ 0")
     with_image = {i for i, s in enumerate(steps) if s.screenshot} if max_screenshots else set()
@@ -127,6 +135,7 @@ def judge_messages(
         if i in keep and step.screenshot:
             url = data_url(step.screenshot, step.image_format)
             content.append({"type": "image_url", "image_url": {"url": url}})
+    content += [{"type": "text", "text": note} for note in notes]
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": content}]
 
 
@@ -150,10 +159,10 @@ class LLMJudge:
         self.model = model
         self.max_screenshots = max_screenshots
 
-    def judge(self, instruction: str, steps: Sequence[JudgeStep]) -> JudgeVerdict:
+    def judge(self, instruction: str, steps: Sequence[JudgeStep], notes: Sequence[str] = ()) -> JudgeVerdict:
         from workers.policy.base import PolicyError
 
-        messages = judge_messages(instruction, steps, self.max_screenshots)
+        messages = judge_messages(instruction, steps, self.max_screenshots, notes)
         try:
             result = self.client.chat(messages, self.model, n=1, temperature=0.0, logprobs=False)
         except PolicyError as exc:

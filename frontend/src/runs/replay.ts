@@ -7,7 +7,19 @@ import { api } from "../lib/api";
 import { badge, h, render } from "../lib/dom";
 import { actionOverlay, lastPoint } from "../review/draw";
 import { formatValue } from "./chart";
-import type { Replay, ReplayStep } from "./types";
+import type { JudgeVerdict, Replay, ReplayStep } from "./types";
+
+function judgeCard(j: JudgeVerdict, steps: number): HTMLElement {
+  const what = j.role === "reward" ? "reward of this episode" : "V(s) of this trajectory";
+  return h(
+    "section",
+    { class: "card rp-judge", "data-testid": "judge-verdict" },
+    h("div", { class: "card-head" }, h("h2", {}, "LLM judge"), h("span", { class: "muted" }, `${j.model || "judge"} · gave the ${what}`)),
+    h("p", {}, j.success ? badge("success", "completed") : badge("failure", "failed"), j.reason ? ` ${j.reason}` : "", j.correct_steps !== null && !j.success ? h("span", { class: "muted" }, ` · first ${j.correct_steps} of ${steps} steps judged correct`) : null),
+    j.env_reward !== null ? h("p", { class: "muted" }, `environment's own reward: ${formatValue(j.env_reward)}`) : null,
+    j.raw ? h("details", {}, h("summary", {}, "The judge's answer"), h("pre", { class: "rp-raw" }, j.raw)) : null,
+  );
+}
 
 const RL_LABELS: [string, string][] = [
   ["value", "value V(s)"],
@@ -84,6 +96,7 @@ export async function mountReplay(root: HTMLElement, trajectoryId: number): Prom
       { class: "page-head", "data-testid": "replay-head" },
       h("div", {}, h("h1", {}, `Trajectory #${t.id} · ${t.task}`), h("p", {}, t.instruction), h("p", { class: "muted" }, runLink, ` · ${t.source} · ${t.env_kind} · `, badge(t.status), ` · final reward ${t.final_reward === null ? "—" : formatValue(t.final_reward)} · ${t.validation === null ? "not validated" : `V = ${t.validation}`}${t.policy_version ? ` · policy ${t.policy_version}` : ""}`)),
     ),
+    t.judge ? judgeCard(t.judge, t.num_steps) : null,
     t.steps.length === 0
       ? h("p", { class: "notice notice-empty" }, "This trajectory has no steps.")
       : h("div", {}, h("div", { class: "rp-main" }, stage, panel), h("p", { class: "muted" }, "← / → step · Home / End jump · click a frame"), strip),

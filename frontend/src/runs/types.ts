@@ -199,5 +199,17 @@ export interface Replay {
   run_id: number | null;
   annotator: string;
   num_steps: number;
+  judge: JudgeVerdict | null;
   steps: ReplayStep[];
+}
+
+/** The LLM judge's verdict on an episode: as its RL reward, or as its V(s). */
+export interface JudgeVerdict {
+  role: "reward" | "validation";
+  success: boolean;
+  reason: string;
+  correct_steps: number | null;
+  model: string;
+  raw: string;
+  env_reward: number | null;
 }

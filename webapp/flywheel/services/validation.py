@@ -4,9 +4,7 @@ reviewers, as the pool's `validation_mode` says. Every decision records its vali
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import Any
 
 from django.db import transaction
 
@@ -23,13 +21,6 @@ from webapp.store.models import (
 
 VERIFIER_VALIDATOR = "verifier"
 HUMAN_VALIDATOR = "human-review"  # the name annotation.review records when two reviewers agree
-JUDGE_SYSTEM = (
-    "You judge whether a GUI agent completed its task. Reply with two lines:\n"
-    "V: 1 if the task was completed correctly, else V: 0\n"
-    "PREFIX: the number of leading steps that were all correct (0 if the first step was wrong)."
-)
-_V = re.compile(r"\bV\s*[:=]\s*([01])\b")
-_PREFIX = re.compile(r"\bPREFIX\s*[:=]\s*(\d+)\b", re.IGNORECASE)
 
 
 class ValidationError(RuntimeError):
@@ -44,25 +35,15 @@ class JudgeVerdict:
 
 
 def parse_judge_reply(text: str, num_steps: int) -> JudgeVerdict:
-    """`V: 0|1` is required; `PREFIX: n` is optional and clipped to [0, num_steps] (V=1 → all)."""
-    match = _V.search(text)
-    if match is None:
-        raise ValidationError(f"judge reply has no 'V: 0|1' line: {text[:200]!r}")
-    value = int(match.group(1))
-    prefix_match = _PREFIX.search(text)
-    prefix = int(prefix_match.group(1)) if prefix_match else 0
-    prefix = num_steps if value == 1 else max(0, min(prefix, num_steps))
-    return JudgeVerdict(value, prefix, text)
+    """V(s) and the correct prefix from a judge's answer (the one parser: workers.envs.judge);
+    V=1 → every step is correct, V=0 → the judge's correct steps clipped to [0, num_steps]."""
+    from workers.envs.judge import JudgeError, parse_verdict
 
-
-def judge_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
-    """The judge reads the instruction, every step's thought and action, and the verifier's reward."""
-    lines = [f"Task: {trajectory.episode_instruction}"]
-    for step in trajectory.steps.order_by("index"):
-        lines.append(f"Step {step.index + 1}: Thought: {step.thought} | Action: {step.action_text}")
-    lines.append(f"Verifier reward: {trajectory.final_reward}")
-    lines.append(f"Status: {trajectory.status}")
-    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
+    try:
+        success, _reason, correct = parse_verdict(text, num_steps)
+    except JudgeError as exc:
+        raise ValidationError(str(exc)) from exc
+    return JudgeVerdict(int(success), num_steps if success else (correct or 0), text)
 
 
 def pool_validation(pool_id: int) -> PoolValidation:
@@ -94,21 +75,28 @@ def pool_validation_set(
 
 
 def judge_trajectory(*, trajectory: Trajectory, config: PoolValidation) -> JudgeVerdict:
-    from workers.policy.base import PolicyError
-    from workers.policy.openai_client import OpenAIClient
+    """Ask the pool's judge (workers.envs.judge.LLMJudge: instruction, every thought and action, the
+    last screenshots) for V(s); the verifier's reward and the status go along as notes."""
+    from webapp.store.selectors import trajectory_judge_steps
+    from workers.envs.judge import JudgeError, LLMJudge
 
     if not config.judge_url:
         raise ValidationError(f"pool {trajectory.task.pool_id} uses the judge but has no judge_url")
-    client = OpenAIClient(config.judge_url.rstrip("/").removesuffix("/v1"), timeout_s=60, max_retries=2)
     try:
-        result = client.chat(judge_messages(trajectory), config.judge_model, temperature=0.0, logprobs=False)
-    except PolicyError as exc:
+        judge = LLMJudge(config.judge_url, config.judge_model, timeout_s=60, max_retries=2)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from exc
+    notes = [f"Verifier reward: {trajectory.final_reward}", f"Status: {trajectory.status}"]
+    try:
+        verdict = judge.judge(trajectory.episode_instruction, trajectory_judge_steps(trajectory), notes)
+    except JudgeError as exc:
         raise ValidationError(f"judge at {config.judge_url} failed: {exc}") from exc
     finally:
-        client.close()
-    choices = result.body["choices"]
-    text = str((choices[0].get("message") or {}).get("content") or "") if choices else ""
-    return parse_judge_reply(text, trajectory.num_steps)
+        judge.close()
+    n = trajectory.num_steps
+    return JudgeVerdict(
+        int(verdict.success), n if verdict.success else min(verdict.correct_steps or 0, n), verdict.raw
+    )
 
 
 def trajectory_validate_auto(*, trajectory: Trajectory, revalidate: bool = False) -> Trajectory | None:
