@@ -3,54 +3,30 @@ the editor starts; mcp_call works from the desktop too."""
 
 from __future__ import annotations
 
-import http.server
-import threading
 import time
-from collections.abc import Iterator
-from functools import partial
 from pathlib import Path
-
-import pytest
 
 from workers.actions.types import Action
 from workers.envs.base import TaskSpec
 from workers.envs.desktop import DesktopConfig, DesktopEnv
-from workers.envs.terminal import TerminalConfig, TerminalEnv
+from workers.envs.terminal import TerminalEnv
 
 
-class _AttachmentHandler(http.server.SimpleHTTPRequestHandler):
-    def end_headers(self) -> None:
-        self.send_header("Content-Disposition", "attachment")
-        super().end_headers()
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def file_server(tmp_path: Path) -> Iterator[str]:
-    served = tmp_path / "served"
-    served.mkdir()
-    (served / "report.csv").write_text("a,b\n1,2\n")
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 16080), partial(_AttachmentHandler, directory=str(served))
-    )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield "http://127.0.0.1:16080/report.csv"
-    server.shutdown()
-    server.server_close()
-
-
-def test_chromium_download_is_visible_to_the_terminal(tmp_path: Path, file_server: str) -> None:
+def test_chromium_download_is_visible_to_the_terminal(tmp_path: Path) -> None:
     home = tmp_path / "home"
     desktop = DesktopEnv(
         DesktopConfig(display_range=(150, 160), apps=("chromium",), vnc=False, session_dir=home)
     )
-    terminal = TerminalEnv(TerminalConfig(session_dir=home))
     try:
         desktop.reset(TaskSpec(task_id="d", instruction="download", kind="desktop", source="test"))
-        target = home / "Downloads" / "report.csv"
+        terminal = TerminalEnv(sandbox=desktop.sandbox)
+        # The session has no network but its own loopback: serve the file from inside it.
+        desktop.run_command("mkdir /tmp/served && printf 'a,b\\n1,2\\n' > /tmp/served/report.bin")
+        desktop.spawn_command(
+            ["python3", "-m", "http.server", "16080", "-b", "127.0.0.1", "-d", "/tmp/served"]
+        )
+        file_server = "http://127.0.0.1:16080/report.bin"
+        target = home / "Downloads" / "report.bin"
         deadline = time.monotonic() + 60
         # Chromium may still be settling after its window maps; retry the address-bar entry.
         while not target.exists() and time.monotonic() < deadline:
@@ -62,11 +38,11 @@ def test_chromium_download_is_visible_to_the_terminal(tmp_path: Path, file_serve
                 time.sleep(0.2)
         assert target.exists()
         terminal.reset(TaskSpec(task_id="t", instruction="", kind="terminal", source="test"))
-        result = terminal.step(Action("type", text="cat ~/Downloads/report.csv\n"))
+        result = terminal.step(Action("type", text="cat ~/Downloads/report.bin\n"))
         assert "a,b\n1,2" in (result.observation.terminal_output or "")
+        terminal.close()
     finally:
         desktop.close()
-        terminal.close()
 
 
 def test_editor_and_mcp_on_the_desktop(tmp_path: Path) -> None:

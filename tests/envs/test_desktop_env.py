@@ -32,9 +32,7 @@ def _wait_for(check: Callable[[], bool], timeout_s: float = 10.0) -> bool:
 
 @pytest.fixture
 def desktop(tmp_path: Path) -> Iterator[DesktopEnv]:
-    env = DesktopEnv(
-        DesktopConfig(display_range=(120, 140), vnc_port_range=(15960, 15990), session_dir=tmp_path / "home")
-    )
+    env = DesktopEnv(DesktopConfig(display_range=(120, 140), session_dir=tmp_path / "home"))
     env.reset(TASK)
     yield env
     env.close()

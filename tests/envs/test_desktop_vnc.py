@@ -110,7 +110,7 @@ def proxy() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def desktop() -> Iterator[DesktopEnv]:
-    env = DesktopEnv(DesktopConfig(display_range=(180, 199), apps=(), vnc_port_range=(16020, 16050)))
+    env = DesktopEnv(DesktopConfig(display_range=(180, 199), apps=()))
     env.boot()
     yield env
     env.close()

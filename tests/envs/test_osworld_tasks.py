@@ -184,7 +184,7 @@ def test_local_download_and_bad_rules(
         }
     ]
     task["evaluator"]["expected"]["rules"] = {"wrong_key": 1}
-    terminal.reset(osworld.task_spec_from_json(task, kind="terminal"))
+    terminal.reset(osworld.task_spec_from_json(task, kind="terminal", bundle_dir=source.parent))
     assert (terminal.session_dir / "in" / "data.txt").read_text() == "payload\n"
     report = osworld.evaluate_report(task["evaluator"], terminal)
     assert report.score == 0.0 and "bad rules" in (report.metrics[0].error or "")

@@ -1,4 +1,4 @@
-"""TerminalEnv: real sandboxed shells (unshare + chroot + setpriv), limits, API actions."""
+"""TerminalEnv: real sandboxed shells (the session's bwrap box), limits, API actions."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from PIL import Image
 
 from workers.actions.types import Action
 from workers.envs.base import Environment, TaskSpec
+from workers.envs.sandbox import Limits, Sandbox, SandboxError, sandbox_available
 from workers.envs.terminal import TerminalConfig, TerminalEnv
 from workers.envs.terminal.api_actions import ApiRegistry, register_api_action
 from workers.envs.terminal.paths import PathOutsideSession, confine
-from workers.envs.terminal.sandbox import Limits, run_sandboxed, sandbox_available
 
-pytestmark = pytest.mark.skipif(not sandbox_available(), reason="needs root / CAP_SYS_ADMIN for namespaces")
+pytestmark = pytest.mark.skipif(not sandbox_available(), reason="needs bwrap with user namespaces, as root")
 TASK = TaskSpec(task_id="t", instruction="work in the shell", kind="terminal", source="test")
 
 
@@ -73,11 +73,13 @@ def test_host_files_are_invisible(term: TerminalEnv) -> None:
         "lib64",
         "libx32",
         "proc",
+        "run",
         "sbin",
         "tmp",
         "usr",
+        "var",  # only var/cache/fontconfig
     }
-    assert "root:x:0:0:root:/home/session" in (term.session_dir / "passwd.txt").read_text()
+    assert (term.session_dir / "passwd.txt").read_text().startswith("user:x:1000:1000:user:/home/session")
     assert Path("/work/main").name not in (term.session_dir / "root.txt").read_text()
 
 
@@ -119,11 +121,9 @@ def test_time_and_output_limits(term: TerminalEnv) -> None:
     assert "sleep 31.25" not in os.popen("ps -eo args").read()
 
 
-def test_run_sandboxed_rejects_missing_session_dir(tmp_path: Path) -> None:
-    from workers.envs.base import EnvError
-
-    with pytest.raises(EnvError):
-        run_sandboxed(tmp_path / "missing", "true")
+def test_sandbox_refuses_a_missing_session_dir(tmp_path: Path) -> None:
+    with pytest.raises(SandboxError, match="does not exist"):
+        Sandbox(tmp_path / "missing").start()
 
 
 def test_api_actions_are_confined(term: TerminalEnv) -> None:

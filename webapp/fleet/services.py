@@ -189,9 +189,13 @@ def _vnc_grant(
     from workers.envs.vnc.tokens import mint_token
 
     vnc = info.get("vnc")
-    if not vnc or "port" not in vnc:
+    if not vnc or not ("port" in vnc or "socket" in vnc):
         raise EnvCallFailed(f"the {kind} environment has no VNC display; it streams screenshots instead")
-    target = VncTarget(host=vnc.get("host", "127.0.0.1"), port=int(vnc["port"]))
+    target = VncTarget(
+        host=str(vnc.get("host", "127.0.0.1")),
+        port=int(vnc.get("port", 0)),
+        socket=str(vnc.get("socket", "")),
+    )
     token = mint_token(registry().r, session_key, user_id, target, read_only, settings.VNC_TOKEN_TTL_S)
     return {
         "url": f"{settings.VNC_PROXY_PUBLIC_URL.rstrip('/')}/websockify?token={token}",

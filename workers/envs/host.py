@@ -252,7 +252,8 @@ def _target_dict(target: Any) -> dict[str, Any] | None:
         return None
     if isinstance(target, dict):
         return target
-    return {k: getattr(target, k) for k in ("host", "port") if hasattr(target, k)} or {"repr": repr(target)}
+    fields = {k: getattr(target, k) for k in ("host", "port", "socket") if getattr(target, k, None)}
+    return fields or {"repr": repr(target)}
 
 
 def _frames_op(hosted: HostedEnv, payload: dict[str, Any]) -> dict[str, Any]:

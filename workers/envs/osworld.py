@@ -7,7 +7,13 @@ the agent's last action was call_user, OSWorld's FAIL); expected `rule` with met
 (contains), `regex_match`, combined over lists with `conj` 'and' / 'or' as OSWorld does.
 OSWorld tasks assume the user `user` with home /home/user; commands and paths here see that
 prefix rewritten to the session's home, so real `os` tasks address the session directory, and
-`echo password | sudo -S` / `sudo` dropped (sessions already run as root, without sudo installed).
+`echo password | sudo -S` / `sudo` dropped (there is no sudo in a session's sandbox).
+
+Task code never runs on the host: every command (set-up, `launch`, postconfig, result getters)
+runs in the session's sandbox through the runner (`workers.envs.sandbox`). A `download` / `open`
+of a local file reads only from the task's own bundle directory (`setup['bundle_dir']`, set by
+whoever stored the task's files); a `file://` path anywhere else — /etc/shadow, the project tree,
+another task's files, a symlink out — is refused with the reason.
 The focusing click most real tasks start with (a pyautogui script of only clicks and sleeps) is
 skipped; any other pyautogui step is unsupported.
 """
@@ -23,7 +29,7 @@ from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 from workers.envs.base import EnvError, EnvKind, TaskSpec
-from workers.envs.terminal.sandbox import CommandResult
+from workers.envs.sandbox import CommandResult
 
 SETUP_TYPES = frozenset({"execute", "command", "launch", "sleep", "open", "download"})
 GETTER_TYPES = frozenset({"vm_command_line", "vm_command_error", "vm_terminal_output"})
@@ -103,8 +109,11 @@ def check_supported(task: dict[str, Any], kind: EnvKind | None = None) -> list[s
     return problems
 
 
-def task_spec_from_json(task: dict[str, Any], kind: EnvKind = "desktop") -> TaskSpec:
-    """A TaskSpec for DesktopEnv / TerminalEnv; raises OSWorldError listing unsupported features."""
+def task_spec_from_json(
+    task: dict[str, Any], kind: EnvKind = "desktop", bundle_dir: Path | None = None
+) -> TaskSpec:
+    """A TaskSpec for DesktopEnv / TerminalEnv; raises OSWorldError listing unsupported features.
+    `bundle_dir` holds the task's files (the only place local `download` sources may come from)."""
     problems = check_supported(task, kind)
     if problems:
         raise OSWorldError(f"OSWorld task {task.get('id', '?')} is not supported: " + "; ".join(problems))
@@ -115,6 +124,8 @@ def task_spec_from_json(task: dict[str, Any], kind: EnvKind = "desktop") -> Task
         "related_apps": task.get("related_apps", []),
         "source_url": task.get("source", ""),
     }
+    if bundle_dir is not None:
+        setup["bundle_dir"] = str(bundle_dir)
     return TaskSpec(
         task_id=str(task["id"]),
         instruction=str(task["instruction"]),
@@ -131,6 +142,12 @@ def setup_steps(spec: TaskSpec) -> list[dict[str, Any]]:
     if not isinstance(steps, list):
         raise OSWorldError("OSWorld set-up must be a list of steps")
     return steps
+
+
+def bundle_dir_of(spec: TaskSpec) -> Path | None:
+    """The directory holding the task's own files (setup['bundle_dir']), if it has one."""
+    value = spec.setup.get("bundle_dir")
+    return Path(value) if isinstance(value, str) and value else None
 
 
 def evaluator_of(spec: TaskSpec) -> dict[str, Any] | None:
@@ -259,18 +276,21 @@ def _local(url: str) -> bool:
 # set-up ------------------------------------------------------------------------------------------
 
 
-def run_setup(steps: list[dict[str, Any]], runner: CommandRunner) -> None:
-    """Run set-up steps in order on `runner`; a failing step raises OSWorldError."""
+def run_setup(steps: list[dict[str, Any]], runner: CommandRunner, bundle_dir: Path | None = None) -> None:
+    """Run set-up steps in order on `runner`; a failing step raises OSWorldError. Local files come
+    only from `bundle_dir` (see the module docstring)."""
     # OSWorld's VM user has a ~/Desktop that many tasks write to.
-    (runner.session_dir / "Desktop").mkdir(exist_ok=True)
+    _give_to_session(runner, _make_parents(runner, runner.session_dir / "Desktop" / "-"))
     for i, step in enumerate(steps):
         problems = _step_problems(step)
         if problems:
             raise OSWorldError(f"step {i}: {problems[0]}")
-        _run_step(step["type"], step.get("parameters", {}), runner, i)
+        _run_step(step["type"], step.get("parameters", {}), runner, i, bundle_dir)
 
 
-def _run_step(kind: str, params: dict[str, Any], runner: CommandRunner, index: int) -> None:
+def _run_step(
+    kind: str, params: dict[str, Any], runner: CommandRunner, index: int, bundle_dir: Path | None
+) -> None:
     if kind in {"execute", "command"} and _is_focus_click(params["command"]):
         return  # the VM's focusing click; sessions here start focused
     if kind in {"execute", "command"}:
@@ -288,13 +308,56 @@ def _run_step(kind: str, params: dict[str, Any], runner: CommandRunner, index: i
         time.sleep(seconds)
     elif kind == "download":
         for item in params.get("files", []):
-            source = Path(urlsplit(item["url"]).path)
-            target = _session_path(runner, item["path"])
-            target.parent.mkdir(parents=True, exist_ok=True)
+            source = _bundle_file(bundle_dir, str(item.get("url", "")), index)
+            target = _session_path(runner, str(item.get("path", "")))
+            _give_to_session(runner, _make_parents(runner, target))
             shutil.copyfile(source, target)
+            _give_to_session(runner, [target])
     elif kind == "open":
         path = _session_path(runner, params["path"])
-        runner.spawn_command([*_opener(path), str(path)])
+        inside = f"{runner.command_home}/{path.relative_to(runner.session_dir.resolve())}"
+        runner.spawn_command([*_opener(path), inside])
+
+
+def _bundle_file(bundle_dir: Path | None, url: str, index: int) -> Path:
+    """The real path of a local `download` source; it must lie in the task's bundle directory."""
+    if bundle_dir is None:
+        raise OSWorldError(
+            f"step {index}: download of {url!r}: this task has no bundle of files to copy from"
+        )
+    from workers.envs.terminal.paths import PathOutsideSession, confine
+
+    path = urlsplit(url).path
+    root = bundle_dir.resolve()
+    try:
+        relative = str(Path(path).resolve().relative_to(root)) if path.startswith("/") else path
+        source = confine(root, relative)
+    except (ValueError, PathOutsideSession):
+        raise OSWorldError(
+            f"step {index}: download of {url!r} refused: local files must lie in the task's bundle {bundle_dir}"
+        ) from None
+    if not source.is_file():
+        raise OSWorldError(f"step {index}: download of {url!r}: no such file in the task's bundle")
+    return source
+
+
+def _make_parents(runner: CommandRunner, target: Path) -> list[Path]:
+    """Create the missing directories above `target`; return them (outermost first)."""
+    made: list[Path] = []
+    for parent in reversed(target.parents):
+        if not parent.exists():
+            parent.mkdir()
+            made.append(parent)
+    return made
+
+
+def _give_to_session(runner: CommandRunner, paths: list[Path]) -> None:
+    """Files the host wrote into the session belong to the session's user, as if it made them."""
+    import os
+
+    owner = runner.session_dir.stat()
+    for path in paths:
+        os.lchown(path, owner.st_uid, owner.st_gid)
 
 
 def _opener(path: Path) -> list[str]:
@@ -326,11 +389,13 @@ def _session_path(runner: CommandRunner, path: str) -> Path:
 # evaluation --------------------------------------------------------------------------------------
 
 
-def evaluate(evaluator: dict[str, Any], runner: CommandRunner) -> float:
-    return evaluate_report(evaluator, runner).score
+def evaluate(evaluator: dict[str, Any], runner: CommandRunner, bundle_dir: Path | None = None) -> float:
+    return evaluate_report(evaluator, runner, bundle_dir).score
 
 
-def evaluate_report(evaluator: dict[str, Any], runner: CommandRunner) -> EvalReport:
+def evaluate_report(
+    evaluator: dict[str, Any], runner: CommandRunner, bundle_dir: Path | None = None
+) -> EvalReport:
     """Run postconfig, every (getter, metric) pair, and combine the scores as OSWorld does:
     'and' → 0 as soon as one metric is 0, else the mean; 'or' → 1 as soon as one is 1, else the max."""
     problems = _evaluator_problems(evaluator)
@@ -340,7 +405,7 @@ def evaluate_report(evaluator: dict[str, Any], runner: CommandRunner) -> EvalRep
         last = getattr(runner, "last_action_kind", None)
         score = 1.0 if last == "call_user" else 0.0
         return EvalReport(score, "and", [MetricOutcome(INFEASIBLE, score, result=str(last))])
-    run_setup(evaluator.get("postconfig", []) or [], runner)
+    run_setup(evaluator.get("postconfig", []) or [], runner, bundle_dir)
     conj = evaluator.get("conj", "and")
     report = EvalReport(score=0.0, conj=conj)
     funcs, results, expected = (_as_list(evaluator[k]) for k in ("func", "result", "expected"))

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from workers.envs.base import EnvError
+from workers.envs.sandbox import SANDBOX_HOME
 
 # SPEC §3 Chromium flags, minus --headless: here it draws on the session's X display.
 CHROMIUM_FLAGS: tuple[str, ...] = (
@@ -28,12 +30,9 @@ class AppSpec:
     wm_class: str
 
 
-def app_spec(name: str, session_dir: Path, width: int, height: int, confine_shell: bool = False) -> AppSpec:
-    """How to launch app `name` ('xterm', 'chromium', 'editor'/'mousepad') in a session.
-
-    With `confine_shell` the xterm's shell runs in the terminal sandbox (the session directory as
-    /home/session, nothing else of the host), like the terminal environment's commands.
-    """
+def app_spec(name: str, session_dir: Path, width: int, height: int) -> AppSpec:
+    """How to launch app `name` ('xterm', 'chromium', 'editor'/'mousepad') in a session's sandbox,
+    where the session directory (`session_dir` on the host) is the home, SANDBOX_HOME."""
     if name == "xterm":
         # A fixed geometry at the top-left so tasks and tests know where it is.
         argv: tuple[str, ...] = (
@@ -47,18 +46,13 @@ def app_spec(name: str, session_dir: Path, width: int, height: int, confine_shel
             "-fs",
             "11",
         )
-        if confine_shell:
-            from workers.envs.terminal.sandbox import sandbox_argv
-
-            argv = (*argv, "-e", *sandbox_argv(session_dir, r"export PS1='user@session:\w\$ '; exec bash -i"))
         return AppSpec("xterm", argv, "XTerm")
     if name == "chromium":
-        profile = session_dir / ".chromium"
-        _write_chromium_prefs(profile, session_dir / "Downloads")
+        _write_chromium_prefs(session_dir / ".chromium", session_dir / "Downloads")
         argv = (
             "chromium",
             *CHROMIUM_FLAGS,
-            f"--user-data-dir={profile}",
+            f"--user-data-dir={SANDBOX_HOME}/.chromium",
             f"--window-size={width},{height}",
             "--window-position=0,0",
             "about:blank",
@@ -71,17 +65,20 @@ def app_spec(name: str, session_dir: Path, width: int, height: int, confine_shel
 
 def _write_chromium_prefs(profile: Path, download_dir: Path) -> None:
     """Downloads land in ~/Downloads of the session (as on a normal desktop and in OSWorld's VM),
-    inside the session directory where the terminal sandbox sees them (SPEC §3)."""
+    in the session directory where its shell and the terminal see them (SPEC §3)."""
     download_dir.mkdir(parents=True, exist_ok=True)
+    owner = profile.parent.stat().st_uid  # the sandbox user while the session runs
     default = profile / "Default"
     default.mkdir(parents=True, exist_ok=True)
     prefs = {
         "download": {
-            "default_directory": str(download_dir),
+            "default_directory": f"{SANDBOX_HOME}/Downloads",
             "prompt_for_download": False,
             "directory_upgrade": True,
         },
-        "savefile": {"default_directory": str(download_dir)},
+        "savefile": {"default_directory": f"{SANDBOX_HOME}/Downloads"},
         "browser": {"has_seen_welcome_page": True},
     }
     (default / "Preferences").write_text(json.dumps(prefs))
+    for path in (download_dir, profile, default, default / "Preferences"):
+        os.lchown(path, owner, owner)

@@ -1,4 +1,9 @@
-"""`DesktopEnv`: an Xvfb desktop with openbox, apps, XTEST input, mss screenshots and x11vnc (SPEC §3)."""
+"""`DesktopEnv`: an Xvfb desktop with openbox, apps, XTEST input, mss screenshots and x11vnc (SPEC §3).
+
+Xvfb and x11vnc are host processes that run no task code; the window manager, every app, and every
+OSWorld set-up and evaluator command run in the session's sandbox (`workers.envs.sandbox`), which
+sees this display's X socket and nothing else of the host's.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,6 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -21,22 +25,15 @@ from workers.envs.desktop.apps import app_spec
 from workers.envs.desktop.capture import ScreenGrabber
 from workers.envs.desktop.dispatch import execute_action
 from workers.envs.desktop.frames import FrameRecorder
-from workers.envs.desktop.procs import has_descendant, spawn, stop, wait_until
+from workers.envs.desktop.procs import has_descendant, stop, wait_until
 from workers.envs.desktop.settle import ScreenSettler
+from workers.envs.desktop.wm import CONFIG_INSIDE, write_config, write_menu
 from workers.envs.desktop.xinput import XInput
 from workers.envs.desktop.xserver import XServer
-from workers.envs.terminal.sandbox import CommandResult, run_host_command, sandbox_available
+from workers.envs.sandbox import SANDBOX_HOME, CommandResult, Limits, Sandbox, SandboxPolicy
 from workers.envs.vnc.server import VncTarget, X11Vnc
 
 log = logging.getLogger(__name__)
-
-
-@lru_cache(maxsize=1)
-def _sandbox_ok() -> bool:
-    ok = sandbox_available()
-    if not ok:
-        log.warning("namespaces unavailable: the desktop xterm runs an unconfined shell")
-    return ok
 
 
 @dataclass(frozen=True)
@@ -45,15 +42,17 @@ class DesktopConfig:
 
     - width/height: screen size in pixels.
     - display_range: X display numbers [low, high) to pick a free one from.
-    - apps: apps started at reset unless the task names its own ('xterm', 'chromium', 'editor').
-    - vnc / vnc_port_range: start x11vnc and on which localhost ports.
+    - apps: apps started at reset unless the task names its own ('xterm', 'chromium', 'editor');
+      the desktop's right-click menu offers the same apps.
+    - vnc / vnc_socket_dir: start x11vnc, on a unix socket in this directory (None: the session's
+      private directory; set it where the token proxy runs in another container).
     - session_dir: the session's home (shared with its terminal); a temp dir (deleted on close) if None.
+      Every directory above it must let others traverse it (the sandbox user binds it).
+    - policy: the session sandbox's process, memory and CPU limits.
     - image_format / jpeg_quality: default screenshot encoding.
     - scroll_clicks: wheel clicks per scroll action; wait_s: how long `wait()` sleeps.
     - settle_quiet_s / settle_max_s: after an action, wait until the screen was quiet (no X DAMAGE)
       for settle_quiet_s, at most settle_max_s, before the screenshot; 0 grabs at once.
-    - confine_xterm: run the xterm's shell in the terminal sandbox (falls back, with a warning, where
-      namespaces are unavailable). Annotators with a read-write VNC token type into it.
     - boot_timeout_s / app_timeout_s: readiness deadlines.
     """
 
@@ -62,8 +61,9 @@ class DesktopConfig:
     display_range: tuple[int, int] = (100, 200)
     apps: tuple[str, ...] = ("xterm",)
     vnc: bool = True
-    vnc_port_range: tuple[int, int] = (5900, 6100)
+    vnc_socket_dir: Path | None = None
     session_dir: Path | None = None
+    policy: SandboxPolicy = field(default_factory=SandboxPolicy)
     image_format: ImageFormat = "jpeg"
     jpeg_quality: int = 80
     scroll_clicks: int = 5
@@ -72,7 +72,6 @@ class DesktopConfig:
     settle_max_s: float = 0.5
     boot_timeout_s: float = 10.0
     app_timeout_s: float = 15.0
-    confine_xterm: bool = True
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -92,10 +91,14 @@ class DesktopEnv:
         self._input: XInput | None = None
         self._grabber: ScreenGrabber | None = None
         self._settler: ScreenSettler | None = None
+        self._box: Sandbox | None = None
         self._apps: list[subprocess.Popen[bytes]] = []
         self._owns_dir = self.config.session_dir is None
         self.session_dir: Path = self.config.session_dir or Path(tempfile.mkdtemp(prefix="flywheel-desktop-"))
+        # Host-only: logs and the VNC socket (mode 0700, never mounted in a sandbox).
         self._log_dir = Path(tempfile.mkdtemp(prefix="flywheel-desktop-logs-"))
+        # The window manager's configuration, bound read-only into the sandbox.
+        self._wm_dir = Path(tempfile.mkdtemp(prefix="flywheel-desktop-wm-"))
         self._task: TaskSpec | None = None
         self._steps = 0
         self.last_action_kind: str | None = None  # OSWorld 'infeasible' is scored from it
@@ -106,7 +109,8 @@ class DesktopEnv:
     # lifecycle -------------------------------------------------------------------------------
 
     def boot(self) -> float:
-        """Start Xvfb, openbox and (optionally) x11vnc; return the boot time in seconds."""
+        """Start Xvfb, the session's sandbox with openbox in it, and (optionally) x11vnc; return the
+        boot time in seconds."""
         if self._x is not None:
             return self.boot_s or 0.0
         t0 = time.monotonic()
@@ -116,9 +120,10 @@ class DesktopEnv:
         try:
             self._x.start_xvfb(cfg.boot_timeout_s)
             assert self._x.conn is not None
+            self._box = self._start_box(self._x.number)
             if cfg.vnc:
-                self._vnc = X11Vnc(self._x.display, cfg.vnc_port_range, self._log_dir)
-            self._x.start_wm(self.app_env(), cfg.boot_timeout_s)
+                self._vnc = X11Vnc(self._x.display, cfg.vnc_socket_dir or self._log_dir, self._log_dir)
+            self._x.start_wm(self._spawn_in_box, cfg.boot_timeout_s)
             if self._vnc is not None:
                 self._vnc.start(cfg.boot_timeout_s)
             self._input = XInput(self._x.conn, cfg.width, cfg.height)
@@ -143,21 +148,28 @@ class DesktopEnv:
             self._shutdown()
             if self._owns_dir:
                 shutil.rmtree(self.session_dir, ignore_errors=True)
+        if task.setup.get("network"):
+            from workers.envs.sandbox import NETWORK_REFUSED
+
+            raise EnvError(f"task {task.task_id} asks for the network: {NETWORK_REFUSED}")
         self.boot()
         self._task = task
         self._steps = 0
         self.last_action_kind = None
-        for name in task.setup.get("apps", self.config.apps):
+        apps = list(task.setup.get("apps", self.config.apps))
+        self._offer_apps(apps)
+        for name in apps:
             self.launch(name)
         if task.source == "osworld":
             from workers.envs import osworld
 
-            osworld.run_setup(osworld.setup_steps(task), runner=self)
+            osworld.run_setup(osworld.setup_steps(task), runner=self, bundle_dir=osworld.bundle_dir_of(task))
         return self.observe()
 
     def close(self) -> None:
         self._shutdown()
         shutil.rmtree(self._log_dir, ignore_errors=True)
+        shutil.rmtree(self._wm_dir, ignore_errors=True)
         if self._owns_dir:
             shutil.rmtree(self.session_dir, ignore_errors=True)
 
@@ -221,7 +233,9 @@ class DesktopEnv:
         from workers.envs import osworld
 
         evaluator = osworld.evaluator_of(self._task)
-        return 0.0 if evaluator is None else osworld.evaluate(evaluator, runner=self)
+        if evaluator is None:
+            return 0.0
+        return osworld.evaluate(evaluator, runner=self, bundle_dir=osworld.bundle_dir_of(self._task))
 
     # session services ------------------------------------------------------------------------
 
@@ -230,6 +244,13 @@ class DesktopEnv:
         if self._x is None:
             raise EnvError("desktop not booted")
         return self._x.display
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The session's sandbox (a terminal can share it: `TerminalEnv(sandbox=...)`)."""
+        self._check_alive()
+        assert self._box is not None
+        return self._box
 
     @property
     def vnc_target(self) -> VncTarget | None:
@@ -250,41 +271,34 @@ class DesktopEnv:
         return self._input
 
     def app_env(self) -> dict[str, str]:
-        """Environment for processes on this desktop: its DISPLAY and the session dir as HOME."""
-        env = {
-            # /usr/sbin: the confined xterm's sandbox set-up needs mount and chroot.
-            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin") + ":/usr/sbin:/sbin",
-            "SANDBOX_TERM": "xterm",
+        """Environment for processes in this desktop's sandbox: its DISPLAY, the session as HOME."""
+        return {
             "LANG": os.environ.get("LANG", "C.UTF-8"),
+            "TERM": "xterm",
             "DISPLAY": self.display,
-            "HOME": str(self.session_dir),
-            "XDG_RUNTIME_DIR": str(self._runtime_dir()),
-            "XDG_DOWNLOAD_DIR": str(self.session_dir / "Downloads"),
+            "HOME": SANDBOX_HOME,
+            "XDG_RUNTIME_DIR": "/run/user/1000",
+            "XDG_DOWNLOAD_DIR": f"{SANDBOX_HOME}/Downloads",
+            **self.config.extra_env,
         }
-        env.update(self.config.extra_env)
-        return env
 
     def launch(self, name: str, wait: bool = True) -> None:
-        """Start a desktop app ('xterm', 'chromium', 'editor') and wait for its window."""
+        """Start a desktop app ('xterm', 'chromium', 'editor') in the sandbox and wait for its window."""
         self._check_alive()
         assert self._x is not None
-        confine = self.config.confine_xterm and name == "xterm" and _sandbox_ok()
-        spec = app_spec(name, self.session_dir, self.config.width, self.config.height, confine_shell=confine)
-        proc = spawn(
-            spec.argv, env=self.app_env(), cwd=self.session_dir, log=self._log_dir / f"{spec.name}.log"
-        )
-        self._apps.append(proc)
+        spec = app_spec(name, self.session_dir, self.config.width, self.config.height)
+        proc = self._spawn_in_box(list(spec.argv), f"{spec.name}.log")
         if wait:
             self._x.wait_for_window(spec.wm_class, self.config.app_timeout_s)
-            if confine:
-                # The window maps before the sandboxed shell runs; input typed earlier is echoed twice.
+            if name == "xterm":
+                # The window maps before its shell runs; input typed earlier would be echoed twice.
                 wait_until(
                     lambda: has_descendant(proc.pid, "bash"), self.config.app_timeout_s, "the xterm shell"
                 )
 
     @property
     def command_home(self) -> str:
-        return str(self.session_dir)
+        return SANDBOX_HOME
 
     def run_command(
         self,
@@ -293,27 +307,24 @@ class DesktopEnv:
         timeout_s: float = 30.0,
         separate_stderr: bool = False,
     ) -> CommandResult:
-        """Run a command on the desktop host (DISPLAY set, cwd = session dir), as OSWorld setup does."""
+        """Run a command in the session's sandbox (DISPLAY set, cwd = the session's home), as OSWorld
+        set-up and result getters do. Memory is bounded by the sandbox, not per command."""
         self._check_alive()
-        return run_host_command(
-            command,
-            shell=shell,
-            cwd=self.session_dir,
-            env=self.app_env(),
-            timeout_s=timeout_s,
-            separate_stderr=separate_stderr,
-        )
+        assert self._box is not None
+        if not isinstance(command, str) and shell:
+            command = " ".join(command)
+        limits = Limits(timeout_s=timeout_s, memory_mb=0)
+        return self._box.run(command, limits=limits, env=self.app_env(), separate_stderr=separate_stderr)
 
     def spawn_command(self, command: str | list[str], shell: bool = False) -> None:
-        """Start a long-running command (OSWorld 'launch') without waiting for it."""
+        """Start a long-running command (OSWorld 'launch') in the sandbox without waiting for it; it
+        ends when the session closes at the latest."""
         self._check_alive()
         if isinstance(command, str):
             argv = ["/bin/sh", "-c", command]
         else:
             argv = ["/bin/sh", "-c", " ".join(command)] if shell else list(command)
-        self._apps.append(
-            spawn(argv, env=self.app_env(), cwd=self.session_dir, log=self._log_dir / "launch.log")
-        )
+        self._spawn_in_box(argv, "launch.log")
 
     def mcp_toolbox(self) -> Any:
         """The session's MCP client (started on first use)."""
@@ -354,18 +365,45 @@ class DesktopEnv:
         if not self._x.alive():
             raise EnvCrashed(f"Xvfb {self._x.display} is not running")
 
-    def _runtime_dir(self) -> Path:
-        path = self._log_dir / "runtime"
-        path.mkdir(mode=0o700, exist_ok=True)
-        return path
+    def _start_box(self, display_number: int) -> Sandbox:
+        """The session's sandbox: the home, this display's X socket, the window manager's config."""
+        write_config(self._wm_dir)
+        x_socket = f"/tmp/.X11-unix/X{display_number}"
+        box = Sandbox(
+            self.session_dir,
+            policy=self.config.policy,
+            ro_binds={x_socket: Path(x_socket), CONFIG_INSIDE: self._wm_dir},
+            env={"DISPLAY": f":{display_number}"},
+        )
+        box.start(self.config.boot_timeout_s)
+        return box
+
+    def _spawn_in_box(self, argv: list[str], log_name: str = "openbox.log") -> subprocess.Popen[bytes]:
+        assert self._box is not None
+        proc = self._box.spawn(argv, env=self.app_env(), log_path=self._log_dir / log_name)
+        self._apps.append(proc)
+        return proc
+
+    def _offer_apps(self, apps: list[str]) -> None:
+        """The desktop's right-click menu lists the task's apps (and nothing else)."""
+        assert self._box is not None
+        entries = [
+            (name, app_spec(name, self.session_dir, self.config.width, self.config.height).argv)
+            for name in apps
+        ]
+        write_menu(self._wm_dir, entries)
+        self._box.run(["openbox", "--reconfigure"], limits=Limits(timeout_s=5.0), env=self.app_env())
 
     def _shutdown(self) -> None:
         self.frames_stop()
         if self._mcp is not None:
             self._mcp.close()
             self._mcp = None
+        if self._box is not None:
+            self._box.close()  # whatever the session started, however it started it
+            self._box = None
         for proc in self._apps:
-            stop(proc)
+            stop(proc)  # reaps the host-side nsenter of each (already ended with the box)
         self._apps.clear()
         if self._grabber is not None:
             try:

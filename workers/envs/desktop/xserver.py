@@ -12,6 +12,7 @@ import select
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from Xlib import X
@@ -20,6 +21,7 @@ from Xlib.error import ConnectionClosedError, DisplayError, XError
 
 from workers.envs.base import EnvError
 from workers.envs.desktop.procs import spawn, stop, wait_until
+from workers.envs.desktop.wm import wm_argv
 
 
 class XServer:
@@ -51,8 +53,9 @@ class XServer:
                 return
         raise EnvError(f"no free X display in :{low}..:{high - 1}")
 
-    def start_wm(self, env: dict[str, str], timeout_s: float) -> None:
-        self.wm = spawn(["openbox", "--sm-disable"], env=env, log=self._log_dir / "openbox.log")
+    def start_wm(self, start: Callable[[list[str]], subprocess.Popen[bytes]], timeout_s: float) -> None:
+        """Start openbox with `start(argv)` (the desktop runs it in the session's sandbox)."""
+        self.wm = start(wm_argv())
         wait_until(self._wm_ready, timeout_s, "openbox to manage the screen")
 
     def alive(self) -> bool:

@@ -6,36 +6,32 @@ import shlex
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from workers.actions.types import Action
 from workers.envs.base import EnvError, EnvKind, ImageFormat, Observation, StepResult, TaskSpec
 from workers.envs.desktop.capture import encode
+from workers.envs.sandbox import CommandResult, Limits, Sandbox, SandboxPolicy, sandbox_available
 from workers.envs.terminal.api_actions import TERMINAL_API, ApiRegistry
 from workers.envs.terminal.paths import SANDBOX_HOME
 from workers.envs.terminal.render import render_terminal
-from workers.envs.terminal.sandbox import CommandResult, Limits, run_sandboxed, sandbox_available
 
 MAX_TRANSCRIPT_CHARS = 200_000
 ENDING_KINDS = frozenset({"finished", "call_user", "answer"})
 CLEAR_LINE_HOTKEYS = frozenset({("ctrl", "c"), ("ctrl", "u")})
 
 
-@lru_cache(maxsize=1)
-def _sandbox_ok() -> bool:
-    return sandbox_available()
-
-
 @dataclass(frozen=True)
 class TerminalConfig:
     """session_dir: the session's home (a temp dir deleted on close if None); limits: per command;
-    width/height: size of the rendered screenshot; wait_s: how long `wait()` sleeps."""
+    policy: the session sandbox's limits; width/height: size of the rendered screenshot;
+    wait_s: how long `wait()` sleeps."""
 
     session_dir: Path | None = None
     limits: Limits = field(default_factory=Limits)
+    policy: SandboxPolicy = field(default_factory=SandboxPolicy)
     width: int = 1280
     height: int = 800
     image_format: ImageFormat = "jpeg"
@@ -44,21 +40,32 @@ class TerminalConfig:
 
 class TerminalEnv:
     """Commands are typed: `type` text accumulates on the prompt line and each newline (or an
-    'enter' hotkey) runs the line in the sandbox. The working directory carries over between
-    commands; nothing else does (each command is a fresh shell)."""
+    'enter' hotkey) runs the line in the session's sandbox (`workers.envs.sandbox`). The working
+    directory carries over between commands; each command is a fresh shell, but what a command
+    leaves running in the background lives on until the session closes."""
 
     kind: EnvKind = "terminal"
 
-    def __init__(self, config: TerminalConfig | None = None, api: ApiRegistry = TERMINAL_API) -> None:
-        if not _sandbox_ok():
-            raise EnvError(
-                "the terminal sandbox needs root or CAP_SYS_ADMIN (unshare of mount/pid namespaces)"
-            )
+    def __init__(
+        self,
+        config: TerminalConfig | None = None,
+        api: ApiRegistry = TERMINAL_API,
+        sandbox: Sandbox | None = None,
+    ) -> None:
+        """With `sandbox` (a running desktop's, `DesktopEnv.sandbox`) the terminal works in that
+        session: its home, files and processes; the desktop owns it and closes it."""
+        if not sandbox_available():
+            raise EnvError("the terminal sandbox needs bwrap with user namespaces, run as root")
         self.config = config or TerminalConfig()
-        self._owns_dir = self.config.session_dir is None
-        self.session_dir = self.config.session_dir or Path(tempfile.mkdtemp(prefix="flywheel-terminal-"))
+        self._owns_dir = self.config.session_dir is None and sandbox is None
+        if sandbox is not None:
+            self.session_dir = sandbox.home
+        else:
+            self.session_dir = self.config.session_dir or Path(tempfile.mkdtemp(prefix="flywheel-terminal-"))
         self.session_dir.mkdir(parents=True, exist_ok=True)
         self._api = api
+        self._owns_box = sandbox is None
+        self._box = sandbox or Sandbox(self.session_dir, policy=self.config.policy)
         self._cwd = SANDBOX_HOME
         self._pending = ""
         self._transcript = ""
@@ -73,17 +80,21 @@ class TerminalEnv:
         if task.kind != "terminal":
             raise EnvError(f"TerminalEnv cannot run a {task.kind!r} task")
         self._check_open()
-        if self._task is not None and self._owns_dir:
-            # A new task on a used session starts from an empty home (a caller's dir is theirs).
-            shutil.rmtree(self.session_dir, ignore_errors=True)
-            self.session_dir.mkdir(parents=True)
+        if self._task is not None and self._owns_box:
+            # A new task on a used session: nothing of the last one keeps running, and the home
+            # starts empty when this env made it (a caller's directory is the caller's).
+            self._box.close()
+            if self._owns_dir:
+                shutil.rmtree(self.session_dir, ignore_errors=True)
+                self.session_dir.mkdir(parents=True)
+        self._box.start()
         self._task = task
         self.last_action_kind = None
         self._cwd, self._pending, self._transcript = SANDBOX_HOME, "", ""
         if task.source == "osworld":
             from workers.envs import osworld
 
-            osworld.run_setup(osworld.setup_steps(task), runner=self)
+            osworld.run_setup(osworld.setup_steps(task), runner=self, bundle_dir=osworld.bundle_dir_of(task))
         return self.observe()
 
     def step(self, action: Action) -> StepResult:
@@ -125,13 +136,17 @@ class TerminalEnv:
         from workers.envs import osworld
 
         evaluator = osworld.evaluator_of(self._task)
-        return 0.0 if evaluator is None else osworld.evaluate(evaluator, runner=self)
+        if evaluator is None:
+            return 0.0
+        return osworld.evaluate(evaluator, runner=self, bundle_dir=osworld.bundle_dir_of(self._task))
 
     def close(self) -> None:
         if self._mcp is not None:
             self._mcp.close()
             self._mcp = None
         self._closed = True
+        if self._owns_box:
+            self._box.close()
         if self._owns_dir:
             shutil.rmtree(self.session_dir, ignore_errors=True)
 
@@ -153,20 +168,23 @@ class TerminalEnv:
     ) -> CommandResult:
         """Run a command in the sandbox without touching the transcript (set-up, evaluators)."""
         self._check_open()
+        self._box.start()
         text = command if isinstance(command, str) else shlex.join(command)
         limits = self.config.limits
         if timeout_s is not None:
-            limits = Limits(timeout_s, limits.max_output, limits.cpu_s, limits.file_mb, limits.memory_mb)
-        return run_sandboxed(
-            self.session_dir, text, cwd=SANDBOX_HOME, limits=limits, separate_stderr=separate_stderr
-        )
+            limits = replace(limits, timeout_s=timeout_s)
+        return self._box.run(text, limits=limits, separate_stderr=separate_stderr)
 
     def terminal_transcript(self) -> str:
         """Everything shown in the terminal so far (OSWorld's vm_terminal_output)."""
         return self._transcript
 
     def spawn_command(self, command: str | list[str], shell: bool = False) -> None:
-        raise EnvError("the terminal sandbox cannot keep background programs running (no 'launch')")
+        """Start a background program in the session's sandbox (it ends when the session closes)."""
+        self._check_open()
+        self._box.start()
+        argv = ["/bin/sh", "-c", command if isinstance(command, str) else shlex.join(command)]
+        self._box.spawn(argv)
 
     def mcp_toolbox(self) -> Any:
         if self._mcp is None:
@@ -219,7 +237,8 @@ class TerminalEnv:
         self._append(f"{self._prompt()}{line}\n")
         if not line.strip():
             return {"command": line, "returncode": 0}
-        result = run_sandboxed(self.session_dir, line, cwd=self._cwd, limits=self.config.limits)
+        self._box.start()
+        result = self._box.run(line, cwd=self._cwd, limits=self.config.limits, report_cwd=True)
         self._cwd = result.cwd
         self._append(result.output + ("" if result.output.endswith("\n") or not result.output else "\n"))
         if result.timed_out:

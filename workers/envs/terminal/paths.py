@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 
 from workers.envs.base import EnvError
-
-SANDBOX_HOME = "/home/session"
+from workers.envs.sandbox.run import SANDBOX_HOME
 
 
 class PathOutsideSession(EnvError):

@@ -78,7 +78,10 @@ class VncProxy:
     async def _handle(self, ws: ServerConnection) -> None:
         token, grant = self._grants.pop(ws)
         try:
-            reader, writer = await asyncio.open_connection(grant.host, grant.port)
+            if grant.socket:
+                reader, writer = await asyncio.open_unix_connection(grant.socket)
+            else:
+                reader, writer = await asyncio.open_connection(grant.host, grant.port)
         except OSError as exc:
             await ws.close(1011, f"VNC server unreachable: {exc}"[:120])
             return

@@ -1,51 +1,54 @@
-"""One x11vnc per desktop session, bound to localhost; browsers reach it only through the proxy."""
+"""One x11vnc per desktop session, on a unix socket only the host can reach; browsers reach it only
+through the token proxy."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 from workers.envs.base import EnvError
-from workers.envs.desktop.procs import free_port, port_open, spawn, stop, wait_until
+from workers.envs.desktop.procs import spawn, stop, wait_until
 
 
 @dataclass(frozen=True)
 class VncTarget:
-    """Where the proxy connects for a session."""
+    """Where the proxy connects for a session: a unix socket path (x11vnc's), or host:port for a
+    VNC server elsewhere (a test double, a remote VM)."""
 
-    host: str
-    port: int
+    host: str = ""
+    port: int = 0
+    socket: str = ""
 
 
 class X11Vnc:
-    """`x11vnc -display :N -localhost -forever -shared -nopw -rfbport P`.
+    """`x11vnc -display :N -rfbport 0 -unixsock PATH -forever -shared -nopw`.
 
-    Read-only viewing is enforced by the proxy (per token), so one server serves both kinds.
+    No TCP port at all: the socket lies in the session's private directory (mode 0700, host root),
+    which no sandbox mounts, so only host processes — the token proxy — can connect. Read-only
+    viewing is enforced by the proxy (per token), so one server serves both kinds.
     """
 
-    def __init__(self, display: str, port_range: tuple[int, int], log_dir: Path) -> None:
+    def __init__(self, display: str, socket_dir: Path, log_dir: Path) -> None:
         self._display = display
-        self._range = port_range
+        self._socket = socket_dir / "vnc.sock"
         self._log = log_dir / "x11vnc.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.target: VncTarget | None = None
 
-    def start(self, timeout_s: float, attempts: int = 3) -> VncTarget:
-        """Start x11vnc on a free port and wait until it accepts TCP connections."""
-        for _ in range(attempts):
-            port = free_port(*self._range)
-            self.proc = spawn(self._argv(port), log=self._log)
-            try:
-                wait_until(partial(self._ready, port), timeout_s, f"x11vnc on port {port}", 0.02)
-            except EnvError:
-                stop(self.proc)
-                self.proc = None
-                continue  # most likely another session took the port first
-            self.target = VncTarget("127.0.0.1", port)
-            return self.target
-        raise EnvError(f"x11vnc did not start for {self._display}; see {self._log}")
+    def start(self, timeout_s: float) -> VncTarget:
+        """Start x11vnc and wait until its socket accepts connections."""
+        self._socket.unlink(missing_ok=True)
+        self.proc = spawn(self._argv(), log=self._log)
+        try:
+            wait_until(self._ready, timeout_s, f"x11vnc on {self._socket}", 0.02)
+        except EnvError:
+            stop(self.proc)
+            self.proc = None
+            raise EnvError(f"x11vnc did not start for {self._display}; see {self._log}") from None
+        self.target = VncTarget(socket=str(self._socket))
+        return self.target
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -54,23 +57,30 @@ class X11Vnc:
         stop(self.proc)
         self.proc = None
         self.target = None
+        self._socket.unlink(missing_ok=True)
 
-    def _ready(self, port: int) -> bool:
+    def _ready(self) -> bool:
         if self.proc is None or self.proc.poll() is not None:
             raise EnvError(f"x11vnc exited early; see {self._log}")
-        return port_open("127.0.0.1", port)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            try:
+                sock.connect(str(self._socket))
+            except OSError:
+                return False
+        return True
 
-    def _argv(self, port: int) -> list[str]:
+    def _argv(self) -> list[str]:
         return [
             "x11vnc",
             "-display",
             self._display,
-            "-localhost",
+            "-rfbport",
+            "0",
+            "-unixsock",
+            str(self._socket),
             "-forever",
             "-shared",
             "-nopw",
-            "-rfbport",
-            str(port),
             "-quiet",
             # Xvfb has no DPMS/XKB bells; skip the probes that only add boot time and log noise.
             "-nodpms",

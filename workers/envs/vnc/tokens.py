@@ -1,6 +1,6 @@
 """Short-lived VNC access tokens in Redis, minted by Django after its permission check.
 
-`flywheel:vnc:token:<token>` → JSON {host, port, session_id, user_id, read_only, expires_at} with a
+`flywheel:vnc:token:<token>` → JSON {host, port, socket, session_id, user_id, read_only, expires_at} with a
 Redis TTL; `flywheel:vnc:session:<session_id>` is a set of the session's tokens so they can all be
 revoked when the session ends or the lease moves.
 """
@@ -34,6 +34,7 @@ class VncGrant:
     user_id: str
     read_only: bool
     expires_at: float
+    socket: str = ""  # a unix socket path (x11vnc's); host/port unused then
 
     @property
     def expired(self) -> bool:
@@ -52,11 +53,19 @@ def mint_token(
         raise TokenError("session_id is required")
     if not 1 <= ttl_s <= MAX_TTL_S:
         raise TokenError(f"ttl_s must be in 1..{MAX_TTL_S}, got {ttl_s}")
-    if not 0 < target.port < 65536:
+    if not target.socket and not 0 < target.port < 65536:
         raise TokenError(f"bad VNC port {target.port}")
+    if target.socket and not target.socket.startswith("/"):
+        raise TokenError(f"bad VNC socket path {target.socket!r}")
     token = secrets.token_urlsafe(24)
     grant = VncGrant(
-        target.host, target.port, str(session_id), str(user_id), bool(read_only), time.time() + ttl_s
+        target.host,
+        target.port,
+        str(session_id),
+        str(user_id),
+        bool(read_only),
+        time.time() + ttl_s,
+        socket=target.socket,
     )
     pipe = redis.pipeline()
     pipe.set(TOKEN_PREFIX + token, json.dumps(asdict(grant)), ex=ttl_s)
@@ -90,6 +99,7 @@ def parse_grant(raw: bytes | str | None) -> VncGrant | None:
             user_id=str(data["user_id"]),
             read_only=bool(data["read_only"]),
             expires_at=float(data["expires_at"]),
+            socket=str(data.get("socket", "")),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise TokenError(f"unreadable VNC token payload: {exc}") from exc

@@ -1,0 +1,496 @@
+"""`Sandbox`: one session's box — bubblewrap namespaces, an unprivileged uid, limits — that every
+process of the session runs in (see the package docstring)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import resource
+import select
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workers.envs.base import EnvError
+from workers.envs.sandbox.cgroups import SandboxCgroup
+from workers.envs.sandbox.run import SANDBOX_HOME, CommandResult, Limits, kill_group, run_collect
+from workers.envs.sandbox.uids import UidLease
+
+log = logging.getLogger(__name__)
+
+INSIDE_UID = 1000
+PATH = "/usr/local/bin:/usr/bin:/bin"
+# What of the host's /etc a session sees: libraries, fonts, X and GTK defaults, MIME data. Never
+# shadow/gshadow/ssh/ssl private keys, the machine's hostname or anything the project put there.
+ETC_VISIBLE = (
+    "alternatives",
+    "bash.bashrc",
+    "chromium",
+    "chromium.d",
+    "fonts",
+    "gtk-2.0",
+    "gtk-3.0",
+    "inputrc",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "magic",
+    "mime.types",
+    "nsswitch.conf",
+    "terminfo",
+    "X11",
+    "xdg",
+)
+NETWORK_REFUSED = (
+    "this host cannot give a sandboxed session network egress that keeps the host's own services "
+    "(Redis, PostgreSQL, the web app on 127.0.0.1) out of reach, so tasks that need the network are "
+    "refused; sessions get a private network namespace with only its own loopback"
+)
+
+
+class SandboxError(EnvError):
+    """The sandbox could not start, or was asked for something it refuses to give."""
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """What one session's sandbox may use. One line per field:
+
+    - processes: RLIMIT_NPROC of the session's own uid and the cgroup's pids.max (threads count).
+    - memory_mb: the cgroup memory limit (where cgroups are writable here).
+    - cpus: the cgroup CPU quota, in cores.
+    - tmp_mb: size of the private /tmp and /dev/shm.
+    - network: must stay False (a private network namespace with only loopback); see NETWORK_REFUSED.
+    """
+
+    processes: int = 1024
+    memory_mb: int = 4096
+    cpus: float = 2.0
+    tmp_mb: int = 512
+    network: bool = False
+
+
+@dataclass
+class _Started:
+    lease: UidLease
+    cgroup: SandboxCgroup
+    holder: subprocess.Popen[bytes]
+    init_pid: int
+    started_at: float = field(default_factory=time.monotonic)
+
+
+class Sandbox:
+    """A session's box. `home` (host path) is the session's home, /home/session inside (also
+    reachable as /home/user, OSWorld's home); `ro_binds` maps inside paths to host paths shown
+    read-only (a display's X socket, the window manager's configuration).
+
+    `start()` starts the box's init; `run()` and `spawn()` start processes inside it; `close()`
+    ends every process the box holds. Thread-safe for concurrent `run`/`spawn` calls.
+    """
+
+    def __init__(
+        self,
+        home: Path,
+        *,
+        policy: SandboxPolicy | None = None,
+        ro_binds: Mapping[str, Path] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.home = home
+        self.policy = policy or SandboxPolicy()
+        if self.policy.network:
+            raise SandboxError(NETWORK_REFUSED)
+        self.ro_binds = dict(ro_binds or {})
+        self.env = {
+            "PATH": PATH,
+            "HOME": SANDBOX_HOME,
+            "USER": "user",
+            "SHELL": "/bin/bash",
+            "LANG": "C.UTF-8",
+            **(env or {}),
+        }
+        self._s: _Started | None = None
+
+    # lifecycle -------------------------------------------------------------------------------
+
+    @property
+    def uid(self) -> int:
+        """The host uid the box's processes run as."""
+        return self._require().lease.uid
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        if self._s is not None:
+            return
+        if not self.home.is_dir():
+            raise SandboxError(f"session directory {self.home} does not exist")
+        _check_reachable(self.home)
+        lease = UidLease()
+        try:
+            _chown_tree(self.home, lease.uid)
+            cgroup = SandboxCgroup(
+                f"flywheel-sandbox-{lease.uid}",
+                pids=self.policy.processes,
+                memory_mb=self.policy.memory_mb,
+                cpus=self.policy.cpus,
+            )
+        except BaseException:
+            lease.release()
+            raise
+        try:
+            self._s = self._start_holder(lease, cgroup, timeout_s)
+        except BaseException:
+            cgroup.remove()
+            lease.release()
+            raise
+
+    def alive(self) -> bool:
+        return self._s is not None and self._s.holder.poll() is None
+
+    def close(self) -> None:
+        """End every process of the box: its init is killed, the kernel kills the pid namespace, and
+        anything that still runs under the box's uid is killed before the uid is given back."""
+        s, self._s = self._s, None
+        if s is None:
+            return
+        try:
+            os.kill(s.init_pid, signal.SIGKILL)  # pid 1 of the box: the kernel kills the rest
+        except ProcessLookupError:
+            pass
+        try:
+            s.holder.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            kill_group(s.holder.pid)
+            s.holder.wait()
+        for stream in (s.holder.stdout, s.holder.stderr):
+            if stream is not None:
+                stream.close()
+        s.lease.release()  # kills the uid's leftovers first
+        s.cgroup.remove()
+        _chown_tree(self.home, 0)
+
+    # processes -------------------------------------------------------------------------------
+
+    def run(
+        self,
+        command: str | Sequence[str],
+        *,
+        limits: Limits | None = None,
+        cwd: str = SANDBOX_HOME,
+        env: Mapping[str, str] | None = None,
+        separate_stderr: bool = False,
+        report_cwd: bool = False,
+    ) -> CommandResult:
+        """Run a command in the box and wait for it (at most `limits.timeout_s`).
+
+        A string runs with bash in `cwd` (a path inside); a list is an argv run as is. With
+        `report_cwd` the result's `cwd` is the shell's directory when it finished.
+        """
+        limits = limits or Limits()
+        if isinstance(command, str):
+            tail = 'printf %s "$PWD" >&3; ' if report_cwd else ""
+            script = f'cd -- "$1" 2>/dev/null || cd {SANDBOX_HOME}; eval "$2"; rc=$?; {tail}exit $rc'
+            inner = ["/bin/bash", "--noprofile", "--norc", "-c", script, "sandbox", cwd, command]
+        else:
+            inner = list(command)
+        return run_collect(
+            self._enter_argv(inner),
+            limits,
+            env=self._env(env),
+            preexec=lambda: self._child_limits(limits),
+            report_cwd=report_cwd,
+            default_cwd=cwd,
+            separate_stderr=separate_stderr,
+        )
+
+    def spawn(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, log_path: Path | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start a long-running process in the box (its own process group); output to `log_path`."""
+        out = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL
+        try:
+            return subprocess.Popen(
+                self._enter_argv(list(argv)),
+                env=self._env(env),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=lambda: self._child_limits(None),
+            )
+        except OSError as exc:
+            raise SandboxError(f"cannot start {argv[0]} in the sandbox: {exc}") from exc
+        finally:
+            if not isinstance(out, int):
+                out.close()
+
+    def shell_argv(self, command: str) -> list[str]:
+        """The argv that runs `command` with bash in the box, for a host program that starts it
+        itself (limits apply to the box's uid and cgroup, not to this argv's own process)."""
+        return self._enter_argv(["/bin/bash", "--noprofile", "--norc", "-c", command])
+
+    # internals -------------------------------------------------------------------------------
+
+    def _require(self) -> _Started:
+        if self._s is None or self._s.holder.poll() is not None:
+            raise SandboxError("the session's sandbox is not running")
+        return self._s
+
+    def _env(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+        return {**self.env, **(extra or {})}
+
+    def _enter_argv(self, inner: list[str]) -> list[str]:
+        """nsenter joins every namespace of the box's init, takes its root and the box user, and
+        setpriv forbids gaining privileges by exec (setuid binaries) from there on."""
+        s = self._require()
+        return [
+            "nsenter",
+            f"--target={s.init_pid}",
+            "--user",
+            "--mount",
+            "--pid",
+            "--net",
+            "--ipc",
+            "--uts",
+            "--root",
+            "--wd",
+            f"--setuid={INSIDE_UID}",
+            f"--setgid={INSIDE_UID}",
+            "--",
+            "/usr/bin/setpriv",
+            "--no-new-privs",
+            *inner,
+        ]
+
+    def _child_limits(self, limits: Limits | None) -> None:
+        """In the forked child, before exec: the box's cgroup and rlimits (inherited inside)."""
+        s = self._s
+        if s is None:
+            return
+        s.cgroup.enter()
+        nproc = self.policy.processes
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        if limits is not None:
+            resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_mb << 20, limits.file_mb << 20))
+            if limits.memory_mb > 0:
+                resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb << 20, limits.memory_mb << 20))
+
+    def _start_holder(self, lease: UidLease, cgroup: SandboxCgroup, timeout_s: float) -> _Started:
+        """Start bwrap, whose init holds the box open until `close()` kills it.
+
+        bwrap's --die-with-parent (PR_SET_PDEATHSIG) follows the *thread* that started it, and env
+        hosts boot envs on pool threads that may come and go; so every box is started from one
+        thread that lives as long as this process (`_SPAWNER`): the box dies with the process."""
+        info_r, info_w = os.pipe()
+        fds: list[int] = []
+        try:
+            argv = [
+                "setpriv",
+                f"--reuid={lease.uid}",
+                f"--regid={lease.uid}",
+                "--clear-groups",
+                "--no-new-privs",
+                "--",
+                "bwrap",
+                *self._bwrap_args(fds),
+                "--die-with-parent",
+                "--info-fd",
+                str(info_w),
+                "--",
+                "/bin/sh",
+                "-c",
+                "echo ready; exec sleep infinity",
+            ]
+
+            def preexec() -> None:
+                cgroup.enter()
+                nproc = self.policy.processes
+                resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+            holder = _SPAWNER.popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.env,
+                start_new_session=True,
+                pass_fds=(info_w, *fds),
+                preexec_fn=preexec,
+            )
+        except OSError as exc:
+            raise SandboxError(f"cannot start bwrap: {exc}") from exc
+        finally:
+            for fd in (info_w, *fds):
+                os.close(fd)
+        try:
+            init_pid = _read_child_pid(info_r, holder, timeout_s)
+            _wait_ready(holder, timeout_s)
+        except BaseException:
+            kill_group(holder.pid)
+            holder.wait()
+            raise
+        finally:
+            os.close(info_r)
+        return _Started(lease, cgroup, holder, init_pid)
+
+    def _bwrap_args(self, fds: list[int]) -> list[str]:
+        """The box's file system and namespaces. Paths are handed to bwrap as open fds, because the
+        box user may not traverse the host directories above them."""
+        tmp = str(self.policy.tmp_mb << 20)
+        args = [
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-net",
+            "--unshare-cgroup-try",
+            "--uid",
+            str(INSIDE_UID),
+            "--gid",
+            str(INSIDE_UID),
+            "--hostname",
+            "session",
+            "--new-session",
+            "--ro-bind",
+            "/usr",
+            "/usr",
+        ]
+        for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            path = Path("/") / name
+            if path.is_symlink():
+                args += ["--symlink", os.readlink(path), f"/{name}"]
+            elif path.is_dir():
+                args += ["--ro-bind", str(path), f"/{name}"]
+        for name in ETC_VISIBLE:
+            args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        # Fontconfig's system cache: without it every app of a fresh box scans all fonts (seconds).
+        args += ["--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig"]
+        for name, text in _etc_files().items():
+            args += ["--ro-bind-data", str(_data_fd(text, fds)), f"/etc/{name}"]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--size", tmp, "--tmpfs", "/dev/shm", "--size", tmp, "--tmpfs", "/tmp"]
+        args += ["--dir", "/tmp/.X11-unix", "--dir", "/run/user/1000", "--chmod", "0700", "/run/user/1000"]
+        args += ["--bind-fd", str(_path_fd(self.home, fds)), SANDBOX_HOME]
+        args += ["--symlink", SANDBOX_HOME, "/home/user"]
+        for inside, host in sorted(self.ro_binds.items()):
+            args += ["--ro-bind-fd", str(_path_fd(host, fds)), inside]
+        args += ["--chdir", SANDBOX_HOME, "--cap-drop", "ALL"]
+        return args
+
+
+class _Spawner:
+    """A daemon thread that lives as long as the process and starts every box (see
+    `Sandbox._start_holder`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: list[tuple[Future[subprocess.Popen[bytes]], dict[str, object]]] = []
+        self._wake = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
+
+    def popen(self, argv: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
+        future: Future[subprocess.Popen[bytes]] = Future()
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="sandbox-spawner", daemon=True)
+                self._thread.start()
+            self._jobs.append((future, {"args": argv, **kwargs}))
+            self._wake.notify()
+        return future.result()
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._jobs:
+                    self._wake.wait()
+                future, kwargs = self._jobs.pop(0)
+            try:
+                future.set_result(subprocess.Popen(**kwargs))  # type: ignore[call-overload]
+            except BaseException as exc:
+                future.set_exception(exc)
+
+
+_SPAWNER = _Spawner()
+
+
+def _etc_files() -> dict[str, str]:
+    return {
+        "passwd": f"user:x:{INSIDE_UID}:{INSIDE_UID}:user:{SANDBOX_HOME}:/bin/bash\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+        "group": f"user:x:{INSIDE_UID}:\nnogroup:x:65534:\n",
+        "hostname": "session\n",
+        "shells": "/bin/sh\n/bin/bash\n/usr/bin/bash\n",
+        "hosts": "127.0.0.1 localhost session\n::1 localhost\n",
+    }
+
+
+def _data_fd(text: str, fds: list[int]) -> int:
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, text.encode())  # far below the pipe's buffer
+    os.close(write_fd)
+    fds.append(read_fd)
+    return read_fd
+
+
+def _path_fd(path: Path, fds: list[int]) -> int:
+    fd = os.open(path, os.O_PATH)
+    fds.append(fd)
+    return fd
+
+
+def _read_child_pid(fd: int, holder: subprocess.Popen[bytes], timeout_s: float) -> int:
+    """The host pid of the box's init, from bwrap's --info-fd JSON."""
+    deadline = time.monotonic() + timeout_s
+    data = b""
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.05)
+        if ready:
+            chunk = os.read(fd, 4096)
+            data += chunk
+            try:
+                return int(json.loads(data)["child-pid"])
+            except (ValueError, KeyError):
+                if chunk:
+                    continue
+        if holder.poll() is not None or (ready and not chunk):
+            err = holder.stderr.read().decode(errors="replace") if holder.stderr else ""
+            raise SandboxError(f"bwrap failed: {err.strip() or holder.returncode}")
+    raise SandboxError(f"the sandbox did not start within {timeout_s:g}s")
+
+
+def _wait_ready(holder: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """The holder prints a line once bwrap finished the box (id maps, mounts) and ran it."""
+    assert holder.stdout is not None
+    ready, _, _ = select.select([holder.stdout], [], [], timeout_s)
+    if not ready or holder.stdout.readline() != b"ready\n":
+        err = holder.stderr.read().decode(errors="replace") if holder.stderr and holder.poll() else ""
+        raise SandboxError(f"the sandbox did not start: {err.strip() or 'no ready line'}")
+
+
+def _check_reachable(home: Path) -> None:
+    """bwrap resolves bind sources as the box user: every directory above the home must let others
+    traverse it (the default homes, made in /tmp, do)."""
+    for parent in home.resolve().parents:
+        if not os.stat(parent).st_mode & 0o001:
+            raise SandboxError(
+                f"session directory {home} is not reachable by the sandbox user: {parent} does not "
+                "let others traverse it (make session directories under /tmp, or chmod o+x)"
+            )
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    """Give the session's home (and what is in it) to the box user, or back to root on close."""
+    os.lchown(root, uid, uid)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            try:
+                os.lchown(os.path.join(dirpath, name), uid, uid)
+            except FileNotFoundError:
+                pass

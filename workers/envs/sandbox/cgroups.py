@@ -1,0 +1,85 @@
+"""Per-sandbox cgroup limits (pids, memory, CPU) where this host lets us create cgroups.
+
+The cgroup is made below the one this process runs in, so it only ever tightens the limits the
+host already puts on us. cgroup v2 (one unified hierarchy) and v1 (a hierarchy per controller)
+are both handled; where neither is writable the sandbox runs with rlimits alone and says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+ROOT = Path("/sys/fs/cgroup")
+CFS_PERIOD_US = 100_000
+
+
+class SandboxCgroup:
+    """One cgroup (per hierarchy) for one sandbox. `paths` is empty where none could be made."""
+
+    def __init__(self, name: str, *, pids: int, memory_mb: int, cpus: float) -> None:
+        self.paths: list[Path] = []
+        v2 = ROOT / "cgroup.controllers"
+        if v2.exists():
+            self._make(
+                _own(""),
+                name,
+                {
+                    "pids.max": pids,
+                    "memory.max": memory_mb << 20,
+                    "cpu.max": f"{int(cpus * CFS_PERIOD_US)} {CFS_PERIOD_US}",
+                },
+            )
+        else:
+            self._make(_own("pids"), name, {"pids.max": pids})
+            self._make(_own("memory"), name, {"memory.limit_in_bytes": memory_mb << 20})
+            self._make(_own("cpu"), name, {"cpu.cfs_quota_us": int(cpus * CFS_PERIOD_US)})
+
+    def _make(self, parent: Path | None, name: str, limits: dict[str, object]) -> None:
+        if parent is None:
+            return
+        path = parent / name
+        try:
+            path.mkdir(exist_ok=True)
+            for key, value in limits.items():
+                if (path / key).exists():
+                    (path / key).write_text(str(value))
+        except OSError as exc:
+            log.info("no sandbox cgroup under %s: %s", parent, exc)
+            return
+        self.paths.append(path)
+
+    def enter(self) -> None:
+        """Move the calling process into the cgroups (call in the child before exec)."""
+        pid = str(os.getpid())
+        for path in self.paths:
+            try:
+                (path / "cgroup.procs").write_text(pid)
+            except OSError:
+                pass  # a limit we could not set; rlimits still apply
+
+    def remove(self) -> None:
+        for path in self.paths:
+            try:
+                path.rmdir()
+            except OSError as exc:
+                log.warning("sandbox cgroup %s not removed: %s", path, exc)
+        self.paths = []
+
+
+def _own(controller: str) -> Path | None:
+    """The writable directory of this process's cgroup in `controller`'s hierarchy ('' = v2)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, names, rel = line.split(":", 2)
+        if (controller == "" and names == "") or controller in names.split(","):
+            base = ROOT if controller == "" else ROOT / controller
+            path = base / rel.lstrip("/")
+            return path if path.is_dir() and os.access(path, os.W_OK) else None
+    return None

@@ -1,0 +1,84 @@
+"""A host uid of its own for each live sandbox, leased with a lock file.
+
+Sandboxed processes run as an unprivileged host uid that no other session shares: signals,
+/proc and files of other sessions are out of reach by ordinary permissions even where the
+namespaces would not stop them, and RLIMIT_NPROC (counted per real uid) bounds one session's
+processes without counting anyone else's. The lease is an exclusive `flock` held for the
+sandbox's lifetime; the kernel drops it when the holding process dies, so a crashed worker leaks
+no uid. Whatever still runs under a uid is killed before it is handed out again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import time
+from pathlib import Path
+
+from workers.envs.base import EnvError
+
+UID_BASE = 230_000
+UID_COUNT = 4096
+LOCK_DIR = (
+    Path("/run/flywheel-sandbox-uids") if os.access("/run", os.W_OK) else Path("/tmp/flywheel-sandbox-uids")
+)
+
+
+class UidLease:
+    """An exclusive host uid (also used as the gid) until `release()`."""
+
+    def __init__(self) -> None:
+        LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
+        start = (os.getpid() * 7919) % UID_COUNT  # spread concurrent hosts over the range
+        for i in range(UID_COUNT):
+            uid = UID_BASE + (start + i) % UID_COUNT
+            fd = os.open(LOCK_DIR / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self.uid = uid
+            self._fd = fd
+            kill_uid(uid)  # leftovers of a holder that died without cleaning up
+            return
+        raise EnvError(f"all {UID_COUNT} sandbox uids are in use")
+
+    def release(self) -> None:
+        if self._fd < 0:
+            return
+        kill_uid(self.uid)
+        os.close(self._fd)
+        self._fd = -1
+
+
+def uid_pids(uid: int) -> list[int]:
+    """Host pids of live (not zombie) processes whose real uid is `uid`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = dict(
+                line.split(":", 1) for line in (entry / "status").read_text().splitlines() if ":" in line
+            )
+            if int(fields["Uid"].split()[0]) == uid and not fields["State"].strip().startswith("Z"):
+                pids.append(int(entry.name))
+        except (OSError, ValueError, KeyError):
+            continue  # exited while we looked
+    return pids
+
+
+def kill_uid(uid: int, timeout_s: float = 2.0) -> None:
+    """SIGKILL every process of `uid` until none is left (a fork bomb needs a few rounds)."""
+    deadline = time.monotonic() + timeout_s
+    while pids := uid_pids(uid):
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if time.monotonic() > deadline:
+            raise EnvError(f"processes of sandbox uid {uid} survive SIGKILL: {pids[:10]}")
+        time.sleep(0.01)
