@@ -1,17 +1,22 @@
-"""Top-level URLs: pages, REST API (+ OpenAPI docs), Django admin, media in development."""
+"""Top-level URLs: pages, REST API (+ OpenAPI docs), Django admin, media behind login."""
 
 from django.conf import settings
 from django.contrib import admin
+from django.contrib.auth.decorators import login_required
 from django.urls import include, path, re_path
-from django.views.static import serve
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.authtoken.views import obtain_auth_token
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from webapp.accounts.api import TokenView, UserTokenRevokeView
+from webapp.store.api.media_views import MediaView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("api/auth/token/", obtain_auth_token, name="api-token"),
+    path("api/auth/token/", TokenView.as_view(), name="api-token"),
+    path("api/auth/tokens/<int:user_id>/", UserTokenRevokeView.as_view(), name="api-token-revoke"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # Browsable docs for signed-in users (assets from drf-spectacular-sidecar: no internet needed).
+    path("api/docs/", login_required(SpectacularSwaggerView.as_view(url_name="api-schema")), name="api-docs"),
+    path("api/redoc/", login_required(SpectacularRedocView.as_view(url_name="api-schema")), name="api-redoc"),
     path("api/rl/", include("rl_control.api.urls")),
     path("api/annotation/", include("annotation.api.urls")),
     path("api/review/", include("annotation.api.review_urls")),
@@ -21,8 +26,8 @@ urlpatterns = [
     path("", include("webapp.pages.urls")),
 ]
 
-if settings.DEBUG or settings.STORAGES["default"]["BACKEND"].endswith("FileSystemStorage"):
-    # Local media (filesystem storage). Behind S3 the storage serves its own URLs.
-    urlpatterns += [
-        re_path(r"^media/(?P<path>.*)$", serve, {"document_root": settings.MEDIA_ROOT}),
-    ]
+# Media only through an authenticated view that checks the object each file belongs to
+# (webapp/store/media.py); in production nginx sends the bytes (X-Accel-Redirect).
+urlpatterns.insert(
+    0, re_path(rf"^{settings.MEDIA_URL.strip('/')}/(?P<name>.+)$", MediaView.as_view(), name="media")
+)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 import tempfile
 import zipfile
 
@@ -49,7 +50,9 @@ def export_job_execute(job_id: int) -> None:
             if cancelled:
                 return
             tmp.seek(0)
-            name = default_storage.save(f"exports/export-{job.pk}-{job.format}.zip", File(tmp))
+            name = default_storage.save(
+                f"exports/export-{job.pk}-{job.format}-{secrets.token_urlsafe(24)}.zip", File(tmp)
+            )
         services.export_job_finish(job=job, status=JobStatus.SUCCEEDED, archive_name=name)
     except Exception as exc:
         log.exception("export job %s failed", job_id)

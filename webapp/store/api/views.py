@@ -6,7 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, QuerySet
-from django.http import FileResponse, StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
@@ -34,6 +34,7 @@ from webapp.store.checkpoints import (
     checkpoint_register_endpoint,
 )
 from webapp.store.export.stream import aiter_sync, iter_jsonl_chunks
+from webapp.store.media import media_response
 from webapp.store.models import Checkpoint, ExportFormat, JobStatus
 
 
@@ -211,13 +212,11 @@ class ExportJobCancelView(ExportJobDetailView):
 
 class ExportJobDownloadView(ExportJobDetailView):
     @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY})
-    def get(self, request: Request, pk: int) -> FileResponse:  # type: ignore[override]
+    def get(self, request: Request, pk: int) -> HttpResponse:  # type: ignore[override]
         job = self._job(request, pk)
         if job.status != JobStatus.SUCCEEDED or not job.archive:
             raise ValidationError({"detail": f"export job {pk} is {job.status}; nothing to download yet"})
-        return FileResponse(
-            job.archive.open("rb"), as_attachment=True, filename=job.archive.name.rsplit("/", 1)[-1]
-        )
+        return media_response(job.archive.name, attachment_name=f"export-{job.pk}-{job.format}.zip")
 
 
 class CheckpointListView(generics.ListAPIView):
