@@ -64,6 +64,8 @@ class ChunkUploadView(APIView):
     @extend_schema(request={"audio/webm": bytes, "audio/ogg": bytes, "audio/wav": bytes})
     def put(self, request: Request, pk: int, index: int) -> Response:
         session = _session(request, pk)
+        if session.user_id != request.user.pk:  # admins see every session; only its annotator speaks
+            return _detail("Only the session's annotator may record its audio.", status.HTTP_403_FORBIDDEN)
         limit = settings.THINKALOUD_MAX_CHUNK_BYTES
         try:
             declared = int(request.META.get("CONTENT_LENGTH") or 0)
@@ -100,6 +102,8 @@ class ThinkAloudFinishView(APIView):
 
     def post(self, request: Request, pk: int) -> Response:
         session = _session(request, pk)
+        if session.user_id != request.user.pk:
+            return _detail("Only the session's annotator may record its audio.", status.HTTP_403_FORBIDDEN)
         try:
             recording = services.recording_finish(session=session)
         except services.ThinkAloudConflict as exc:

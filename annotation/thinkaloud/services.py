@@ -122,8 +122,7 @@ def chunk_upload(
             f"start_clock {start_clock:.2f} is in the future (session clock is {now:.2f}): sync the clock"
         )
     digest = hashlib.sha256(data).hexdigest()
-    recording = recording_get_or_create(session)
-    existing = recording.chunks.filter(index=index).first()
+    existing = ThinkAloudChunk.objects.filter(recording__session=session, index=index).first()
     if existing is not None:
         if existing.sha256 == digest:
             return existing, False
@@ -141,6 +140,7 @@ def chunk_upload(
     name = default_storage.save(
         f"thinkaloud/s{session.pk}/{index:05d}-{uuid.uuid4().hex[:6]}.{ext}", ContentFile(data)
     )
+    recording = recording_get_or_create(session)  # only once the bytes are known to be audio
     with transaction.atomic():
         recording = ThinkAloudRecording.objects.select_for_update().get(pk=recording.pk)
         existing = recording.chunks.filter(index=index).first()

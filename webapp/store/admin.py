@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
@@ -16,6 +17,7 @@ from webapp.store import services
 from webapp.store.api.filters import TrajectoryFilter
 from webapp.store.importers.services import tasks_set_enabled
 from webapp.store.models import Checkpoint, ExportJob, Step, Task, TaskPool, Trajectory
+from webapp.store.names import validate_segment
 
 # Difficulty buckets over the 0..1 rubric score: (slug, label, lower bound, upper bound).
 DIFFICULTY_BUCKETS = [
@@ -38,8 +40,31 @@ def _thumbnail(step: Step, height: int) -> SafeString | str:
     )
 
 
+class TaskPoolForm(forms.ModelForm):
+    """Pool names become path segments (exports): one plain segment, like the importers require."""
+
+    class Meta:
+        model = TaskPool
+        fields = "__all__"  # noqa: DJ007 (the admin narrows them with its fieldsets)
+
+    def clean_name(self) -> str:
+        validate_segment(self.cleaned_data["name"])
+        return self.cleaned_data["name"]
+
+
+class TaskForm(forms.ModelForm):
+    class Meta:
+        model = Task
+        fields = "__all__"  # noqa: DJ007 (the admin narrows them with its fieldsets)
+
+    def clean_external_id(self) -> str:
+        validate_segment(self.cleaned_data["external_id"])
+        return self.cleaned_data["external_id"]
+
+
 @admin.register(TaskPool)
 class TaskPoolAdmin(admin.ModelAdmin):
+    form = TaskPoolForm
     list_display = [
         "name",
         "task_count",
@@ -90,6 +115,7 @@ class DifficultyBucketFilter(admin.SimpleListFilter):
 
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
+    form = TaskForm
     list_display = [
         "external_id", "pool", "env_kind", "source", "enabled", "supported_flag", "difficulty", "importance",
         "success_rate", "attempts", "short_instruction",

@@ -19,8 +19,10 @@ from rest_framework.views import APIView
 from webapp.accounts.permissions import IsAdmin
 from webapp.store.api.serializers import TaskSerializer
 from webapp.store.importers import FORMATS, SourceFile, TaskImportError, task_import_run
-from webapp.store.importers.types import max_upload_bytes
+from webapp.store.importers.sources import is_archive
+from webapp.store.importers.types import max_file_bytes, max_upload_bytes
 from webapp.store.models import Task
+from webapp.store.names import validate_segment
 
 
 def _too_large(size: int) -> Response:
@@ -46,7 +48,11 @@ class TaskImportView(APIView):
     parser_classes = [MultiPartParser, FormParser]
 
     class InputSerializer(serializers.Serializer):
-        pool = serializers.CharField(max_length=200, help_text="Name of the task pool to import into.")
+        pool = serializers.CharField(
+            max_length=200,
+            validators=[validate_segment],
+            help_text="Name of the task pool to import into (one path segment: no '/', '..', control characters).",
+        )
         create_pool = serializers.BooleanField(
             default=False, help_text="Create the pool if it does not exist."
         )
@@ -83,7 +89,10 @@ class TaskImportView(APIView):
         description="Import tasks (admins only). Nothing is written unless every task in the upload is valid.",
     )
     def post(self, request: Request) -> Response:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            declared = 0
         if declared > max_upload_bytes():
             return _too_large(declared)
         serializer = self.InputSerializer(data=request.data)
@@ -94,6 +103,13 @@ class TaskImportView(APIView):
             upload = data["file"]
             if upload.size > max_upload_bytes():
                 return _too_large(upload.size)
+            if not is_archive(upload.name) and upload.size > max_file_bytes():
+                return Response(
+                    {
+                        "detail": f"file is {upload.size} bytes; the per-file limit is {max_file_bytes()} bytes."
+                    },
+                    status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+                )
             uploads.append(SourceFile(upload.name, upload.read()))
         miniwob = None
         if data.get("miniwob", "").strip():

@@ -22,8 +22,10 @@ from webapp.store.importers.types import (
     SourceFile,
     TaskImportError,
     TaskRecord,
+    max_file_bytes,
 )
 from webapp.store.models import Task, TaskPool
+from webapp.store.names import segment_problem
 from webapp.store.services import task_difficulty_score
 
 Parser = Callable[[SourceFile], tuple[list[TaskRecord], list[ImportIssue]]]
@@ -107,6 +109,14 @@ def records_collect(
             got, problems = read_archive(upload.name, upload.data, wanted)
             files += got
             issues += problems
+        elif len(upload.data) > max_file_bytes():
+            issues.append(
+                ImportIssue(
+                    upload.name,
+                    "",
+                    f"file is {len(upload.data)} bytes; the limit is {max_file_bytes()} bytes",
+                )
+            )
         else:
             files.append(upload)
     records, problems = _parse(files, fmt)
@@ -115,6 +125,12 @@ def records_collect(
         wob_records, problems = miniwob_records(miniwob)
         records += wob_records
         issues += problems
+    for record in records:
+        problem = segment_problem(record.external_id)
+        if problem:
+            issues.append(
+                ImportIssue(record.origin, "external_id", f"task id {record.external_id!r} {problem}")
+            )
     issues += _duplicates(records)
     if not records and not issues:
         issues.append(
@@ -131,6 +147,9 @@ def _pool_for_import(pool_name: str, create_pool: bool) -> tuple[TaskPool, bool]
     name = pool_name.strip()
     if not name or len(name) > 200:
         raise TaskImportError([ImportIssue("pool", "name", "must be 1–200 characters")])
+    problem = segment_problem(name)
+    if problem:
+        raise TaskImportError([ImportIssue("pool", "name", f"pool name {name!r} {problem}")])
     if create_pool:
         return TaskPool.objects.get_or_create(name=name)
     pool = TaskPool.objects.filter(name=name).first()
