@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from webapp.settings.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
@@ -25,8 +26,10 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "rest_framework",
     "rest_framework.authtoken",
+    "axes",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and ReDoc assets served by us (no CDN)
     "channels",
     "webapp",
     "webapp.accounts",
@@ -43,10 +46,12 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "webapp.api_input.NulQueryMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a lockout into webapp.accounts.lockout's 429
 ]
 
 ROOT_URLCONF = "webapp.urls"
@@ -97,6 +102,24 @@ CACHES = {
     },
 }
 
+AUTHENTICATION_BACKENDS = [
+    "webapp.accounts.backends.AxesBackend",  # login rate limit: both /login/ and /api/auth/token/
+    "django.contrib.auth.backends.ModelBackend",
+]
+# django-axes: AXES_FAILURE_LIMIT failed sign-ins for one username from one address lock that pair
+# for AXES_COOLOFF_MINUTES (429 with a message); a successful sign-in resets the count.
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("AXES_COOLOFF_MINUTES", 15.0))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "webapp.accounts.lockout.lockout_response"
+AXES_HTTP_RESPONSE_CODE = 429
+# The client address is REMOTE_ADDR only (a client-sent X-Forwarded-For is never trusted here); behind
+# nginx, uvicorn --proxy-headers sets it from the header nginx overwrites (docker-compose.yml).
+AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
+# API tokens (`POST /api/auth/token/`) expire this long after they were issued.
+API_TOKEN_TTL_S = env_int("API_TOKEN_TTL_S", 7 * 24 * 3600, minimum=60)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -115,6 +138,10 @@ STATICFILES_DIRS = [d for d in [BASE_DIR / "frontend" / "dist"] if d.exists()]
 
 MEDIA_URL = env_str("MEDIA_URL", "/media/")
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
+# Media is served only after a permission check (webapp/store/media.py). Empty: Django sends the
+# bytes (`make up`); set (e.g. /internal-media/) when nginx serves MEDIA_ROOT at that `internal`
+# location: the view then answers with X-Accel-Redirect (docker-compose.yml, docs/deploy.md).
+MEDIA_ACCEL_REDIRECT_PREFIX = env_str("MEDIA_ACCEL_REDIRECT_PREFIX", "")
 
 # Media storage: local filesystem by default, any S3-compatible store when FLYWHEEL_S3_BUCKET is set.
 _S3_BUCKET = env_str("FLYWHEEL_S3_BUCKET", "")
@@ -143,12 +170,19 @@ STORAGES = {
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "webapp.accounts.tokens.ExpiringTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    # NUL characters refused with a 400 in every body (webapp/api_input.py).
+    "DEFAULT_PARSER_CLASSES": [
+        "webapp.api_input.NulSafeJSONParser",
+        "webapp.api_input.NulSafeFormParser",
+        "webapp.api_input.NulSafeMultiPartParser",
+    ],
+    "EXCEPTION_HANDLER": "webapp.api_input.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # `?format=` selects an export format (jsonl, sharegpt, ...), not a DRF renderer.
     "URL_FORMAT_OVERRIDE": None,
@@ -159,6 +193,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Tasks, trajectories, annotation, RL runs and export for GUI agents.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
