@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 FRONTEND := frontend
 
-.PHONY: up down restart setup build test test-python test-frontend test-slow test-e2e smoke lint format \
+.PHONY: up down restart setup build test test-python test-frontend test-slow test-schemathesis test-e2e smoke lint format \
         migrations-check bench logs
 
 up:            ## install what is missing, migrate, load demo data, start everything, print URL + logins
@@ -28,8 +28,11 @@ test-python:   ## pytest on real PostgreSQL, Redis, Chromium, Xvfb, Whisper, tor
 test-frontend: ## eslint, tsc --noEmit, vitest
 	@if [[ -f $(FRONTEND)/package.json ]]; then cd $(FRONTEND) && npm run --silent lint && npm run --silent typecheck && npm run --silent test; fi
 
-test-slow:     ## long suites: 100k-case fuzzing, training runs
+test-slow:     ## long suites: 100k-case fuzzing, schemathesis over the API (0 5xx), training runs
 	@scripts/test.sh -m slow
+
+test-schemathesis: ## only the API fuzzing of `make test-slow` (SCHEMATHESIS_MAX_EXAMPLES per operation)
+	@scripts/test.sh -m slow tests/security/test_schemathesis.py
 
 smoke:         ## `make up` in isolation: login page + authenticated API call, then `make down`
 	@scripts/test.sh -m smoke
