@@ -99,6 +99,17 @@ def test_media_follows_who_may_see_the_object(api, media) -> None:
                 assert b"".join(response.streaming_content)  # the bytes themselves
 
 
+def test_a_screenshot_reused_by_a_fix_branch_follows_the_branch(api, users, media) -> None:
+    """A fix branch copies the steps before the changed one with the original's stored screenshots:
+    whoever sees the branch sees them, and still nobody else."""
+    reviewer, annotator = api("reviewer"), api("annotator")
+    assert _get(reviewer, media["other"]).status_code == 403
+    branch = TrajectoryFactory(source="annotation", annotator=users["annotator2"], review_state="pending")
+    services.step_append(trajectory=branch, screenshot_name=media["other"], fields={"thought": "copied"})
+    assert _get(reviewer, media["other"]).status_code == 200
+    assert _get(annotator, media["other"]).status_code == 403
+
+
 def test_export_archive_of_another_researcher_is_refused(make_user, media) -> None:
     from webapp.accounts.roles import Role
 

@@ -6,6 +6,7 @@ Every media file's path names what it belongs to, and that object's visibility d
 |---|---|---|
 | `screenshots/t<id>/…` | trajectory `id` | whoever sees the trajectory (`trajectories_visible_to`) |
 | `annotation/s<id>/…`, `thinkaloud/s<id>/…` | annotation session `id` | its annotator, and whoever sees its trajectory |
+| a screenshot a step of another trajectory reuses (fix branches) | that trajectory too | whoever sees it |
 | `exports/…` | the export job whose archive it is | the job's owner (and admins, like the download endpoint) |
 | `checkpoints/…` | a policy checkpoint | researchers and admins |
 
@@ -29,6 +30,7 @@ from django.core.files.storage import default_storage
 from django.http import FileResponse, HttpResponse, HttpResponseRedirect
 
 from webapp.accounts.roles import Role, user_roles
+from webapp.store.models import Step
 from webapp.store.selectors import export_jobs_visible_to, trajectories_visible_to
 
 _OWNED = re.compile(r"^(?P<kind>screenshots/t|annotation/s|thinkaloud/s)(?P<id>\d{1,18})/[^/]+$")
@@ -62,7 +64,15 @@ def media_readable_by(user: Any, name: str) -> bool:
     if roles & {Role.RESEARCHER, Role.ADMIN}:
         return True
     visible = trajectories_visible_to(user)
-    if match["kind"] == "screenshots/t":
+    if _owner_readable(user, visible, match["kind"], owner_id):
+        return True
+    # A step may reuse another trajectory's stored screenshot (a fix branch copies the steps before
+    # the changed one): whoever sees a trajectory whose step shows the file may read it.
+    return Step.objects.filter(trajectory_id__in=visible.values("pk"), screenshot=name).exists()
+
+
+def _owner_readable(user: Any, visible: Any, kind: str, owner_id: int) -> bool:
+    if kind == "screenshots/t":
         return visible.filter(pk=owner_id).exists()
     from annotation.models import AnnotationSession  # the annotation app builds on the store
 
