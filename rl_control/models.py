@@ -255,6 +255,12 @@ class EngineState(models.Model):
     counters = models.JSONField(default=dict, blank=True)
     chunk = models.PositiveIntegerField(default=0, help_text="Trainer chunk currently allowed to run.")
     trainer_heartbeat = models.DateTimeField(null=True, blank=True)
+    servers = models.JSONField(
+        default=list, blank=True, help_text="The run's own policy servers: [{url, host, pid, started}]."
+    )
+    serve_secret = models.CharField(
+        max_length=64, blank=True, help_text="Weights secret of the run's own policy servers."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -4,6 +4,7 @@ A run config is a JSON object with these sections; every section is a dataclass 
 help per field (the launch form renders it, see `presets.field_help`):
 
     env       EnvSettings        environment kind, parallel environments, screenshots in context
+    serving   ServingSettings    the run's own policy servers, or external endpoints (vLLM)
     budget    BudgetSettings     when the run finishes on its own: updates, episodes, minutes
     alerts    AlertSettings      thresholds of the run alerts (SPEC §9)
     ppo|grpo  PPOConfig / GRPOConfig (workers.rl.config) — only the section of the run's algorithm
@@ -157,8 +158,36 @@ class JudgeSettings(_Config):
         return e
 
 
+@dataclass
+class ServingSettings(_Config):
+    """Where the run's policy is served (rl_control.engine.serving)."""
+
+    # Empty: the engine starts the run's own embedded policy servers; else the run samples from these
+    # OpenAI-compatible servers (vLLM …), which must accept the install's POLICY_WEIGHTS_SECRET.
+    endpoints: str = ""  # external policy server URLs (…/v1, comma-separated); empty = its own servers
+    servers: int = 1  # embedded policy servers the run starts for itself (rollout slots share them)
+
+    def urls(self) -> list[str]:
+        return [u.strip() for u in self.endpoints.replace("\n", ",").split(",") if u.strip()]
+
+    def _value_errors(self) -> dict[str, str]:
+        e: dict[str, str] = {}
+        if len(self.endpoints) > 4000:
+            e["endpoints"] = "too long"
+        elif bad := [
+            u
+            for u in self.urls()
+            if not u.startswith(("http://", "https://")) or any(c.isspace() or ord(c) < 32 for c in u)
+        ]:
+            e["endpoints"] = f"not an http(s) URL: {bad[0][:200]!r}"
+        if not 1 <= self.servers <= 16:
+            e["servers"] = "must be in [1, 16]"
+        return e
+
+
 SECTIONS: dict[str, type[_Config]] = {
     "env": EnvSettings,
+    "serving": ServingSettings,
     "budget": BudgetSettings,
     "alerts": AlertSettings,
     "ppo": PPOConfig,

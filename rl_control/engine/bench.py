@@ -229,7 +229,7 @@ def drive_rollout(quick: bool) -> dict[str, Any]:
     if ROLLOUT_MAX_THOUGHT is not None:
         config.max_thought = ROLLOUT_MAX_THOUGHT
     checkpoint = _start_checkpoint(workdir, new_model(config, seed=0))
-    stack.start(Path(checkpoint.path))
+    stack.start()
     load_before = os.getloadavg()[0]
     try:
         with override_settings(**stack.settings_overrides()):

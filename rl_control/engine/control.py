@@ -52,7 +52,10 @@ def engine_start(*, run: Run) -> int:
 
 def engine_watch_run(*, run: Run) -> bool:
     """Watchdog for a running run: restart a trainer chunk that stopped beating, supervise slots."""
+    from rl_control.engine.serving import lifeline_renew
+
     state = engine_state(run)
+    lifeline_renew(run.pk)  # keeps the run's policy servers up while its trainer waits in the queue
     restarted = False
     stale = timezone.now() - timedelta(seconds=max(60.0, 4 * settings.RL_SLOT_TIMEOUT_S))
     if state.trainer_heartbeat is None or state.trainer_heartbeat < stale:

@@ -24,10 +24,9 @@ def key(run_id: int, *parts: object) -> str:
 
 
 def version_of(run_id: int, model_version: str) -> int | None:
-    """The integer policy version behind a server's `model_version` ("7" as the trainer's
-    checkpoints name themselves, or "run<id>-v7"); None when it names no version of this run."""
-    if model_version.isdigit():
-        return int(model_version)
+    """The integer policy version behind a server's `model_version`, which a run's own servers
+    report as "run<id>-v7" (rl_control.engine.serving); None when it names no version of this run
+    (bare digits could be any run's)."""
     prefix = f"run{run_id}-v"
     if model_version.startswith(prefix) and model_version[len(prefix) :].isdigit():
         return int(model_version[len(prefix) :])

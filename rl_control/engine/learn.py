@@ -232,14 +232,13 @@ def rl_phase(
     from rl_control.engine.stack import LocalStack
     from rl_control.models import EngineState, Run, RunMetric
     from webapp.fleet import services as fleet
-    from webapp.store.checkpoints import checkpoint_dir
     from webapp.store.models import Checkpoint
 
     db = settings.DATABASES["default"]
     url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT']}/{db['NAME']}"
     stack = LocalStack(workdir, url, settings_module="webapp.settings.dev", envs=envs, slot_timeout_s=120.0,
                        updates_per_chunk=20)  # fmt: skip
-    stack.start(checkpoint_dir(checkpoint))
+    stack.start()
     try:
         with override_settings(**stack.settings_overrides()):
             fleet.registry.cache_clear()

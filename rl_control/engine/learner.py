@@ -1,8 +1,9 @@
 """The trainer side of the engine: one Celery task per chunk of updates, on the `train` queue.
 
 A chunk (settings.RL_UPDATES_PER_CHUNK updates) loads the trainer from the run's newest save
-(`EngineState.trainer_dir`, else the start checkpoint), pushes those weights to the policy servers
-(so the servers always serve the committed version, also after a crash), then loops:
+(`EngineState.trainer_dir`, else the start checkpoint), starts the run's own policy servers with
+those weights if they are not up (rl_control.engine.serving) or pushes the weights to them (so the
+servers always serve the committed version, also after a crash), then loops:
 
   1. heartbeat + fence: `EngineState.chunk` must still be this chunk (a resume or the watchdog
      starts a new chunk number; an older chunk that wakes up stops);
@@ -48,12 +49,11 @@ from rl_control.engine.data import (
     sync_batch_groups,
 )
 from rl_control.engine.keys import key, rds
-from rl_control.engine.rollout import server_root
+from rl_control.engine.serving import lifeline_set, serving_ensure, serving_push
 from rl_control.models import EngineState, RolloutGroup, RolloutGroupState, Run, RunMode, RunStatus
 from webapp.store.checkpoints import checkpoint_register
 from webapp.store.models import Checkpoint, Step, Trajectory, TrajectoryStatus
 from workers.policy.embedded.grammar import Grammar, GrammarError
-from workers.policy.openai_client import OpenAIClient
 from workers.rl.config import RLConfig
 from workers.rl.curator import GroupCurator, RolloutOutcome
 from workers.rl.samples import TrajectorySample, step_sample_from
@@ -61,6 +61,7 @@ from workers.rl.trainer import EMA_DIR, PolicyTrainer
 
 log = logging.getLogger(__name__)
 WAIT_S = 1.0
+SERVING_CHECK_S = 10.0
 
 # Read and reset the run's accounting hash in one step.
 _TAKE = """
@@ -75,18 +76,6 @@ class Superseded(RuntimeError):
 
 
 # ------------------------------------------------------------------------------------ the chunk
-
-
-def _push_weights(path: Path) -> float:
-    """Load `path` on every policy server, one after the other (seed 002 §3.5); seconds taken."""
-    started = time.perf_counter()
-    for url in settings.RL_POLICY_URLS:
-        client = OpenAIClient(server_root(url))
-        try:
-            client.load_weights(str(path))
-        finally:
-            client.close()
-    return time.perf_counter() - started
 
 
 def _beat(state: EngineState, chunk: int) -> None:
@@ -127,13 +116,15 @@ def _load_trainer(run: Run, state: EngineState) -> PolicyTrainer:
 
 def _chunk(run: Run, state: EngineState, chunk: int) -> str:
     _beat(state, chunk)
-    if not settings.RL_POLICY_URLS:
-        raise RuntimeError(
-            "no policy server for RL: start one (python -m workers.policy.server) and list it in RL_POLICY_URLS"
-        )
     trainer = _load_trainer(run, state)
     serving = Path(state.trainer_dir) if state.trainer_dir else start_dir(run)
-    sync_s = _push_weights(serving)
+    # The run's own servers: started with these weights if they are not up (pause, a new machine),
+    # else given them again (a trainer that crashed after pushing an update it never committed).
+    t0 = time.perf_counter()
+    fresh = serving_ensure(run, state, serving, state.version)
+    serving_push(run, state, serving, state.version, skip=fresh)
+    sync_s = time.perf_counter() - t0
+    checked = time.monotonic()
     curator = curator_of(run, state)
     n_slots = int(run.config["env"]["parallel_envs"])
     last_id = "0-0"
@@ -145,6 +136,14 @@ def _chunk(run: Run, state: EngineState, chunk: int) -> str:
         run.refresh_from_db()
         if run.status != RunStatus.RUNNING:
             return "paused" if run.status == RunStatus.PAUSED else "ended"
+        lifeline_set(run.pk)
+        if (
+            time.monotonic() - checked > SERVING_CHECK_S
+        ):  # a server that died comes back with the committed weights
+            serving_ensure(
+                run, state, Path(state.trainer_dir) if state.trainer_dir else serving, state.version
+            )
+            checked = time.monotonic()
         slots.slots_supervise(run.pk, n_slots)
         groups = _collect(run, state)
         if groups is None:
@@ -321,7 +320,7 @@ def _update(
     out_dir = Path(settings.RL_CHECKPOINT_ROOT) / f"run{run.pk}" / f"u{state.updates + 1:06d}-v{version}"
     trainer.save(out_dir, version, curation_state=curator.to_dict())
     new_policy = version != before
-    sync = (_push_weights(out_dir) if new_policy else 0.0) + (sync_s or 0.0)
+    sync = (serving_push(run, state, out_dir, version) if new_policy else 0.0) + (sync_s or 0.0)
     parent = Checkpoint.objects.filter(run=run).order_by("-created_at", "-id").first() or run.start_checkpoint
     with transaction.atomic():
         locked = EngineState.objects.select_for_update().get(pk=state.pk)

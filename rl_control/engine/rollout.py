@@ -25,6 +25,7 @@ from django.db import transaction
 from rl_control.engine import judging
 from rl_control.engine.data import Claim, pool_push
 from rl_control.engine.keys import key, rds, version_of
+from rl_control.engine.serving import external_urls, root_of
 from rl_control.models import Run
 from webapp.fleet import services as fleet
 from webapp.store import services as store
@@ -52,13 +53,8 @@ class EpisodeResult:
     busy_s: float
 
 
-def server_root(base_url: str) -> str:
-    root = base_url.rstrip("/")
-    return root[: -len("/v1")] if root.endswith("/v1") else root
-
-
 def policy_for(base_url: str, run_id: int) -> OpenAIPolicy:
-    return OpenAIPolicy(base_url=server_root(base_url), model=f"run{run_id}", profile=EMBEDDED)
+    return OpenAIPolicy(base_url=root_of(base_url), model=f"run{run_id}", profile=EMBEDDED)
 
 
 def episode_seed(config: dict[str, Any], group_id: int, trajectory_id: int) -> int:
@@ -106,7 +102,13 @@ def run_episode(
                 obs, history, None, n=1, temperature=temperature, thought_temperature=thought_temperature
             )[0]
             version = version_of(run.pk, candidate.model_version)
-            version = current_version if version is None else version
+            if version is None:
+                if not external_urls(run):  # the run's own server must name this run's version
+                    raise PolicyError(
+                        f"the policy server answered as {candidate.model_version[:100]!r}, not a version "
+                        f"of run {run.pk}: refusing a sample another run's weights made"
+                    )
+                version = current_version  # an external server (vLLM) names no run version
             executed: list[dict[str, Any]] = []
             env_error = ""
             terminal = False

@@ -1,8 +1,8 @@
 """A local engine stack of real processes, for the engine tests and benchmarks.
 
-One policy server (workers.policy.server, its own process), one env host (Celery worker on
-`env.<name>` with a browser warm pool), rollout workers (Celery, prefork, on a queue of their own)
-and one trainer worker (Celery, solo = concurrency 1). Every name (queues, Redis prefixes) carries
+One env host (Celery worker on `env.<name>` with a browser warm pool), rollout workers (Celery,
+prefork, on a queue of their own) and one trainer worker (Celery, solo = concurrency 1), which starts
+each run's own policy servers as `make up` does (rl_control.engine.serving: one implementation). Every name (queues, Redis prefixes) carries
 a random suffix so several stacks share PostgreSQL and Redis without seeing each other's work.
 `settings_overrides()` is what the calling process needs to talk to the same stack.
 """
@@ -19,8 +19,6 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 CELERY = [sys.executable, "-m", "celery", "-A", "webapp", "worker", "--without-gossip", "--without-mingle",
           "--without-heartbeat", "-l", "warning"]  # fmt: skip
@@ -71,14 +69,12 @@ class LocalStack:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.envs = envs
         self.procs: list[subprocess.Popen] = []
-        self.port = free_port()
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": settings_module,
             "DATABASE_URL": database_url,
             "FLEET_REDIS_PREFIX": f"test:fleet:{self.name}",
             "RL_REDIS_PREFIX": f"test:rl:{self.name}",
-            "RL_POLICY_URLS": f"http://127.0.0.1:{self.port}/v1",
             "RL_ROLLOUT_QUEUE": f"rollout.{self.name}",
             "RL_TRAIN_QUEUE": f"train.{self.name}",
             "RL_CHECKPOINT_ROOT": str(workdir / "rl"),
@@ -94,7 +90,7 @@ class LocalStack:
         e = self.env
         return {
             "FLEET_REDIS_PREFIX": e["FLEET_REDIS_PREFIX"], "RL_REDIS_PREFIX": e["RL_REDIS_PREFIX"],
-            "RL_POLICY_URLS": [e["RL_POLICY_URLS"]], "RL_ROLLOUT_QUEUE": e["RL_ROLLOUT_QUEUE"],
+            "RL_ROLLOUT_QUEUE": e["RL_ROLLOUT_QUEUE"],
             "RL_TRAIN_QUEUE": e["RL_TRAIN_QUEUE"], "RL_CHECKPOINT_ROOT": e["RL_CHECKPOINT_ROOT"],
             "RL_SLOT_TIMEOUT_S": float(e["RL_SLOT_TIMEOUT_S"]),
         }  # fmt: skip
@@ -112,25 +108,25 @@ class LocalStack:
                                    self.env["RL_ROLLOUT_QUEUE"], "-P", "prefork", "-c", str(self.envs)])  # fmt: skip
         return self.rollout
 
-    def start(self, start_checkpoint: Path) -> None:
-        self.spawn([sys.executable, "-m", "workers.policy.server", "--checkpoint", str(start_checkpoint),
-                    "--port", str(self.port), "--threads", "1"])  # fmt: skip
+    def start(self) -> None:
         self.spawn([*CELERY, "-n", f"h{self.name}@%h", "-Q", f"env.{self.name}", "-P", "threads",
                     "-c", str(2 * self.envs)], FLYWHEEL_ENV_HOST=self.name,
                    FLEET_WARM_POOL=f"browser={self.envs}", FLEET_HOST_PERIOD_S="0.5")  # fmt: skip
         self.rollout_worker()
         self.spawn([*CELERY, "-n", f"t{self.name}@%h", "-Q", self.env["RL_TRAIN_QUEUE"], "-P", "solo"])
-        wait_for("the policy server", self._server_up, 180)
-
-    def _server_up(self) -> bool:
-        try:
-            return httpx.get(f"http://127.0.0.1:{self.port}/v1/models", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
             stop_process(proc)
+        # The runs' own policy servers (started by the trainer worker, each in its own session) exit
+        # within seconds once their lifelines are gone.
+        from django.conf import settings
+
+        from workers.envs.leases import redis_client
+
+        r = redis_client(settings.REDIS_URL)
+        for name in r.scan_iter(match=f"{self.env['RL_REDIS_PREFIX']}:run:*:serve:lifeline", count=500):
+            r.delete(name)
 
     def logs(self, tail: int = 3000) -> str:
         return "\n".join(

@@ -22,6 +22,7 @@ from rl_control.engine import slots
 from rl_control.engine.data import rollout_claim
 from rl_control.engine.keys import key, rds
 from rl_control.engine.rollout import Fenced, policy_for, run_episode
+from rl_control.engine.serving import lifeline_renew, serving_urls
 from rl_control.models import EngineState, Run, RunStatus
 from webapp.fleet import services as fleet
 from workers.envs.leases import Lease
@@ -44,10 +45,7 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
     """
     deadline = time.monotonic() + settings.RL_ROLLOUT_CHUNK_S
     run = Run.objects.get(pk=run_id)
-    urls = settings.RL_POLICY_URLS
-    if not urls:
-        raise RuntimeError("settings.RL_POLICY_URLS is empty: no policy server to roll out with")
-    policy = policy_for(urls[slot % len(urls)], run_id)
+    policy, policy_url = None, ""
     info = slots.slot_read(run_id, slot)
     lease = None
     if info.get("lease") and info.get("env"):  # the previous chunk of this generation kept its environment
@@ -67,6 +65,19 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
                 outcome = "continue"
                 return outcome
             waited = time.perf_counter()
+            # The run's own servers (rl_control.engine.serving): none while the trainer starts them;
+            # another URL after they were started again.
+            urls = serving_urls(run)
+            if not urls:
+                time.sleep(0.5)
+                _book(run_id, idle_s=time.perf_counter() - waited)
+                continue
+            if urls[slot % len(urls)] != policy_url:
+                if policy is not None:
+                    policy.client.close()
+                policy_url = urls[slot % len(urls)]
+                policy = policy_for(policy_url, run_id)
+            lifeline_renew(run_id)
             if lease is None:
                 try:
                     lease = fleet.lease_acquire(

@@ -9,8 +9,9 @@ State machine (every change is one conditional UPDATE; an illegal one raises `Ru
 
 The engine (rl_control.engine) executes running runs: `run_launch` and `run_resume` start a trainer
 chunk once the transition commits (the trainer starts the rollout slots); pause, stop, finish and
-fail need nothing more: every rollout task and the trainer look at the run's status at each
-episode / loop and stop by themselves (an episode in flight at a pause is finished and kept).
+fail stop the run's own policy servers (rl_control.engine.serving); every rollout task and the
+trainer look at the run's status at each episode / loop and stop by themselves (an episode in
+flight at a pause is finished and kept).
 The trainer reports through `run_progress` and `metrics_record`.
 """
 
@@ -210,7 +211,16 @@ def _transition(run: Run, action: str, **fields: Any) -> Run:
             f"cannot {action} run {run.pk}: it is {run.status}; {action} is allowed from {', '.join(allowed)}"
         )
     _publish_status(run)
+    if target != RunStatus.RUNNING:
+        transaction.on_commit(partial(_serving_stop, run.pk))
     return run
+
+
+def _serving_stop(run_id: int) -> None:
+    """Paused or ended: the run's own policy servers exit (started again on resume)."""
+    from rl_control.engine.serving import serving_stop
+
+    serving_stop(run_id)
 
 
 def _end_spell() -> dict[str, Any]:

@@ -27,6 +27,8 @@ from workers.policy.openai_client import (
 )
 from workers.policy.server import PolicyHTTPServer, start_server
 
+SECRET = "s3cret-weights"
+
 
 def _task(name: str) -> TaskSpec:
     return TaskSpec(task_id=name, instruction="", kind="browser", source="miniwob")
@@ -35,7 +37,7 @@ def _task(name: str) -> TaskSpec:
 @pytest.fixture(scope="module")
 def server(checkpoints: dict[str, Path]) -> Iterator[PolicyHTTPServer]:
     policy = EmbeddedPolicy.from_pretrained(checkpoints["v-a"], seed=0)
-    srv, _ = start_server(policy, checkpoint=str(checkpoints["v-a"]))
+    srv, _ = start_server(policy, checkpoint=str(checkpoints["v-a"]), weights_secret=SECRET)
     yield srv
     srv.shutdown()
     srv.server_close()
@@ -87,7 +89,7 @@ def test_http_and_in_process_agree_at_temperature_zero(
 def test_load_weights_changes_the_reported_version(
     server: PolicyHTTPServer, client_policy: OpenAIPolicy, miniwob: MiniWoBEnv, checkpoints: dict[str, Path]
 ) -> None:
-    client = client_policy.client
+    client = OpenAIClient(server.url, api_key=SECRET)
     client.load_weights(str(checkpoints["v-a"]))
     obs = miniwob.reset(_task("click-test"), seed=2)
     assert {c.model_version for c in client_policy.propose(obs, [], n=4)} == {"v-a"}
@@ -101,6 +103,31 @@ def test_load_weights_changes_the_reported_version(
         client.load_weights(str(checkpoints["v-b"] / "missing"))
     assert err.value.status == 400 and "config.json missing" in err.value.message
     assert client.models()[0]["model_version"] == "v-b"
+    # a label names what is served (an RL run's "run<id>-v<n>"), swapped together with the weights
+    assert client.load_weights(str(checkpoints["v-a"]), version="run3-v7")["model_version"] == "run3-v7"
+    assert {c.model_version for c in client_policy.propose(obs, [], n=2)} == {"run3-v7"}
+    client.close()
+
+
+def test_load_weights_needs_the_servers_secret(
+    server: PolicyHTTPServer, checkpoints: dict[str, Path]
+) -> None:
+    before = OpenAIClient(server.url).models()[0]["model_version"]
+    for key in (None, "wrong", SECRET + "x"):
+        with pytest.raises(OpenAIHTTPError) as err:
+            OpenAIClient(server.url, api_key=key, max_retries=0).load_weights(str(checkpoints["v-b"]), "evil")
+        assert err.value.status == 403 and "secret" in err.value.message
+    assert OpenAIClient(server.url).models()[0]["model_version"] == before  # nothing was swapped
+    # a server started without a secret takes no weights at all
+    policy = EmbeddedPolicy.from_pretrained(checkpoints["v-a"], seed=0)
+    bare, _ = start_server(policy, checkpoint=str(checkpoints["v-a"]))
+    try:
+        with pytest.raises(OpenAIHTTPError) as err:
+            OpenAIClient(bare.url, api_key="", max_retries=0).load_weights(str(checkpoints["v-b"]))
+        assert err.value.status == 403
+    finally:
+        bare.shutdown()
+        bare.server_close()
 
 
 def test_checkpoints_load_back_with_transformers(checkpoints: dict[str, Path]) -> None:

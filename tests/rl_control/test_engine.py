@@ -149,7 +149,7 @@ def _check_record(run: Run) -> None:
 
 def test_engine_trains_pauses_resumes_and_finishes(users, stack_factory, start_checkpoint) -> None:
     stack = stack_factory(60.0)
-    stack.start(Path(start_checkpoint.path))
+    stack.start()
     run = _run(users, start_checkpoint, max_updates=3)
     services.run_launch(run=run)
     try:
@@ -192,7 +192,7 @@ def test_engine_trains_pauses_resumes_and_finishes(users, stack_factory, start_c
 
 def test_engine_survives_a_killed_rollout_worker(users, stack_factory, start_checkpoint) -> None:
     stack = stack_factory(10.0)
-    stack.start(Path(start_checkpoint.path))
+    stack.start()
     run = _run(users, start_checkpoint, max_updates=2, name="kill")
     services.run_launch(run=run)
     try:
@@ -241,7 +241,7 @@ def test_engine_loses_no_completed_trajectory_when_redis_restarts(
     users, stack_factory, start_checkpoint
 ) -> None:
     stack = stack_factory(10.0)
-    stack.start(Path(start_checkpoint.path))
+    stack.start()
     run = _run(users, start_checkpoint, max_updates=4, name="redis")
     services.run_launch(run=run)
     try:

@@ -157,8 +157,14 @@ def test_slots_lost_with_redis_restart_fresh_generations_and_orphans_close_once(
 
 
 def test_version_names() -> None:
-    assert version_of(7, "run7-v12") == 12 and version_of(7, "12") == 12
-    assert version_of(7, "run8-v12") is None and version_of(7, "init") is None
+    assert version_of(7, "run7-v12") == 12
+    # bare digits could be any run's version; another run's label is not this run's
+    assert version_of(7, "12") is None and version_of(7, "run8-v12") is None
+    assert (
+        version_of(7, "run7-v") is None
+        and version_of(7, "run77-v1") is None
+        and version_of(7, "init") is None
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -172,20 +178,6 @@ def test_launch_and_resume_start_a_fenced_trainer_chunk(make_run, engine_names) 
     state.refresh_from_db()
     assert state.chunk == 2  # any chunk still running from before the pause stops at its next beat
     assert rds().llen(engine_names["RL_TRAIN_QUEUE"]) == 2
-
-
-@pytest.mark.slow  # imports torch and the trainer: ~25 s on a loaded 2-core machine
-@pytest.mark.django_db
-def test_trainer_without_a_policy_server_fails_the_run_readably(make_run, engine_names) -> None:
-    from rl_control.engine.learner import learner_chunk
-
-    run = _running(make_run)
-    EngineState.objects.filter(run=run).update(chunk=1)
-    with override_settings(RL_POLICY_URLS=[]):
-        assert learner_chunk(run_id=run.pk, chunk=1) == "ended"
-    run.refresh_from_db()
-    assert run.status == "failed" and "RL_POLICY_URLS" in run.error
-    assert learner_chunk(run_id=run.pk, chunk=0) == "superseded"
 
 
 def _stored(

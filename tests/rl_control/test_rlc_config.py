@@ -14,6 +14,7 @@ def test_defaults_fill_every_section_of_the_algorithm() -> None:
     config = run_config_build(algorithm="ppo", config={})
     assert set(config) == {
         "env",
+        "serving",
         "budget",
         "alerts",
         "ppo",
@@ -126,3 +127,17 @@ def test_fixed_set_fields_list_their_choices_and_each_choice_validates() -> None
         for value in values:
             config = run_config_build(algorithm="grpo", config={section: {name: value}})
             assert config[section][name] == value
+
+
+def test_serving_endpoints_are_http_urls() -> None:
+    config = run_config_build(
+        algorithm="grpo", config={"serving": {"endpoints": " http://gpu1:8000/v1 ,https://x/v1"}}
+    )
+    assert config["serving"] == {"endpoints": " http://gpu1:8000/v1 ,https://x/v1", "servers": 1}
+    for bad in ("file:///etc/passwd", "gpu1:8000", "http://a/v1,javascript:alert(1)"):
+        with pytest.raises(RunConfigError) as err:
+            run_config_build(algorithm="grpo", config={"serving": {"endpoints": bad}})
+        assert "serving.endpoints" in err.value.errors
+    with pytest.raises(RunConfigError) as err:
+        run_config_build(algorithm="grpo", config={"serving": {"servers": 0}})
+    assert "serving.servers" in err.value.errors

@@ -269,6 +269,8 @@ POLICY_TIMEOUT_S = env_float("POLICY_TIMEOUT_S", 30.0)
 # "ui-tars-1.0" (relative 0..1000).
 POLICY_MODEL = env_str("POLICY_MODEL", "embedded")
 POLICY_PROFILE = env_str("POLICY_PROFILE", "embedded")
+# The secret the annotation model's server asks of a weight hot-swap (empty: derived from SECRET_KEY).
+POLICY_WEIGHTS_SECRET = env_str("POLICY_WEIGHTS_SECRET", "")
 
 # Public base URL used when exports reference media by URL.
 PUBLIC_BASE_URL = env_str("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
@@ -296,10 +298,16 @@ THINKALOUD_REFINE_BASE_URL = env_str("THINKALOUD_REFINE_BASE_URL", "")  # empty:
 THINKALOUD_REFINE_MODEL = env_str("THINKALOUD_REFINE_MODEL", "")
 THINKALOUD_REFINE_API_KEY = env_str("THINKALOUD_REFINE_API_KEY", "")
 
-# RL engine (rl_control.engine): policy servers the rollouts sample from (comma-separated `…/v1`
-# URLs; new weights are pushed to them one at a time), where run checkpoints go, when a rollout
-# slot whose heartbeat stopped is reclaimed, and how many updates one trainer chunk runs.
-RL_POLICY_URLS = env_list("RL_POLICY_URLS", [])
+# RL engine (rl_control.engine): every run serves its own policy (rl_control.engine.serving): the
+# trainer worker starts the run's embedded policy servers on free ports, bound to RL_POLICY_BIND and
+# reached by the rollout workers at RL_POLICY_HOST (compose: the trainer container's name), with
+# RL_POLICY_THREADS torch threads each; or the run names external OpenAI-compatible endpoints (vLLM).
+# Then: where run checkpoints go, when a rollout slot whose heartbeat stopped is reclaimed, and how
+# many updates one trainer chunk runs.
+RL_POLICY_BIND = env_str("RL_POLICY_BIND", "127.0.0.1")
+RL_POLICY_HOST = env_str("RL_POLICY_HOST", "127.0.0.1")
+RL_POLICY_THREADS = env_int("RL_POLICY_THREADS", 1, minimum=1)
+RL_POLICY_START_S = env_float("RL_POLICY_START_S", 120.0)
 RL_CHECKPOINT_ROOT = env_str("RL_CHECKPOINT_ROOT", str(VAR_DIR / "rl"))
 RL_SLOT_TIMEOUT_S = env_float("RL_SLOT_TIMEOUT_S", 60.0)
 RL_UPDATES_PER_CHUNK = env_int("RL_UPDATES_PER_CHUNK", 10, minimum=1)

@@ -3,6 +3,8 @@ MEDIA_ROOT/checkpoints/<version>/ with a `Checkpoint` row (version, parent, run,
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,14 @@ from webapp.store.models import Checkpoint
 
 class CheckpointError(RuntimeError):
     """A checkpoint is missing, broken, or cannot be promoted."""
+
+
+def policy_weights_secret() -> str:
+    """The weights secret of the annotation model's policy server (`serve_policy`): POLICY_WEIGHTS_SECRET,
+    else derived from SECRET_KEY, so every process of one install agrees without another setting."""
+    if settings.POLICY_WEIGHTS_SECRET:
+        return str(settings.POLICY_WEIGHTS_SECRET)
+    return hmac.new(settings.SECRET_KEY.encode(), b"flywheel-policy-weights", hashlib.sha256).hexdigest()
 
 
 def checkpoint_dir(checkpoint: Checkpoint) -> Path:
@@ -78,7 +88,10 @@ def checkpoint_promote_annotation(*, checkpoint: Checkpoint, push_to: str | None
         root = push_to.rstrip("/").removesuffix("/v1")
         try:
             response = httpx.post(
-                f"{root}/v1/load_weights", json={"path": str(checkpoint_dir(checkpoint))}, timeout=120
+                f"{root}/v1/load_weights",
+                json={"path": str(checkpoint_dir(checkpoint))},
+                headers={"Authorization": f"Bearer {policy_weights_secret()}"},
+                timeout=120,
             )
         except httpx.HTTPError as exc:
             raise CheckpointError(f"the policy server at {root} did not answer: {exc}") from exc

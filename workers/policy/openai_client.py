@@ -122,9 +122,13 @@ class OpenAIClient:
         response, _ = self.request("GET", "/v1/models")
         return list(response.json().get("data", []))
 
-    def load_weights(self, path: str) -> dict[str, Any]:
-        """Our server's hot swap (vLLM builds expose other endpoints for this)."""
-        response, _ = self.request("POST", "/v1/load_weights", {"path": path})
+    def load_weights(self, path: str, version: str | None = None) -> dict[str, Any]:
+        """Our server's hot swap (vLLM builds expose other endpoints for this); the client's api_key
+        must be the server's weights secret. `version`: the label the weights are served under."""
+        body: dict[str, Any] = {"path": path}
+        if version is not None:
+            body["version"] = version
+        response, _ = self.request("POST", "/v1/load_weights", body)
         return dict(response.json())
 
     def chat(

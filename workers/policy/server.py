@@ -8,9 +8,17 @@ Endpoints:
   `max_tokens`, `logprobs`, `top_logprobs`, `return_tokens_as_token_ids` (vLLM's flag: tokens are
   reported as "token_id:N"), and the extension `thought_temperature` (the thought's own sampling
   temperature, workers.policy.embedded.generation); vLLM-shaped JSON back.
-- `POST /v1/load_weights` `{"path": DIR}`: hot-swap the checkpoint without a restart.
+- `POST /v1/load_weights` `{"path": DIR, "version": LABEL}`: hot-swap the checkpoint without a
+  restart. Only with the server's weights secret (`Authorization: Bearer <secret>`; the secret comes
+  from the environment variable FLYWHEEL_POLICY_SECRET, never the command line): a server started
+  without one refuses every hot-swap (403). `version` (optional) is the label the loaded weights are
+  reported under (an RL run labels its versions `run<id>-v<n>`), else the checkpoint's own version.
 Every response carries the loaded version in the `X-Model-Version` header; completions also carry it
 as `model_version` and `system_fingerprint`.
+
+Lifeline (`--lifeline-key K`, Redis URL in FLYWHEEL_LIFELINE_REDIS): the server exits once the Redis
+key K is gone (deleted when its RL run pauses or ends, or expired because nobody renews it), so a
+run's servers never outlive it even when they run on another machine than the one that stops the run.
 
 Prompt format: the embedded model reads the chat layout documented in `workers.policy.prompts`
 (instruction after "## User Instruction\\n", the element list as a text part starting with
@@ -24,8 +32,11 @@ framework would buy nothing; requests parse and validate concurrently, generatio
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
 import logging
+import os
+import signal
 import threading
 import time
 import uuid
@@ -53,10 +64,19 @@ class BadRequest(ValueError):
 class PolicyService:
     """The HTTP-independent part: request dict in, response dict out."""
 
-    def __init__(self, policy: EmbeddedPolicy, model_name: str, checkpoint: str) -> None:
+    def __init__(
+        self, policy: EmbeddedPolicy, model_name: str, checkpoint: str, weights_secret: str = ""
+    ) -> None:
         self.policy = policy
         self.model_name = model_name
         self.checkpoint = checkpoint
+        self.weights_secret = weights_secret
+
+    def may_load_weights(self, authorization: str | None) -> bool:
+        """True when `authorization` ("Bearer <secret>") carries this server's weights secret."""
+        if not self.weights_secret or not authorization or not authorization.startswith("Bearer "):
+            return False
+        return hmac.compare_digest(authorization[len("Bearer ") :].encode(), self.weights_secret.encode())
 
     @property
     def version(self) -> str:
@@ -70,10 +90,15 @@ class PolicyService:
         path = body.get("path")
         if not isinstance(path, str) or not path:
             raise BadRequest("'path' (a checkpoint directory) is required")
+        label = body.get("version")
+        if label is not None and (not isinstance(label, str) or not 0 < len(label) <= 200):
+            raise BadRequest("'version' must be a label of 1..200 characters")
         try:
             model, _ = load_checkpoint(path)
         except PolicyError as exc:
             raise BadRequest(str(exc)) from exc
+        if label is not None:
+            model.config.flywheel_version = label  # swapped together with the weights it names
         started = time.perf_counter()
         self.policy.set_model(model)
         self.checkpoint = str(Path(path))
@@ -197,6 +222,12 @@ class Handler(BaseHTTPRequestHandler):
         if route is None:
             self._error(HTTPStatus.NOT_FOUND, f"no route POST {self.path}")
             return
+        if route == self.server.service.load_weights and not self.server.service.may_load_weights(
+            self.headers.get("Authorization")
+        ):
+            self._drain()
+            self._error(HTTPStatus.FORBIDDEN, "loading weights needs this server's weights secret")
+            return
         try:
             self._send(HTTPStatus.OK, route(self._json_body()))
         except BadRequest as exc:
@@ -220,6 +251,15 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             raise BadRequest("body must be a JSON object")
         return body
+
+    def _drain(self) -> None:
+        """Read a refused request's body so the connection stays usable."""
+        try:
+            length = int(self.headers.get("Content-Length", "0"))
+        except ValueError:
+            length = 0
+        if 0 < length <= MAX_BODY_BYTES:
+            self.rfile.read(length)
 
     def _error(self, status: HTTPStatus, message: str) -> None:
         kind = "invalid_request_error" if status < 500 else "server_error"
@@ -257,12 +297,40 @@ def start_server(
     port: int = 0,
     model_name: str = "flywheel-embedded",
     checkpoint: str = "",
+    weights_secret: str = "",
 ) -> tuple[PolicyHTTPServer, threading.Thread]:
     """Serve `policy` from a background thread; stop with `server.shutdown(); server.server_close()`."""
-    server = PolicyHTTPServer((host, port), PolicyService(policy, model_name, checkpoint))
+    server = PolicyHTTPServer((host, port), PolicyService(policy, model_name, checkpoint, weights_secret))
     thread = threading.Thread(target=server.serve_forever, name="policy-server", daemon=True)
     thread.start()
     return server, thread
+
+
+def watch_lifeline(
+    server: PolicyHTTPServer, redis_url: str, key: str, every_s: float = 1.0
+) -> threading.Thread:
+    """Shut `server` down once Redis key `key` is gone (two reads in a row, so one lost connection
+    does not end it); a thread."""
+    from workers.envs.leases import redis_client
+
+    client = redis_client(redis_url)
+
+    def watch() -> None:
+        misses = 0
+        while True:
+            time.sleep(every_s)
+            try:
+                misses = 0 if client.exists(key) else misses + 1
+            except Exception:  # Redis away: its restart loses the key anyway; count it as a miss
+                misses += 1
+            if misses >= 2:
+                log.info("lifeline %s is gone: stopping", key)
+                server.shutdown()
+                return
+
+    thread = threading.Thread(target=watch, name="policy-lifeline", daemon=True)
+    thread.start()
+    return thread
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -274,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--model-name", default="flywheel-embedded")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    parser.add_argument("--version-label", help="report the loaded weights under this version label")
+    parser.add_argument("--lifeline-key", help="exit once this Redis key is gone (FLYWHEEL_LIFELINE_REDIS)")
+    parser.add_argument("--pid-file", help="write the pid here while serving (removed on exit)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
     torch.set_num_threads(args.threads)
@@ -281,14 +352,32 @@ def main(argv: list[str] | None = None) -> int:
         policy = EmbeddedPolicy.from_pretrained(args.checkpoint)
     except PolicyError as exc:
         parser.error(str(exc))
-    server = PolicyHTTPServer((args.host, args.port), PolicyService(policy, args.model_name, args.checkpoint))
-    log.info("serving %s (version %s) on %s", args.checkpoint, policy.model_version, server.url)
+    if args.version_label:
+        policy.model.config.flywheel_version = args.version_label
+    secret = os.environ.get("FLYWHEEL_POLICY_SECRET", "")
+    server = PolicyHTTPServer(
+        (args.host, args.port), PolicyService(policy, args.model_name, args.checkpoint, secret)
+    )
+    if args.lifeline_key:
+        watch_lifeline(
+            server, os.environ.get("FLYWHEEL_LIFELINE_REDIS", "redis://127.0.0.1:6379/0"), args.lifeline_key
+        )
+    # SIGTERM (make down, the engine stopping a run) ends serve_forever, so the finally below runs.
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
+    pid_file = Path(args.pid_file) if args.pid_file else None
+    if pid_file:
+        pid_file.parent.mkdir(parents=True, exist_ok=True)
+        pid_file.write_text(str(os.getpid()))
+    log.info("serving %s (version %s) on %s%s", args.checkpoint, policy.model_version, server.url,
+             "" if secret else "; weight hot-swap disabled (no FLYWHEEL_POLICY_SECRET)")  # fmt: skip
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
+        if pid_file:
+            pid_file.unlink(missing_ok=True)
     return 0
 
 

@@ -33,7 +33,13 @@ class Command(BaseCommand):
             missing = "no annotation model; run `manage.py policy_init --promote` or promote a checkpoint"
         if checkpoint is None:
             raise CommandError(missing)
+        import os
+
+        from webapp.store.checkpoints import policy_weights_secret
         from workers.policy.server import main
+
+        # Promoting a checkpoint hot-swaps it in (checkpoint_promote_annotation): with this secret only.
+        os.environ["FLYWHEEL_POLICY_SECRET"] = policy_weights_secret()
 
         main(["--checkpoint", str(checkpoint_dir(checkpoint)), "--host", host, "--port", str(port),
               "--model-name", checkpoint.version, "--threads", str(threads)])  # fmt: skip

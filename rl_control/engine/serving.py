@@ -1,0 +1,264 @@
+"""A run's own policy serving (issue 19 item 1): the servers its rollouts sample from.
+
+Embedded model (the default): the trainer task of the run starts `serving.servers` policy servers
+(workers.policy.server, one process each, in their own session) on free ports of the trainer's
+machine, with the weights the run serves now (its newest trainer save, else its start checkpoint),
+and registers them on the run's `EngineState.servers`. Each server
+
+- answers as model `run<id>` and labels what it serves `run<id>-v<n>`, so a sample names the run and
+  version that made it (`keys.version_of` accepts nothing else);
+- takes new weights only with the run's own secret (`EngineState.serve_secret`, handed to the
+  process in its environment): no other run and no other caller can swap them;
+- lives while its lifeline, the Redis key `<prefix>:run:<id>:serve:lifeline`, does: the trainer sets
+  it, the rollouts and the `engine_watch` beat renew it while the run runs, and pause / stop / finish
+  / fail delete it (`serving_stop`), so the servers exit within seconds wherever they run; a run that
+  resumes gets fresh servers from its next trainer chunk.
+
+External servers (vLLM, or an embedded server someone else runs): the run names them in
+`serving.endpoints`; the engine samples from them and pushes weights with the install's
+POLICY_WEIGHTS_SECRET. Nothing is started or stopped for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+from rl_control.engine.keys import key, rds
+from rl_control.models import EngineState, Run
+from rl_control.run_config import ServingSettings
+from workers.policy.openai_client import OpenAIClient
+
+log = logging.getLogger(__name__)
+LIFELINE_TTL_S = 45.0
+# Server processes this worker process started (reaped when they exit, so none stays a zombie).
+_children: dict[int, subprocess.Popen] = {}
+
+
+class ServingError(RuntimeError):
+    """The run's policy servers cannot be started or do not answer."""
+
+
+def serving_settings(run: Run) -> ServingSettings:
+    return ServingSettings.from_dict(run.config.get("serving") or {})
+
+
+def external_urls(run: Run) -> list[str]:
+    return serving_settings(run).urls()
+
+
+def version_label(run_id: int, version: int) -> str:
+    return f"run{run_id}-v{version}"
+
+
+def root_of(base_url: str) -> str:
+    root = base_url.rstrip("/")
+    return root[: -len("/v1")] if root.endswith("/v1") else root
+
+
+# ------------------------------------------------------------------------------------ lifeline
+
+
+def lifeline_key(run_id: int) -> str:
+    return key(run_id, "serve", "lifeline")
+
+
+def lifeline_set(run_id: int) -> None:
+    rds().set(lifeline_key(run_id), f"{time.time():.0f}", ex=int(LIFELINE_TTL_S))
+
+
+def lifeline_renew(run_id: int) -> bool:
+    """Extend the lifeline if it exists (never brings back one a pause deleted); True if it did."""
+    return bool(rds().set(lifeline_key(run_id), f"{time.time():.0f}", ex=int(LIFELINE_TTL_S), xx=True))
+
+
+def serving_stop(run_id: int) -> None:
+    """The run paused or ended: its own servers exit (their lifeline is gone) and are forgotten, so
+    no rollout samples from them any more; a resumed run starts new ones."""
+    rds().delete(lifeline_key(run_id))
+    EngineState.objects.filter(run_id=run_id).update(servers=[])
+
+
+# ------------------------------------------------------------------------------------- reading
+
+
+def serving_urls(run: Run) -> list[str]:
+    """The `…/v1` URLs the run's rollouts sample from now ([] while its own servers are starting)."""
+    external = external_urls(run)
+    if external:
+        return external
+    servers = EngineState.objects.filter(run=run).values_list("servers", flat=True).first() or []
+    return [s["url"] for s in servers if s.get("url")]
+
+
+def _served(url: str, run_id: int, timeout_s: float = 3.0) -> str | None:
+    """The version label `url` serves if it is one of run `run_id`'s own servers, else None."""
+    try:
+        response = httpx.get(f"{root_of(url)}/v1/models", timeout=timeout_s)
+        cards = response.json().get("data") or [] if response.status_code == 200 else []
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    card = cards[0] if cards and isinstance(cards[0], dict) else {}
+    return str(card.get("model_version", "")) if card.get("id") == f"run{run_id}" else None
+
+
+def endpoint_answers(url: str, timeout_s: float = 5.0) -> str | None:
+    """None when an OpenAI-compatible server answers `GET /v1/models` at `url`, else why not."""
+    try:
+        response = httpx.get(f"{root_of(url)}/v1/models", timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        return f"{url} does not answer ({type(exc).__name__})"
+    if response.status_code != 200:
+        return f"{url} answered HTTP {response.status_code} to GET /v1/models"
+    return None
+
+
+# ------------------------------------------------------------------------------------- starting
+
+
+def run_secret(state: EngineState) -> str:
+    """The run's weights secret, made once (the first writer wins)."""
+    if not state.serve_secret:
+        EngineState.objects.filter(pk=state.pk, serve_secret="").update(serve_secret=secrets.token_hex(32))
+        state.serve_secret = EngineState.objects.values_list("serve_secret", flat=True).get(pk=state.pk)
+    return state.serve_secret
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((settings.RL_POLICY_BIND, 0))
+        return int(s.getsockname()[1])
+
+
+def _reap() -> None:
+    for pid, proc in list(_children.items()):
+        if proc.poll() is not None:
+            _children.pop(pid, None)
+
+
+def _spawn(run_id: int, index: int, checkpoint: Path, label: str, secret: str) -> tuple[dict[str, Any], Path]:
+    var = Path(settings.VAR_DIR)
+    name = f"policy-run{run_id}-{index}"
+    log_path = var / "log" / f"{name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    args = [
+        sys.executable, "-m", "workers.policy.server", "--checkpoint", str(checkpoint),
+        "--host", settings.RL_POLICY_BIND, "--port", str(port), "--model-name", f"run{run_id}",
+        "--version-label", label, "--threads", str(settings.RL_POLICY_THREADS),
+        "--lifeline-key", lifeline_key(run_id),
+        # `make down` stops whatever has a pid file in var/run (the server removes it when it exits).
+        "--pid-file", str(var / "run" / f"{name}.pid"),
+    ]  # fmt: skip
+    env = {
+        **os.environ,
+        "FLYWHEEL_POLICY_SECRET": secret,
+        "FLYWHEEL_LIFELINE_REDIS": settings.REDIS_URL,
+        "OMP_NUM_THREADS": str(settings.RL_POLICY_THREADS),
+    }
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=settings.BASE_DIR)  # fmt: skip
+    _children[proc.pid] = proc
+    entry = {"url": f"http://{settings.RL_POLICY_HOST}:{port}/v1", "host": socket.gethostname(),
+             "pid": proc.pid, "started": time.time()}  # fmt: skip
+    return entry, log_path
+
+
+def _wait_up(entries: list[tuple[dict[str, Any], Path]], run_id: int, label: str) -> list[str]:
+    """Wait for freshly started servers; returns the problems of those that did not come up."""
+    deadline = time.monotonic() + settings.RL_POLICY_START_S
+    pending = list(entries)
+    problems: list[str] = []
+    while pending and time.monotonic() < deadline:
+        for item in list(pending):
+            entry, log_path = item
+            if _served(entry["url"], run_id, timeout_s=2.0) == label:
+                pending.remove(item)
+                continue
+            proc = _children.get(entry["pid"])
+            if proc is not None and proc.poll() is not None:
+                pending.remove(item)
+                tail = log_path.read_text(errors="replace")[-800:] if log_path.exists() else ""
+                problems.append(f"the policy server for {entry['url']} exited ({proc.returncode}): {tail}")
+        time.sleep(0.25)
+    problems += [f"the policy server at {e['url']} did not answer within {settings.RL_POLICY_START_S:.0f} s"
+                 for e, _ in pending]  # fmt: skip
+    return problems
+
+
+def serving_ensure(run: Run, state: EngineState, checkpoint: Path, version: int) -> set[str]:
+    """Make sure the run's servers answer; start those that do not with `checkpoint` as version
+    `version`. Returns the URLs started now (they serve `checkpoint` already). Raises ServingError."""
+    if external_urls(run):
+        for url in external_urls(run):
+            if problem := endpoint_answers(url):
+                raise ServingError(f"policy endpoint {problem}")
+        return set()
+    _reap()
+    lifeline_set(run.pk)
+    secret = run_secret(state)
+    label = version_label(run.pk, version)
+    wanted = serving_settings(run).servers
+    current = list(EngineState.objects.values_list("servers", flat=True).get(pk=state.pk) or [])
+    keep: list[dict[str, Any]] = []
+    for entry in current[:wanted]:
+        if _served(entry.get("url", ""), run.pk) is not None:
+            keep.append(entry)
+    started: set[str] = set()
+    for attempt in range(2):  # a second try covers a port taken between choosing and binding it
+        fresh = [_spawn(run.pk, len(keep) + i, checkpoint, label, secret) for i in range(wanted - len(keep))]
+        problems = _wait_up(fresh, run.pk, label)
+        for entry, _ in fresh:
+            if _served(entry["url"], run.pk) == label:
+                keep.append(entry)
+                started.add(entry["url"])
+        if len(keep) >= wanted:
+            break
+        if attempt == 1:
+            raise ServingError("; ".join(problems) or "the run's policy servers did not start")
+    EngineState.objects.filter(pk=state.pk).update(servers=keep)
+    state.servers = keep
+    return started
+
+
+def serving_push(
+    run: Run, state: EngineState, path: Path, version: int, *, skip: set[str] = frozenset()
+) -> float:
+    """Load `path` as version `version` on every server of the run, one after the other (seed 002
+    §3.5), with the run's secret; seconds taken. A server that died is started again with it."""
+    from webapp.store.checkpoints import policy_weights_secret
+
+    started = time.perf_counter()
+    external = external_urls(run)
+    secret = policy_weights_secret() if external else run_secret(state)
+    urls = external or [s["url"] for s in state.servers]
+    label = version_label(run.pk, version)
+    lost = False
+    for url in urls:
+        if url in skip:
+            continue
+        client = OpenAIClient(root_of(url), api_key=secret, max_retries=1)
+        try:
+            client.load_weights(str(path), version=label)
+        except Exception as exc:
+            if external:
+                raise ServingError(f"policy endpoint {url} refused the weights: {exc}") from exc
+            log.warning("run %s: policy server %s did not take version %s (%s); starting it again",
+                        run.pk, url, version, exc)  # fmt: skip
+            lost = True
+        finally:
+            client.close()
+    if lost:
+        serving_ensure(run, state, path, version)
+    return time.perf_counter() - started
