@@ -105,6 +105,10 @@ class RunCreateInput(serializers.Serializer):
         slug_field="version", queryset=Checkpoint.objects.all(), required=False, allow_null=True,
         help_text="Checkpoint version to start from; default: the newest promoted to RL start.",
     )  # fmt: skip
+    launch = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Start it now: the preflight runs first, and a refused launch creates no run.",
+    )  # fmt: skip
 
 
 class RunForkInput(serializers.Serializer):
@@ -115,6 +119,10 @@ class RunForkInput(serializers.Serializer):
     config = serializers.DictField(
         required=False, default=dict, help_text="Overrides applied over the parent's config."
     )
+    launch = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Start the fork now: the preflight runs first, and a refused launch creates no fork.",
+    )  # fmt: skip
 
 
 class MetricSeriesInput(serializers.Serializer):

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import django_filters
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -44,6 +45,18 @@ def _service_response(
     return Response(serializer(run).data, status=code)
 
 
+def _launched_if(launch: bool, create: Callable[[], Run]) -> Callable[[], Run]:
+    """`create`, then (when asked) launch, in one transaction: a launch the preflight refuses
+    leaves no run behind."""
+
+    def call() -> Run:
+        with transaction.atomic():
+            run = create()
+            return services.run_launch(run=run) if launch else run
+
+    return call
+
+
 class RunFilter(django_filters.FilterSet):
     status = django_filters.MultipleChoiceFilter(choices=RunStatus.choices)
     algorithm = django_filters.ChoiceFilter(choices=RunAlgorithm.choices)
@@ -78,11 +91,11 @@ class RunListCreateView(generics.ListAPIView):
         data.is_valid(raise_exception=True)
         v = data.validated_data
         return _service_response(
-            lambda: services.run_create(
+            _launched_if(v["launch"], lambda: services.run_create(
                 user=request.user, name=v["name"], config=v["config"], preset=v["preset"],
                 algorithm=v.get("algorithm"), mode=v.get("mode"), pool=v.get("pool"),
                 start_checkpoint=v.get("start_checkpoint"),
-            ),
+            )),
             code=status.HTTP_201_CREATED,
         )  # fmt: skip
 
@@ -143,11 +156,11 @@ class RunForkView(_RunView):
         data.is_valid(raise_exception=True)
         v = data.validated_data
         return _service_response(
-            lambda: services.run_fork(
+            _launched_if(v["launch"], lambda: services.run_fork(
                 run=run, user=request.user, checkpoint=v.get("checkpoint"), name=v["name"], config=v["config"]
-            ),
+            )),
             code=status.HTTP_201_CREATED,
-        )
+        )  # fmt: skip
 
 
 class RunMetricsView(_RunView):

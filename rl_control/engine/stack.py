@@ -1,7 +1,7 @@
 """A local engine stack of real processes, for the engine tests and benchmarks.
 
 One env host (Celery worker on `env.<name>` with a browser warm pool), rollout workers (Celery,
-prefork, on a queue of their own) and one trainer worker (Celery, solo = concurrency 1), which starts
+prefork, on a queue of their own) and one trainer worker (Celery, one prefork child), which starts
 each run's own policy servers as `make up` does (rl_control.engine.serving: one implementation). Every name (queues, Redis prefixes) carries
 a random suffix so several stacks share PostgreSQL and Redis without seeing each other's work.
 `settings_overrides()` is what the calling process needs to talk to the same stack.
@@ -113,7 +113,11 @@ class LocalStack:
                     "-c", str(2 * self.envs)], FLYWHEEL_ENV_HOST=self.name,
                    FLEET_WARM_POOL=f"browser={self.envs}", FLEET_HOST_PERIOD_S="0.5")  # fmt: skip
         self.rollout_worker()
-        self.spawn([*CELERY, "-n", f"t{self.name}@%h", "-Q", self.env["RL_TRAIN_QUEUE"], "-P", "solo"])
+        # prefork with one child: one update at a time, and the main process answers the launch
+        # preflight's "who consumes the train queue" while the child trains (solo could not).
+        self.spawn(
+            [*CELERY, "-n", f"t{self.name}@%h", "-Q", self.env["RL_TRAIN_QUEUE"], "-P", "prefork", "-c", "1"]
+        )
 
     def stop(self) -> None:
         for proc in reversed(self.procs):

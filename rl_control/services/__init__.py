@@ -9,6 +9,7 @@ from rl_control.services.metrics import metrics_compact, metrics_record
 from rl_control.services.runs import (
     TRANSITIONS,
     RunError,
+    RunPreflightError,
     RunTransitionError,
     run_budget_exhausted,
     run_budget_fraction,
@@ -29,6 +30,7 @@ from rl_control.services.runs import (
 __all__ = [
     "TRANSITIONS",
     "RunError",
+    "RunPreflightError",
     "RunTransitionError",
     "metrics",
     "metrics_compact",

@@ -39,6 +39,10 @@ class RunError(Exception):
     """A request about a run that cannot be carried out as asked (the API answers 400)."""
 
 
+class RunPreflightError(RunConfigError):
+    """What a run needs before it may start is missing (the API answers 400 {field: [messages]})."""
+
+
 class RunTransitionError(RunError):
     """The run is not in a state that allows this action (the API answers 409)."""
 
@@ -235,7 +239,15 @@ def _engine_start(run: Run) -> None:
 
 @transaction.atomic
 def run_launch(*, run: Run) -> Run:
-    """created → running, and the engine starts once this commits."""
+    """created → running, and the engine starts once this commits. Raises `RunPreflightError` (and
+    changes nothing) when something the run needs is missing (rl_control.engine.preflight)."""
+    from django.conf import settings
+
+    if settings.RL_PREFLIGHT and run.status == RunStatus.CREATED:
+        from rl_control.engine.preflight import run_preflight
+
+        if errors := run_preflight(run):
+            raise RunPreflightError(errors)
     now = timezone.now()
     run = _transition(run, "launch", started_at=now, resumed_at=now)
     _engine_start(run)

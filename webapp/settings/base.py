@@ -308,6 +308,9 @@ RL_POLICY_BIND = env_str("RL_POLICY_BIND", "127.0.0.1")
 RL_POLICY_HOST = env_str("RL_POLICY_HOST", "127.0.0.1")
 RL_POLICY_THREADS = env_int("RL_POLICY_THREADS", 1, minimum=1)
 RL_POLICY_START_S = env_float("RL_POLICY_START_S", 120.0)
+# Launching checks what the run needs first (rl_control.engine.preflight): tasks, environments,
+# workers / endpoints, start checkpoint.
+RL_PREFLIGHT = env_bool("RL_PREFLIGHT", True)
 RL_CHECKPOINT_ROOT = env_str("RL_CHECKPOINT_ROOT", str(VAR_DIR / "rl"))
 RL_SLOT_TIMEOUT_S = env_float("RL_SLOT_TIMEOUT_S", 60.0)
 RL_UPDATES_PER_CHUNK = env_int("RL_UPDATES_PER_CHUNK", 10, minimum=1)

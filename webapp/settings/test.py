@@ -45,3 +45,6 @@ CHANNEL_LAYERS = {
     },
 }
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+
+# Unit tests launch runs with no worker, env host or policy server; the preflight tests switch it on.
+RL_PREFLIGHT = False

@@ -201,11 +201,11 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
     render(status, notice("loading", "Checking…"));
     const config = overrides(base, values());
     const request = parent
-      ? post<RunDetail>(`/api/rl/runs/${parent.id}/fork/`, { name: name.value, checkpoint: ckptSel.value || null, config })
-      : post<RunDetail>("/api/rl/runs/", { name: name.value, preset: presetSel.value, pool: poolSel.value === "" ? null : Number(poolSel.value), start_checkpoint: startSel.value || null, config });
+      ? post<RunDetail>(`/api/rl/runs/${parent.id}/fork/`, { name: name.value, checkpoint: ckptSel.value || null, config, launch: launchNow.checked })
+      : post<RunDetail>("/api/rl/runs/", { name: name.value, preset: presetSel.value, pool: poolSel.value === "" ? null : Number(poolSel.value), start_checkpoint: startSel.value || null, config, launch: launchNow.checked });
     request
-      .then(async (run) => {
-        if (launchNow.checked) await api(`/api/rl/runs/${run.id}/launch/`, { method: "POST" });
+      .then((run) => {
+        // Created and launched in one request: a launch the preflight refuses creates nothing.
         window.location.assign(`/runs/${run.id}/`);
       })
       .catch((err: unknown) => {

@@ -1,0 +1,134 @@
+"""Preflight at launch (issue 19 item 2): what a run needs before it may start, checked at once.
+
+- its pool (or task list) has enabled tasks of the run's environment kind;
+- environments of that kind can be leased (an env host is up and has registered them);
+- its policy can be served: the external endpoints it names answer, or a trainer worker consumes
+  the train queue (it starts the run's own servers) and a rollout worker the rollout queue;
+- its start checkpoint loads: an embedded checkpoint directory whose weights file is whole.
+
+`run_preflight` returns {field: [what is missing]} keyed like the run form's fields (empty: go);
+`run_launch` refuses with these as a 400 and changes nothing. settings.RL_PREFLIGHT switches it off
+(the unit tests launch runs with no workers at all).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from rl_control.engine.serving import endpoint_answers, external_urls
+from rl_control.models import Run
+from webapp.store.models import Task
+
+
+def _tasks_missing(run: Run) -> str | None:
+    kind = run.config["env"]["kind"]
+    tasks = Task.objects.filter(enabled=True, env_kind=kind)
+    if run.config.get("task_ids"):
+        tasks = tasks.filter(pk__in=run.config["task_ids"])
+    elif run.pool_id is not None:
+        tasks = tasks.filter(pool_id=run.pool_id)
+    if tasks.exists():
+        return None
+    where = f"pool {run.pool.name}" if run.pool_id else "the listed tasks"
+    other = (
+        sorted(set(Task.objects.filter(pool_id=run.pool_id, enabled=True).values_list("env_kind", flat=True)))
+        if run.pool_id
+        else []
+    )
+    hint = f" (its enabled tasks are {', '.join(other)}: set env.kind to match)" if other else ""
+    return f"{where} has no enabled {kind} task{hint}"
+
+
+def _envs_missing(kind: str) -> str | None:
+    from webapp.fleet import services as fleet
+
+    envs = fleet.registry().metrics()["envs"].get(kind, {})
+    if envs.get("idle", 0) + envs.get("leased", 0) > 0:
+        return None
+    return (
+        f"no {kind} environment can be leased: no env host has one up (start an env host with "
+        f"FLEET_WARM_POOL including {kind}=N, e.g. `make up` starts envhost1)"
+    )
+
+
+def _queues_served() -> set[str]:
+    """Queues some Celery worker consumes now (asked over the broker; ~1 s)."""
+    from webapp.celery import app
+
+    replies: dict[str, Any] = app.control.inspect(timeout=1.0).active_queues() or {}
+    return {q["name"] for queues in replies.values() for q in queues or [] if isinstance(q, dict)}
+
+
+def checkpoint_problem(directory: Path) -> str | None:
+    """Why `directory` is not an embedded checkpoint the trainer can load, or None. Reads its config
+    and the safetensors header and checks that every tensor lies inside the file (a truncated or
+    foreign file is caught without importing torch into the web process)."""
+    try:
+        config = json.loads((directory / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        return f"config.json is missing or not JSON ({type(exc).__name__})"
+    if not isinstance(config, dict) or config.get("model_type") != "flywheel_policy":
+        return "config.json is not an embedded Flywheel policy (model_type flywheel_policy)"
+    weights = directory / "model.safetensors"
+    try:
+        size = weights.stat().st_size
+        with open(weights, "rb") as fh:
+            (length,) = struct.unpack("<Q", fh.read(8))
+            if not 0 < length <= min(size - 8, 100_000_000):
+                return "model.safetensors has no valid header"
+            header = json.loads(fh.read(length))
+    except (OSError, ValueError, struct.error) as exc:
+        return f"model.safetensors is missing or unreadable ({type(exc).__name__})"
+    if not isinstance(header, dict):
+        return "model.safetensors has no valid header"
+    ends = [
+        t.get("data_offsets", [0, 0])[1]
+        for k, t in header.items()
+        if k != "__metadata__" and isinstance(t, dict)
+    ]
+    if not ends or 8 + length + max(ends) != size:
+        return "model.safetensors is truncated or holds no tensors"
+    return None
+
+
+def _checkpoint_missing(run: Run) -> str | None:
+    from webapp.store.checkpoints import checkpoint_dir
+
+    checkpoint = run.start_checkpoint
+    if checkpoint is None:
+        return None  # the untrained initial checkpoint, made on demand
+    if checkpoint.endpoint_url:
+        return (
+            f"checkpoint {checkpoint.version} is an external endpoint ({checkpoint.endpoint_url}); "
+            "the trainer trains checkpoint directories"
+        )
+    if problem := checkpoint_problem(checkpoint_dir(checkpoint)):
+        return f"checkpoint {checkpoint.version} does not load: {problem}"
+    return None
+
+
+def run_preflight(run: Run) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    if problem := _tasks_missing(run):
+        errors["pool"] = [problem]
+    if problem := _envs_missing(run.config["env"]["kind"]):
+        errors["env.kind"] = [problem]
+    endpoints = external_urls(run)
+    if endpoints:
+        problems = [p for url in endpoints if (p := endpoint_answers(url))]
+        if problems:
+            errors["serving.endpoints"] = problems
+    served = _queues_served()
+    needed = [(settings.RL_TRAIN_QUEUE, "trainer"), (settings.RL_ROLLOUT_QUEUE, "rollout")]
+    missing = [f"no {what} worker consumes queue '{queue}'" for queue, what in needed if queue not in served]
+    if missing:
+        what = "" if endpoints else " (the trainer worker starts the run's policy servers)"
+        errors["serving"] = [f"{'; '.join(missing)}{what}: start the Celery workers (`make up` does)"]
+    if problem := _checkpoint_missing(run):
+        errors["start_checkpoint"] = [problem]
+    return errors

@@ -1,0 +1,148 @@
+"""Preflight at launch (rl_control.engine.preflight) through the API: a run that cannot work is
+refused with a 400 naming what is missing, and nothing is created; with everything in place (a real
+Celery worker on the run's queues, an environment registered by a host, a whole checkpoint) the run
+is created and launched in one request."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+from rl_control import services
+from rl_control.engine.preflight import checkpoint_problem
+from rl_control.models import Run
+from tests.factories import TaskFactory, TaskPoolFactory
+from webapp.fleet import services as fleet
+from webapp.store.models import Checkpoint
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def isolated() -> Iterator[dict[str, str]]:
+    """Own queues and fleet prefix, the preflight on; the registry emptied afterwards."""
+    name = uuid.uuid4().hex[:8]
+    names = {"RL_TRAIN_QUEUE": f"train.pre.{name}", "RL_ROLLOUT_QUEUE": f"rollout.pre.{name}",
+             "FLEET_REDIS_PREFIX": f"test:fleet:pre:{name}", "RL_REDIS_PREFIX": f"test:rl:pre:{name}"}  # fmt: skip
+    with override_settings(RL_PREFLIGHT=True, **names):
+        fleet.registry.cache_clear()
+        yield names
+        fleet.registry().clear()
+    fleet.registry.cache_clear()
+
+
+@pytest.fixture
+def workers(isolated) -> Iterator[None]:
+    """A real Celery worker consuming the run's train and rollout queues (prefork, as `make up`
+    starts them: its main process answers the preflight while a child trains)."""
+    from django.db import connection
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings.test", **{k: str(v) for k, v in isolated.items()},
+           "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}"}  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-P", "prefork", "-c", "1", "-l", "warning",
+         "-n", f"pre{uuid.uuid4().hex[:6]}@%h", "-Q", f"{isolated['RL_TRAIN_QUEUE']},{isolated['RL_ROLLOUT_QUEUE']}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    from rl_control.engine.preflight import _queues_served
+
+    deadline = time.monotonic() + 90
+    while isolated["RL_TRAIN_QUEUE"] not in _queues_served() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    yield
+    os.killpg(proc.pid, 15)
+    proc.wait(timeout=30)
+
+
+def _browser_env_up() -> None:
+    """What an env host does when its warm pool booted: register the environment and beat."""
+    fleet.registry().register_env(
+        env_id=f"e{uuid.uuid4().hex[:6]}", kind="browser", worker="hostpre", boot_s=0.1
+    )
+    fleet.registry().host_heartbeat(worker="hostpre", ttl_s=60)
+
+
+@pytest.fixture
+def whole(tmp_path: Path) -> Checkpoint:
+    from workers.policy.embedded.configuration import FlywheelPolicyConfig
+    from workers.policy.embedded.policy import new_model
+    from workers.policy.embedded.tokenizer import FlywheelTokenizer
+
+    path = tmp_path / "ok"
+    new_model(FlywheelPolicyConfig(flywheel_version="0"), seed=0).save_pretrained(path)
+    FlywheelTokenizer().save_pretrained(path)
+    return Checkpoint.objects.create(version=f"pre-{uuid.uuid4().hex[:6]}", path=str(path))
+
+
+def _post(api, body: dict) -> tuple[int, dict]:
+    before = Run.objects.count()
+    response = api("researcher").post("/api/rl/runs/", {"name": "pre", "preset": "grpo-dart", "launch": True, **body},
+                                      format="json")  # fmt: skip
+    if response.status_code != 201:
+        assert Run.objects.count() == before, "a refused launch left a run behind"
+    return response.status_code, response.json()
+
+
+def test_nothing_in_place_names_everything_missing(api, isolated, pool, tmp_path: Path) -> None:
+    desktop = TaskPoolFactory(name="desk-only")
+    TaskFactory.create_batch(2, pool=desktop, env_kind="desktop")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "flywheel_policy"}')
+    (broken / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{}")
+    Checkpoint.objects.create(version="broken", path=str(broken))
+    code, errors = _post(api, {"pool": desktop.pk, "start_checkpoint": "broken"})
+    assert code == 400, errors
+    assert "no enabled browser task" in errors["pool"][0] and "desktop" in errors["pool"][0]
+    assert "no browser environment can be leased" in errors["env.kind"][0]
+    assert f"no trainer worker consumes queue '{isolated['RL_TRAIN_QUEUE']}'" in errors["serving"][0]
+    assert "checkpoint broken does not load" in errors["start_checkpoint"][0]
+    # an external endpoint that does not answer is named too
+    code, errors = _post(
+        api, {"pool": pool.pk, "config": {"serving": {"endpoints": "http://127.0.0.1:9/v1"}}}
+    )
+    assert code == 400 and "127.0.0.1:9" in errors["serving.endpoints"][0]
+
+
+def test_a_whole_checkpoint_passes_and_damaged_ones_do_not(whole: Checkpoint, tmp_path: Path) -> None:
+    from webapp.store.checkpoints import checkpoint_dir
+
+    good = checkpoint_dir(whole)
+    assert checkpoint_problem(good) is None
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / "config.json").write_bytes((good / "config.json").read_bytes())
+    data = (good / "model.safetensors").read_bytes()
+    (cut / "model.safetensors").write_bytes(data[: len(data) // 2])
+    assert "truncated" in checkpoint_problem(cut)
+    (cut / "model.safetensors").unlink()
+    assert "missing" in checkpoint_problem(cut)
+    assert "config.json" in checkpoint_problem(tmp_path)
+
+
+def test_with_everything_in_place_the_run_is_created_and_launched(api, workers, pool, whole) -> None:
+    _browser_env_up()
+    code, body = _post(api, {"pool": pool.pk, "start_checkpoint": whole.version})
+    assert code == 201, body
+    assert body["status"] == "running"
+    services.run_stop(run=Run.objects.get(pk=body["id"]))
+    # the preflight went by the live fleet: with the env host gone, the next launch is refused
+    fleet.registry().clear()
+    code, errors = _post(api, {"pool": pool.pk, "start_checkpoint": whole.version})
+    assert code == 400 and list(errors) == ["env.kind"]
+    # created without launching, then launched through its own endpoint: the same refusal, run kept
+    run = api("researcher").post("/api/rl/runs/", {"name": "later", "preset": "grpo-dart", "pool": pool.pk},
+                                 format="json").json()  # fmt: skip
+    refused = api("researcher").post(f"/api/rl/runs/{run['id']}/launch/", {}, format="json")
+    assert refused.status_code == 400 and "env.kind" in refused.json()
+    assert Run.objects.get(pk=run["id"]).status == "created"
+    assert settings.RL_PREFLIGHT
