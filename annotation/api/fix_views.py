@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import selectors
-from annotation.api.schema import DETAIL_RESPONSES, FREE_FORM
+from annotation.api.schema import DETAIL_RESPONSES, FREE_FORM, LIST_RESPONSES
 from annotation.api.views import IsAnnotator, _error
 from annotation.services import fixes
 from annotation.services.common import SessionConflict
@@ -28,7 +28,7 @@ def _trajectory(request: Request, pk: int) -> Trajectory:
 class FixListView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(responses={200: FREE_FORM, **DETAIL_RESPONSES})
+    @extend_schema(responses=LIST_RESPONSES)
     def get(self, request: Request) -> Response:
         return Response(selectors.fixes_open(request.user))
 

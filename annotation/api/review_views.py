@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotation.api.schema import ACCEPTED_RESPONSES, CREATED_RESPONSES, OBJECT_RESPONSES
 from annotation.models import Review, Verdict
 from annotation.review import agreement, selectors, services
 from webapp.accounts.permissions import _RolePermission
@@ -68,6 +69,7 @@ def _mine_row(r: Review) -> dict[str, Any]:
 class QueueView(APIView):
     permission_classes = [IsReviewer]
 
+    @extend_schema(responses=OBJECT_RESPONSES)
     def get(self, request: Request) -> Response:
         queue = selectors.review_queue(request.user)
         return Response(
@@ -89,7 +91,7 @@ class TakeInput(serializers.Serializer):
 class TakeView(APIView):
     permission_classes = [IsReviewer]
 
-    @extend_schema(request=TakeInput)
+    @extend_schema(request=TakeInput, responses=CREATED_RESPONSES)
     def post(self, request: Request) -> Response:
         data = TakeInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -109,6 +111,7 @@ class TakeView(APIView):
 class TrajectoryReviewView(APIView):
     permission_classes = [IsReviewer]
 
+    @extend_schema(responses=OBJECT_RESPONSES)
     def get(self, request: Request, pk: int) -> Response:
         trajectory = _trajectory(request, pk)
         return Response(selectors.review_view_data(trajectory=trajectory, user=request.user))
@@ -135,7 +138,7 @@ class SubmitInput(serializers.Serializer):
 class SubmitView(APIView):
     permission_classes = [IsReviewer]
 
-    @extend_schema(request=SubmitInput)
+    @extend_schema(request=SubmitInput, responses=OBJECT_RESPONSES)
     def post(self, request: Request, pk: int) -> Response:
         review = Review.objects.filter(pk=pk, reviewer=request.user).first()
         if review is None:
@@ -163,6 +166,7 @@ class AgreementView(APIView):
 
     permission_classes = [IsReviewer]
 
+    @extend_schema(responses=OBJECT_RESPONSES)
     def get(self, request: Request, pk: int) -> Response:
         trajectory = _trajectory(request, pk)
         data = selectors.review_view_data(trajectory=trajectory, user=request.user)
@@ -193,6 +197,7 @@ class AgreementView(APIView):
 class DuplicatesView(APIView):
     permission_classes = [IsReviewer]
 
+    @extend_schema(responses=OBJECT_RESPONSES)
     def get(self, request: Request, pk: int) -> Response:
         trajectory = _trajectory(request, pk)
         return Response(
@@ -206,11 +211,12 @@ class DuplicatesView(APIView):
 class ExecutabilityView(APIView):
     permission_classes = [IsReviewer]
 
+    @extend_schema(responses=OBJECT_RESPONSES)
     def get(self, request: Request, pk: int) -> Response:
         trajectory = _trajectory(request, pk)
         return Response({"executability": trajectory.metadata.get("executability")})
 
-    @extend_schema(request=None)
+    @extend_schema(request=None, responses=ACCEPTED_RESPONSES)
     def post(self, request: Request, pk: int) -> Response:
         trajectory = _trajectory(request, pk)
         try:

@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import selectors, services
+from annotation.api.schema import CREATED_RESPONSES, LIST_RESPONSES, OBJECT_RESPONSES
 from annotation.models import AnnotationSession
 from annotation.services.decisions import DECISION_KINDS
 from webapp.accounts.permissions import _RolePermission
@@ -48,6 +49,7 @@ class SessionStartInput(serializers.Serializer):
 class SessionListStartView(APIView):
     permission_classes = [IsAnnotator]
 
+    @extend_schema(responses=LIST_RESPONSES)
     def get(self, request: Request) -> Response:
         sessions = selectors.sessions_visible_to(request.user)[:100]
         return Response(
@@ -58,7 +60,7 @@ class SessionListStartView(APIView):
             ]
         )  # fmt: skip
 
-    @extend_schema(request=SessionStartInput)
+    @extend_schema(request=SessionStartInput, responses=CREATED_RESPONSES)
     def post(self, request: Request) -> Response:
         data = SessionStartInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -84,6 +86,7 @@ class SessionListStartView(APIView):
 class SessionDetailView(APIView):
     permission_classes = [IsAnnotator]
 
+    @extend_schema(responses=OBJECT_RESPONSES)
     def get(self, request: Request, pk: int) -> Response:
         return Response(selectors.session_state(_session(request, pk)))
 
@@ -105,7 +108,7 @@ class DecisionInput(serializers.Serializer):
 class SessionDecideView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(request=DecisionInput)
+    @extend_schema(request=DecisionInput, responses=OBJECT_RESPONSES)
     def post(self, request: Request, pk: int) -> Response:
         session = _session(request, pk)
         data = DecisionInput(data=request.data)
@@ -125,6 +128,7 @@ class SessionDecideView(APIView):
 class SessionSubmitView(APIView):
     permission_classes = [IsAnnotator]
 
+    @extend_schema(responses=OBJECT_RESPONSES)
     def post(self, request: Request, pk: int) -> Response:
         session = _session(request, pk)
         try:
@@ -137,6 +141,7 @@ class SessionSubmitView(APIView):
 class SessionAbandonView(APIView):
     permission_classes = [IsAnnotator]
 
+    @extend_schema(responses=OBJECT_RESPONSES)
     def post(self, request: Request, pk: int) -> Response:
         session = services.session_abandon(session=_session(request, pk), reason="abandoned by the annotator")
         return Response(selectors.session_state(session))
@@ -145,6 +150,7 @@ class SessionAbandonView(APIView):
 class SessionHeartbeatView(APIView):
     permission_classes = [IsAnnotator]
 
+    @extend_schema(responses=OBJECT_RESPONSES)
     def post(self, request: Request, pk: int) -> Response:
         return Response({"lease": services.session_heartbeat(session=_session(request, pk))})
 
@@ -158,7 +164,7 @@ class SessionVncView(APIView):
 
     permission_classes = [IsAnnotator]
 
-    @extend_schema(request=VncInput)
+    @extend_schema(request=VncInput, responses=OBJECT_RESPONSES)
     def post(self, request: Request, pk: int) -> Response:
         session = _session(request, pk)
         data = VncInput(data=request.data)
@@ -197,7 +203,7 @@ class SessionTakeoverEndView(APIView):
 
     permission_classes = [IsAnnotator]
 
-    @extend_schema(request=TakeoverEndInput)
+    @extend_schema(request=TakeoverEndInput, responses=OBJECT_RESPONSES)
     def post(self, request: Request, pk: int) -> Response:
         from annotation.services.takeover import takeover_end
 
@@ -220,6 +226,7 @@ class SessionTakeoverStartView(APIView):
 
     permission_classes = [IsAnnotator]
 
+    @extend_schema(responses=OBJECT_RESPONSES)
     def post(self, request: Request, pk: int) -> Response:
         from annotation.services.takeover import takeover_start
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from rl_control import selectors
@@ -11,10 +12,22 @@ from rl_control.selectors import MAX_POINTS, X_AXES
 from webapp.store.models import Checkpoint, TaskPool, Trajectory
 
 
+class RunAlertsSummary(serializers.Serializer):
+    """{count, last_kind, last_step} of a run's alerts (the last two null without alerts)."""
+
+    count = serializers.IntegerField()
+    last_kind = serializers.CharField(allow_null=True)
+    last_step = serializers.IntegerField(allow_null=True)
+
+
 class RunSerializer(serializers.ModelSerializer):
-    created_by = serializers.CharField(source="created_by.username", default=None, read_only=True)
-    pool_name = serializers.CharField(source="pool.name", default=None, read_only=True)
-    start_checkpoint = serializers.CharField(source="start_checkpoint.version", default=None, read_only=True)
+    created_by = serializers.CharField(
+        source="created_by.username", default=None, read_only=True, allow_null=True
+    )
+    pool_name = serializers.CharField(source="pool.name", default=None, read_only=True, allow_null=True)
+    start_checkpoint = serializers.CharField(
+        source="start_checkpoint.version", default=None, read_only=True, allow_null=True
+    )
     variant = serializers.CharField(read_only=True)
     progress = serializers.SerializerMethodField()
     alerts = serializers.SerializerMethodField(help_text="{count, last_kind, last_step} of the run's alerts.")
@@ -38,6 +51,7 @@ class RunSerializer(serializers.ModelSerializer):
             return min(1.0, run.episodes_done / budget["max_episodes"])
         return None
 
+    @extend_schema_field(RunAlertsSummary)
     def get_alerts(self, run: Run) -> dict[str, object]:
         """From the list's annotations (selectors.runs_with_alerts) when present, else two queries."""
         if hasattr(run, "alert_count"):
@@ -96,8 +110,9 @@ class RunCreateInput(serializers.Serializer):
     algorithm = serializers.ChoiceField(choices=["ppo", "grpo"], required=False)
     mode = serializers.ChoiceField(choices=RunMode.choices, required=False)
     pool = serializers.PrimaryKeyRelatedField(
-        queryset=TaskPool.objects.all(), required=False, allow_null=True
-    )
+        queryset=TaskPool.objects.all(), required=False, allow_null=True,
+        help_text="The task pool to train on. Required unless `config.task_ids` lists the tasks (400 otherwise).",
+    )  # fmt: skip
     config = serializers.DictField(
         required=False, default=dict, help_text="Overrides applied over the preset."
     )

@@ -56,16 +56,20 @@ class TrajectorySerializer(serializers.ModelSerializer):
     task = serializers.SlugRelatedField(slug_field="external_id", read_only=True)
     task_id = serializers.IntegerField(read_only=True)
     pool = serializers.CharField(source="task.pool.name", read_only=True)
-    instruction = serializers.CharField(source="task.instruction", read_only=True)
-    checkpoint = serializers.SlugRelatedField(slug_field="version", read_only=True)
-    annotator = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    instruction = serializers.CharField(
+        source="episode_instruction", read_only=True, help_text="The episode's own instruction."
+    )
+    task_instruction = serializers.CharField(source="task.instruction", read_only=True)
+    checkpoint = serializers.SlugRelatedField(slug_field="version", read_only=True, allow_null=True)
+    annotator = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
 
     class Meta:
         model = Trajectory
         fields = [
-            "id", "task", "task_id", "pool", "instruction", "env_kind", "source", "checkpoint",
+            "id", "task", "task_id", "pool", "instruction", "task_instruction", "env_kind", "source", "checkpoint",
             "policy_version", "annotator", "run", "status", "final_reward", "validation", "validator",
-            "validated_at", "route", "review_state", "num_steps", "metadata", "created_at", "finished_at",
+            "validated_at", "route", "review_state", "review_round", "num_steps", "metadata", "created_at",
+            "finished_at",
         ]  # fmt: skip
 
 
@@ -77,7 +81,7 @@ class TrajectoryDetailSerializer(TrajectorySerializer):
 
 
 class CheckpointSerializer(serializers.ModelSerializer):
-    parent = serializers.SlugRelatedField(slug_field="version", read_only=True)
+    parent = serializers.SlugRelatedField(slug_field="version", read_only=True, allow_null=True)
 
     class Meta:
         model = Checkpoint
