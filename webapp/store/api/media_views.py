@@ -8,6 +8,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.permissions import IsAuthenticated
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
@@ -18,6 +19,7 @@ class MediaView(APIView):
     """A screenshot, think-aloud recording, checkpoint file or export archive, if the caller may read it."""
 
     permission_classes = [IsAuthenticated]
+    renderer_classes = [JSONRenderer]  # refusals are JSON for browsers too (no browsable-API page)
 
     @extend_schema(
         responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
