@@ -239,3 +239,40 @@ def test_box_survives_its_starting_thread_and_dies_with_its_process(tmp_path: Pa
     while uid_pids(uid) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert uid_pids(uid) == []
+
+
+def test_browser_pages_run_confined_and_reach_only_task_pages(tmp_path: Path) -> None:
+    import http.server
+
+    from workers.envs.browser.pool import BrowserPool
+    from workers.envs.browser.server import get_server
+
+    (tmp_path / "page.html").write_text("<title>task</title><p>hello</p>")
+    host_http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=host_http.serve_forever, daemon=True).start()
+    pool = BrowserPool(idle_timeout_s=60)
+    try:
+        handle = pool.open_session(viewport=(400, 300))
+        url = get_server().mount("sectest", tmp_path) + "page.html"
+
+        async def visit(s: object) -> tuple[str, str]:
+            page = s.page  # type: ignore[attr-defined]
+            await page.goto(url)
+            probe = (
+                "async (urls) => { const out = []; for (const u of urls) { try { await fetch(u); out.push('open ' + u); }"
+                " catch (e) { out.push('blocked'); } } return out.join(' '); }"
+            )
+            others = [f"http://127.0.0.1:{host_http.server_address[1]}/", "http://127.0.0.1:6379/"]
+            return await page.title(), await page.evaluate(probe, others)
+
+        title, reached = handle.call(visit)
+        assert title == "task"  # the task page loads (served from the host's folder, no network)
+        assert "open" not in reached  # nothing else on the host answers: no host HTTP server, no Redis
+        pid = pool.browser_pid()
+        assert pid is not None
+        uid = Path(f"/proc/{pid}/status").stat().st_uid
+        assert uid == pool._box.uid and uid != 0  # Chromium runs as the pool's sandbox uid
+    finally:
+        pool.close()
+        host_http.shutdown()
+    assert uid_pids(uid) == []

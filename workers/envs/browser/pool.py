@@ -12,8 +12,11 @@ one thread drives them; calls for the same session run in submission order per c
 
 Isolation and lifecycle
 -----------------------
-Each session gets its own `BrowserContext` (cookies, storage, viewport, device emulation) and one
-page. Sessions end by `close_session`, by idle reclamation (no call for `idle_timeout_s`), or by a
+Chromium runs in the pool's sandbox (`workers.envs.sandbox`: its own unprivileged uid, no host
+files, no network) — one box per pool, i.e. per env-host process. Pages reach the local task
+pages only: requests for the static server's URLs are answered from its folders by Playwright
+(`context.route`), and nothing else has a network to go to. Each session gets its own
+`BrowserContext` (cookies, storage, viewport, device emulation) and one page. Sessions end by `close_session`, by idle reclamation (no call for `idle_timeout_s`), or by a
 crash. Crash detection: the browser's `disconnected` event, each page's `crash` event, and a liveness
 probe every `probe_interval_s` (is the Chromium main pid alive and the connection up?). A crash marks
 the affected sessions; their next call raises `EnvCrashed`. The next `open_session` relaunches
@@ -25,8 +28,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import mimetypes
 import os
 import secrets
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -35,11 +41,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from playwright.async_api import Browser, BrowserContext, CDPSession, Page, Playwright, async_playwright
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    CDPSession,
+    Page,
+    Playwright,
+    Route,
+    async_playwright,
+)
 from playwright.async_api import Error as PlaywrightError
 
 from workers.envs.base import Element, EnvCrashed, EnvError, ImageFormat
 from workers.envs.browser.dom import ELEMENTS_JS, elements_from_js
+from workers.envs.browser.server import get_server
 
 T = TypeVar("T")
 
@@ -130,7 +145,10 @@ class BrowserPool:
         probe_interval_s: float = 1.0,
         executable: str = CHROMIUM,
         extra_args: tuple[str, ...] = (),
+        sandboxed: bool = True,
     ) -> None:
+        """`sandboxed`: run Chromium in a sandbox (needs `sandbox_available()`; tests of the pool
+        mechanics may turn it off)."""
         if idle_timeout_s <= 0 or probe_interval_s <= 0:
             raise ValueError("idle_timeout_s and probe_interval_s must be positive")
         if not Path(executable).exists():
@@ -140,6 +158,9 @@ class BrowserPool:
         self.executable = executable
         self.extra_args = extra_args
         self.launches = 0
+        self.sandboxed = sandboxed
+        self._box: Any = None
+        self._box_dir: Path | None = None
         self.reclaimed: list[str] = []  # session ids reclaimed for idleness, oldest first
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
@@ -263,7 +284,7 @@ class BrowserPool:
             self._playwright = await async_playwright().start()
         marker = f"--flywheel-pool={secrets.token_hex(6)}"
         browser = await self._playwright.chromium.launch(
-            executable_path=self.executable,
+            executable_path=await asyncio.to_thread(self._executable),
             headless=True,
             args=[*CHROMIUM_ARGS, *self.extra_args, marker],
         )
@@ -283,6 +304,8 @@ class BrowserPool:
         browser = await self._ensure_browser()
         options["viewport"] = {"width": int(viewport[0]), "height": int(viewport[1])}
         context = await browser.new_context(**options)
+        if self.sandboxed:
+            await context.route(f"http://127.0.0.1:{get_server().port}/**", _serve_task_page)
         page = await context.new_page()
         cdp = await context.new_cdp_session(page)
         session = PageSession(sid, self._generation, context, page, cdp, (int(viewport[0]), int(viewport[1])))
@@ -347,6 +370,41 @@ class BrowserPool:
             with contextlib.suppress(Exception):
                 await self._playwright.stop()
             self._playwright = None
+        if self._box is not None:
+            await asyncio.to_thread(self._box.close)
+            self._box = None
+        if self._box_dir is not None:
+            shutil.rmtree(self._box_dir, ignore_errors=True)
+
+    def _executable(self) -> str:
+        """What Playwright starts: Chromium itself, or a launcher that runs it in the pool's box
+        (started on first use; kept across Chromium relaunches)."""
+        if not self.sandboxed:
+            return self.executable
+        from workers.envs.sandbox import Sandbox, SandboxPolicy
+
+        if self._box is None or not self._box.alive():
+            if self._box_dir is None:
+                self._box_dir = Path(tempfile.mkdtemp(prefix="flywheel-browser-"))
+                self._box_dir.chmod(0o711)  # the box user binds home/; the launcher stays root's
+            home = self._box_dir / "home"
+            home.mkdir(exist_ok=True)
+            # Many pages share this box: each renderer has a dozen threads, and RLIMIT_NPROC counts them.
+            self._box = Sandbox(home, policy=SandboxPolicy(processes=8192, memory_mb=16384, cpus=4.0))
+            self._box.start()
+        launcher = self._box_dir / "chromium-in-sandbox"
+        return str(self._box.launcher(launcher, self.executable))
+
+
+async def _serve_task_page(route: Route) -> None:
+    """Answer a sandboxed page's request for a task page from the static server's folders."""
+    path = get_server().file_for(route.request.url)
+    if path is None:
+        await route.fulfill(status=404, body="not found")
+    else:
+        # The content type the static server would send (Playwright's own guess differs for some).
+        kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        await route.fulfill(path=str(path), content_type=kind, headers={"Cache-Control": "no-store"})
 
 
 def _pid_alive(pid: int) -> bool:
@@ -367,7 +425,8 @@ def _find_pid(marker: str) -> int | None:
             args = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if marker.encode() in args and not any(a.startswith(b"--type=") for a in args):
+        launcher = args[0].rsplit(b"/", 1)[-1] in (b"nsenter", b"prlimit", b"setpriv", b"env", b"sh")
+        if marker.encode() in args and not launcher and not any(a.startswith(b"--type=") for a in args):
             return int(entry.name)
     return None
 

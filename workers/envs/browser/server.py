@@ -75,6 +75,22 @@ class StaticServer:
             self._mounts[name] = folder
         return self.url(name)
 
+    def file_for(self, url: str) -> Path | None:
+        """The file a URL of this server names (None: not ours, outside every mount, or missing).
+        Sandboxed browsers have no network: their requests for these URLs are answered from it."""
+        parts = urlsplit(url)
+        if parts.hostname != "127.0.0.1" or parts.port != self.port:
+            return None
+        name, _, rest = unquote(parts.path).lstrip("/").partition("/")
+        with self._lock:
+            root = self._mounts.get(name)
+        if root is None:
+            return None
+        target = (root / rest).resolve()
+        if (target != root and root not in target.parents) or not target.is_file():
+            return None
+        return target
+
     def url(self, name: str, path: str = "") -> str:
         return f"http://127.0.0.1:{self.port}/{name}/{path}"
 

@@ -8,6 +8,7 @@ import logging
 import os
 import resource
 import select
+import shlex
 import signal
 import subprocess
 import threading
@@ -230,10 +231,20 @@ class Sandbox:
             if not isinstance(out, int):
                 out.close()
 
-    def shell_argv(self, command: str) -> list[str]:
-        """The argv that runs `command` with bash in the box, for a host program that starts it
-        itself (limits apply to the box's uid and cgroup, not to this argv's own process)."""
-        return self._enter_argv(["/bin/bash", "--noprofile", "--norc", "-c", command])
+    def launcher(self, path: Path, program: str, env: Mapping[str, str] | None = None) -> Path:
+        """Write an executable /bin/sh script at `path` that runs `program "$@"` in the box, for a
+        host library that starts a program itself (Playwright's executable_path). The program gets
+        the box's cgroup and RLIMIT_NPROC and only the box's environment, never the host's."""
+        s = self._require()
+        nproc = self.policy.processes
+        variables = [f"{k}={v}" for k, v in self._env(env).items()]
+        inner = self._enter_argv(["/usr/bin/env", "-i", *variables, program])
+        lines = ["#!/bin/sh"]
+        lines += [f"echo $$ > {shlex.quote(str(p / 'cgroup.procs'))} 2>/dev/null" for p in s.cgroup.paths]
+        lines.append(f'exec prlimit --nproc={nproc}:{nproc} {shlex.join(inner)} "$@"')
+        path.write_text("\n".join(lines) + "\n")
+        path.chmod(0o700)
+        return path
 
     # internals -------------------------------------------------------------------------------
 
