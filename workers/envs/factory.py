@@ -3,7 +3,9 @@ desktops never loads Playwright, and the reverse."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from workers.envs.base import Environment
@@ -21,9 +23,12 @@ def _browser_pool() -> Any:
 
 
 def make_desktop() -> Environment:
+    """FLYWHEEL_VNC_SOCKET_DIR: where x11vnc's sockets go when the token proxy runs in another
+    container (a volume both share, never mounted in a sandbox); unset, each session's private dir."""
     from workers.envs.desktop.env import DesktopConfig, DesktopEnv
 
-    return DesktopEnv(DesktopConfig())
+    socket_dir = os.environ.get("FLYWHEEL_VNC_SOCKET_DIR", "")
+    return DesktopEnv(DesktopConfig(vnc_socket_dir=Path(socket_dir) if socket_dir else None))
 
 
 def make_browser() -> Environment:

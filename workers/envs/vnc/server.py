@@ -32,7 +32,8 @@ class X11Vnc:
 
     def __init__(self, display: str, socket_dir: Path, log_dir: Path) -> None:
         self._display = display
-        self._socket = socket_dir / "vnc.sock"
+        socket_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._socket = socket_dir / f"x11vnc-{display.lstrip(':')}.sock"  # displays are unique per host
         self._log = log_dir / "x11vnc.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.target: VncTarget | None = None
