@@ -9,6 +9,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("workspace/", views.workspace, name="workspace"),
     path("workspace/<int:session_id>/", views.workspace_session, name="workspace-session"),
+    path("workspace/fix/<int:trajectory_id>/", views.workspace_fix, name="workspace-fix"),
     path("review/", views.review, name="review"),
     path("runs/", views.runs, name="runs"),
     path("runs/new/", views.run_new, name="run-new"),

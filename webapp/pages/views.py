@@ -46,6 +46,20 @@ def workspace_session(request: HttpRequest, session_id: int) -> HttpResponse:
     return render(request, "pages/workspace_session.html", {"session_id": session_id})
 
 
+@login_required
+def workspace_fix(request: HttpRequest, trajectory_id: int) -> HttpResponse:
+    """The fix view of a trajectory the reviewers sent back: their comments per step, thought edits,
+    a changed action re-executed as a branch, resubmit. A trajectory the user may not fix shows 404."""
+    from annotation.selectors import fixable_trajectories
+
+    page = PAGES_BY_NAME["workspace"]
+    if not page.allows(user_roles(request.user)):
+        raise PermissionDenied(f"{page.label} is open to: {', '.join(sorted(r.value for r in page.roles))}.")
+    if not fixable_trajectories(request.user).filter(pk=trajectory_id).exists():
+        raise Http404("No such trajectory of yours to fix.")
+    return render(request, "pages/workspace_fix.html", {"trajectory_id": trajectory_id})
+
+
 @page_view("review")
 def review(request: HttpRequest) -> HttpResponse:
     return render(request, "pages/review.html")

@@ -67,22 +67,70 @@ async function mountQueue(box: HTMLElement, error: HTMLElement): Promise<void> {
   );
 }
 
+interface FixRow {
+  trajectory_id: number;
+  task: string;
+  instruction: string;
+  pool: string;
+  review_round: number;
+  flagged_steps: number[];
+  decided_at: string | null;
+}
+
+/** The trajectories the reviewers sent back: each opens the fix view at its first flagged step. */
+async function mountFixes(box: HTMLElement): Promise<void> {
+  let rows: FixRow[];
+  try {
+    rows = await api<FixRow[]>("/api/annotation/fixes/");
+  } catch (e) {
+    render(box, notice("error", `Could not load the trajectories sent back: ${e instanceof Error ? e.message : String(e)}`));
+    return;
+  }
+  if (rows.length === 0) return;
+  render(
+    box,
+    h("h2", {}, "Sent back for fixes"),
+    h("p", { class: "notice notice-warn" }, `The reviewers asked you to fix ${rows.length} trajector${rows.length === 1 ? "y" : "ies"}: read their comments per step, edit, resubmit.`),
+    h(
+      "div",
+      { class: "table-wrap" },
+      table(rows, [
+        { label: "Trajectory", cell: (r) => `#${r.trajectory_id}` },
+        { label: "Task", cell: (r) => h("span", { title: r.instruction }, r.task) },
+        { label: "Pool", cell: (r) => r.pool },
+        { label: "Flagged steps", cell: (r) => (r.flagged_steps.length > 0 ? r.flagged_steps.map((i) => i + 1).join(", ") : "—") },
+        { label: "Sent back", cell: (r) => ago(r.decided_at) },
+        {
+          label: "",
+          cell: (r) => {
+            const first = r.flagged_steps[0];
+            return h("a", { class: "btn btn-small", href: `/workspace/fix/${r.trajectory_id}/${first !== undefined ? `?step=${first + 1}` : ""}`, "data-testid": `fix-${r.trajectory_id}` }, "Fix");
+          },
+        },
+      ]),
+    ),
+  );
+}
+
 export async function mountStart(root: HTMLElement): Promise<void> {
   const error = h("div", { class: "notice notice-error", role: "alert", hidden: true, "data-testid": "start-error" });
   const next = h("button", { type: "button", class: "btn", "data-testid": "take-next" }, "Take the next task");
   next.addEventListener("click", () => void takeNextTask(next, error));
   const list = h("div", { "data-testid": "my-sessions" }, notice("loading", "Loading your sessions…"));
   const queue = h("div", { "data-testid": "my-queue" }, notice("loading", "Loading your queue…"));
+  const fixes = h("div", { "data-testid": "my-fixes" });
   render(
     root,
     h("div", { class: "ws-start" }, next, h("span", { class: "muted" }, "The task the current model fails most goes first; the environment starts in a few seconds.")),
     error,
+    fixes,
     h("h2", {}, "Your queue"),
     queue,
     h("h2", {}, "Your sessions"),
     list,
   );
   void mountQueue(queue, error);
+  void mountFixes(fixes);
   let sessions: SessionSummary[];
   try {
     sessions = await api<SessionSummary[]>("/api/annotation/sessions/");
