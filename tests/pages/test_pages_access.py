@@ -134,3 +134,21 @@ def test_login_form_signs_in_and_logout_signs_out(users) -> None:
     out = client.post("/logout/")
     assert out.status_code == 302 and out["Location"] == "/login/"
     assert client.get("/").status_code == 302
+
+
+def test_fix_view_page_opens_only_the_annotators_own_trajectory(users) -> None:
+    from tests.factories import TrajectoryFactory
+
+    mine = TrajectoryFactory(source="annotation", annotator=users["annotator"])
+    other = TrajectoryFactory(source="annotation", annotator=users["admin"])
+    client = _client_for(users, "annotator")
+    page = client.get(f"/workspace/fix/{mine.pk}/")
+    assert page.status_code == 200 and f'data-workspace-fix="{mine.pk}"'.encode() in page.content
+    assert client.get(f"/workspace/fix/{other.pk}/").status_code == 404
+    assert _client_for(users, "reviewer").get(f"/workspace/fix/{mine.pk}/").status_code == 403
+    assert _client_for(users, "admin").get(f"/workspace/fix/{other.pk}/").status_code == 200
+
+
+def test_pools_page_offers_the_task_import_to_admins_only(users) -> None:
+    assert b'data-widget="task-import"' in _client_for(users, "admin").get("/pools/").content
+    assert b'data-widget="task-import"' not in _client_for(users, "researcher").get("/pools/").content

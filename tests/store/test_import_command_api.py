@@ -165,3 +165,45 @@ def test_import_forbidden_for_other_roles(api: Any, role: str | None, expected: 
     response = api(role).post(URL, body, format="multipart")
     assert response.status_code == expected
     assert not Task.objects.exists()
+
+
+@pytest.mark.urls(__name__)
+def test_several_files_import_the_good_ones_and_report_the_bad_ones_per_file(api: Any) -> None:
+    bad = osworld("b")
+    bad["evaluator"].pop("func")
+    lines = (
+        b'{"id": "j1", "instruction": "one", "env_kind": "browser"}\n{"id": "j2", "env_kind": "browser"}\n'
+    )
+    files = [_upload("good.json", json.dumps(osworld("g")).encode()), _upload("bad.json", json.dumps(bad).encode()),
+             _upload("list.jsonl", lines), _upload("again.json", json.dumps(osworld("g")).encode())]  # fmt: skip
+    response = api("admin").post(
+        URL, {"pool": "multi", "create_pool": "true", "file": files}, format="multipart"
+    )
+    assert response.status_code == 201, response.content
+    assert response.data["created"] == 1 and response.data["refused_files"] == 3
+    assert set(Task.objects.values_list("external_id", flat=True)) == {"g"}
+    by_file = {f["file"]: f for f in response.data["files"]}
+    assert by_file["good.json"]["ok"] and by_file["good.json"]["tasks"][0]["external_id"] == "g"
+    assert by_file["bad.json"]["issues"][0]["field"] == "evaluator.func"
+    assert [i["file"] for i in by_file["list.jsonl"]["issues"]] == ["list.jsonl:line 2"]  # the refused task's line
+    assert "duplicate id 'g'" in by_file["again.json"]["issues"][0]["reason"]
+
+
+@pytest.mark.urls(__name__)
+def test_preview_reads_everything_and_writes_nothing(api: Any) -> None:
+    TaskPool.objects.create(name="prev")
+    client = api("admin")
+    first = {"pool": "prev", "file": _upload("t.json", json.dumps(osworld("t")).encode())}
+    assert client.post(URL, first, format="multipart").status_code == 201
+    files = [_upload("t.json", json.dumps(osworld("t")).encode()), _upload("notes.txt", b"hello")]
+    response = client.post(URL + "preview/", {"pool": "prev", "file": files}, format="multipart")
+    assert response.status_code == 200, response.content
+    by_file = {f["file"]: f for f in response.data["files"]}
+    assert by_file["t.json"]["tasks"][0]["exists"] is True  # re-import: an update
+    assert by_file["notes.txt"]["ok"] is False
+    assert "unknown file type" in by_file["notes.txt"]["issues"][0]["reason"]
+    assert response.data["pool_exists"] is True and response.data["refused_files"] == 1
+    assert Task.objects.count() == 1
+    files = [_upload("t.json", json.dumps(osworld("t")).encode())]
+    denied = api("annotator").post(URL + "preview/", {"pool": "prev", "file": files}, format="multipart")
+    assert denied.status_code == 403

@@ -5,6 +5,8 @@ export class ApiError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** The answer's JSON body, when it had one (e.g. an import's per-file report on 400). */
+    readonly body: unknown = null,
   ) {
     super(message);
     this.name = "ApiError";
@@ -70,7 +72,9 @@ export async function api<T>(path: string, options: RequestOptions = {}): Promis
   const headers: Record<string, string> = { Accept: "application/json" };
   if (!SAFE_METHODS.has(method)) headers["X-CSRFToken"] = csrfToken();
   const init: RequestInit = { method, headers, credentials: "same-origin" };
-  if (options.body !== undefined) {
+  if (options.body instanceof FormData) {
+    init.body = options.body; // multipart: the browser writes the boundary
+  } else if (options.body !== undefined) {
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(options.body);
   }
@@ -91,7 +95,7 @@ export async function api<T>(path: string, options: RequestOptions = {}): Promis
       body = null; // an HTML error page: fall back to the status text
     }
   }
-  if (!response.ok) throw new ApiError(response.status, errorMessage(response.status, body));
+  if (!response.ok) throw new ApiError(response.status, errorMessage(response.status, body), body);
   return body as T;
 }
 

@@ -37,6 +37,8 @@ export interface Task {
   tags: string[];
   enabled: boolean;
   supported: boolean;
+  /** Why the task cannot run here (set by the importer when `supported` is false). */
+  unsupported_reasons?: string[];
   attempts: number;
   successes: number;
   success_rate: number;

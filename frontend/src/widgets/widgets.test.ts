@@ -5,6 +5,7 @@ import { exportFilters, jobRow } from "./exportPanel";
 import { pagedTable } from "./lists";
 import { mountWidgets } from "./mount";
 import { selectedPool } from "./poolBrowser";
+import { fileSummary, taskFiles } from "./taskImport";
 
 afterEach(() => {
   vi.unstubAllGlobals();
@@ -110,5 +111,19 @@ describe("capped lists", () => {
     await pagedTable(el, "/api/x/", [{ label: "Id", cell: (r: { id: number }) => r.id }]);
     expect(el.textContent).toContain("Latest 1");
     expect(el.querySelector("button")).toBeNull();
+  });
+});
+
+describe("task import", () => {
+  it("keeps only the files the importers read from a chosen folder", () => {
+    const f = (name: string): File => new File(["x"], name);
+    const { kept, skipped } = taskFiles([f("a.json"), f("b.jsonl"), f("c.csv"), f("d.tar.gz"), f("README.md"), f(".hidden.json")]);
+    expect(kept.map((k) => k.name)).toEqual(["a.json", "b.jsonl", "c.csv", "d.tar.gz"]);
+    expect(skipped).toBe(2);
+  });
+  it("sums up a file: new, updated, unsupported — or refused with its issue count", () => {
+    const task = { external_id: "t", instruction: "", env_kind: "desktop", origin: "a.json", supported: true, unsupported_reasons: [], importance: 1, exists: false };
+    expect(fileSummary({ file: "a.json", ok: true, issues: [], tasks: [task, { ...task, exists: true, supported: false }] })).toBe("2 tasks · 1 new · 1 updated · 1 unsupported here (imported disabled)");
+    expect(fileSummary({ file: "b.json", ok: false, tasks: [], issues: [{ file: "b.json", field: "id", reason: "missing", message: "" }] })).toBe("refused: 1 issue");
   });
 });

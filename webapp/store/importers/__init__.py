@@ -4,16 +4,25 @@ All-or-nothing: every input is read and validated first; only then is anything w
 transaction. Problems come back as `ImportIssue(file, field, reason)` inside `TaskImportError`.
 """
 
-from webapp.store.importers.services import FORMATS, records_collect, task_import_run, tasks_import
+from webapp.store.importers.services import (
+    FORMATS,
+    FileReport,
+    records_by_file,
+    records_collect,
+    task_import_run,
+    tasks_import,
+)
 from webapp.store.importers.types import ImportIssue, ImportResult, SourceFile, TaskImportError, TaskRecord
 
 __all__ = [
     "FORMATS",
+    "FileReport",
     "ImportIssue",
     "ImportResult",
     "SourceFile",
     "TaskImportError",
     "TaskRecord",
+    "records_by_file",
     "records_collect",
     "task_import_run",
     "tasks_import",

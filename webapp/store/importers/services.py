@@ -7,6 +7,7 @@ definition and difficulty inputs change, its success statistics and assignments 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from django.db import IntegrityError, transaction
@@ -141,6 +142,45 @@ def records_collect(
     if issues:
         raise TaskImportError(issues)
     return records
+
+
+@dataclass
+class FileReport:
+    """One uploaded file's part of an import: its valid tasks, or why it was refused (each issue
+    names the file and line / row of the task it is about). A file is taken whole or not at all."""
+
+    file: str
+    records: list[TaskRecord] = field(default_factory=list)
+    issues: list[ImportIssue] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.issues
+
+
+def records_by_file(uploads: Iterable[SourceFile], fmt: str = "auto") -> list[FileReport]:
+    """Read and validate each upload on its own (a folder's or a multi-file upload's files): the good
+    files give their tasks, the bad ones their issues. An id already given by an earlier good file
+    refuses the later file (one task per id and pool)."""
+    reports: list[FileReport] = []
+    seen: dict[str, str] = {}
+    for upload in uploads:
+        try:
+            records = records_collect(uploads=[upload], fmt=fmt)
+        except TaskImportError as exc:
+            reports.append(FileReport(upload.name, issues=exc.issues))
+            continue
+        clashes = [
+            ImportIssue(r.origin, "id", f"duplicate id {r.external_id!r}, also in {seen[r.external_id]}")
+            for r in records
+            if r.external_id in seen
+        ]
+        if clashes:
+            reports.append(FileReport(upload.name, issues=clashes))
+            continue
+        seen.update((r.external_id, r.origin) for r in records)
+        reports.append(FileReport(upload.name, records=records))
+    return reports
 
 
 def _pool_for_import(pool_name: str, create_pool: bool) -> tuple[TaskPool, bool]:
