@@ -276,3 +276,27 @@ def test_browser_pages_run_confined_and_reach_only_task_pages(tmp_path: Path) ->
         pool.close()
         host_http.shutdown()
     assert uid_pids(uid) == []
+
+
+def test_host_side_file_tools_never_follow_a_planted_symlink(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session swaps a directory of its home for a symlink to the host between the path check
+    and the use; the host-side tools (running as root) must not follow it."""
+    from workers.envs.terminal import api_actions
+    from workers.envs.terminal.paths import PathOutsideSession
+
+    home, host = tmp_path / "home", tmp_path / "host"
+    home.mkdir()
+    host.mkdir()
+    (host / "secret").write_text("host secret")
+    (home / "d").symlink_to(host)
+    # The check passed before the swap: let it pass now, as in the race window.
+    monkeypatch.setattr(api_actions, "confine", lambda root, path: root / path)
+    with pytest.raises(PathOutsideSession):
+        api_actions.read_file(home, "d/secret")
+    with pytest.raises(PathOutsideSession):
+        api_actions.write_file(home, "d/planted", "x")
+    with pytest.raises(PathOutsideSession):
+        api_actions.list_dir(home, "d")
+    assert not (host / "planted").exists()

@@ -20,6 +20,7 @@ skipped; any other pyautogui step is unsupported.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import time
@@ -280,7 +281,9 @@ def run_setup(steps: list[dict[str, Any]], runner: CommandRunner, bundle_dir: Pa
     """Run set-up steps in order on `runner`; a failing step raises OSWorldError. Local files come
     only from `bundle_dir` (see the module docstring)."""
     # OSWorld's VM user has a ~/Desktop that many tasks write to.
-    _give_to_session(runner, _make_parents(runner, runner.session_dir / "Desktop" / "-"))
+    from workers.envs.terminal.paths import open_beneath
+
+    os.close(open_beneath(runner.session_dir, "Desktop", os.O_RDONLY | os.O_DIRECTORY, make_parents=True))
     for i, step in enumerate(steps):
         problems = _step_problems(step)
         if problems:
@@ -309,10 +312,7 @@ def _run_step(
     elif kind == "download":
         for item in params.get("files", []):
             source = _bundle_file(bundle_dir, str(item.get("url", "")), index)
-            target = _session_path(runner, str(item.get("path", "")))
-            _give_to_session(runner, _make_parents(runner, target))
-            shutil.copyfile(source, target)
-            _give_to_session(runner, [target])
+            _copy_into_session(runner, source, str(item.get("path", "")))
     elif kind == "open":
         path = _session_path(runner, params["path"])
         inside = f"{runner.command_home}/{path.relative_to(runner.session_dir.resolve())}"
@@ -341,23 +341,18 @@ def _bundle_file(bundle_dir: Path | None, url: str, index: int) -> Path:
     return source
 
 
-def _make_parents(runner: CommandRunner, target: Path) -> list[Path]:
-    """Create the missing directories above `target`; return them (outermost first)."""
-    made: list[Path] = []
-    for parent in reversed(target.parents):
-        if not parent.exists():
-            parent.mkdir()
-            made.append(parent)
-    return made
+def _copy_into_session(runner: CommandRunner, source: Path, path: str) -> None:
+    """Copy a bundle file to `path` in the session, never through a symlink the session planted;
+    the copy (and any directory made for it) belongs to the session's user."""
+    from workers.envs.terminal.paths import open_beneath
 
-
-def _give_to_session(runner: CommandRunner, paths: list[Path]) -> None:
-    """Files the host wrote into the session belong to the session's user, as if it made them."""
-    import os
-
-    owner = runner.session_dir.stat()
-    for path in paths:
-        os.lchown(path, owner.st_uid, owner.st_gid)
+    target = _session_path(runner, path)  # refuses paths outside, with the reason
+    relative = str(target.relative_to(runner.session_dir.resolve()))
+    fd = open_beneath(runner.session_dir, relative, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, make_parents=True)
+    with os.fdopen(fd, "wb") as out, source.open("rb") as src:
+        owner = runner.session_dir.stat()
+        os.fchown(out.fileno(), owner.st_uid, owner.st_gid)
+        shutil.copyfileobj(src, out)
 
 
 def _opener(path: Path) -> list[str]:

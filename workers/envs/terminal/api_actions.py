@@ -7,13 +7,15 @@ terminal's holds file actions confined to the session directory.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from workers.envs.base import EnvError
-from workers.envs.terminal.paths import confine
+from workers.envs.terminal.paths import PathOutsideSession, confine, open_beneath
 
 MAX_READ_BYTES = 1 << 20
 
@@ -72,10 +74,12 @@ def register_api_action(
 
 
 def read_file(session_dir: Path, path: str) -> dict[str, Any]:
-    target = confine(session_dir, path)
-    if not target.is_file():
-        raise EnvError(f"read_file: {path!r} is not a file")
-    data = target.read_bytes()[: MAX_READ_BYTES + 1]
+    confine(session_dir, path)
+    fd = open_beneath(session_dir, path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise EnvError(f"read_file: {path!r} is not a file")
+        data = handle.read(MAX_READ_BYTES + 1)
     return {
         "path": path,
         "content": data[:MAX_READ_BYTES].decode(errors="replace"),
@@ -89,18 +93,28 @@ def write_file(session_dir: Path, path: str, content: str) -> dict[str, Any]:
     target = confine(session_dir, path)
     if not target.parent.is_dir():
         raise EnvError(f"write_file: directory of {path!r} does not exist")
-    target.write_text(content)
+    fd = open_beneath(session_dir, path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    with os.fdopen(fd, "wb") as handle:
+        owner = session_dir.stat()
+        os.fchown(handle.fileno(), owner.st_uid, owner.st_gid)  # the session's file, as if it wrote it
+        handle.write(content.encode())
     return {"path": path, "bytes": len(content.encode())}
 
 
 def list_dir(session_dir: Path, path: str = ".") -> dict[str, Any]:
-    target = confine(session_dir, path)
-    if not target.is_dir():
-        raise EnvError(f"list_dir: {path!r} is not a directory")
-    entries = sorted(
-        (child.name + ("/" if child.is_dir() else "") for child in target.iterdir()), key=str.lower
-    )
-    return {"path": path, "entries": entries}
+    confine(session_dir, path)
+    try:
+        fd = open_beneath(session_dir, path, os.O_RDONLY | os.O_DIRECTORY)
+    except EnvError as exc:
+        if isinstance(exc, PathOutsideSession):
+            raise
+        raise EnvError(f"list_dir: {path!r} is not a directory") from exc
+    try:
+        with os.scandir(fd) as it:
+            names = [e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in it]
+    finally:
+        os.close(fd)
+    return {"path": path, "entries": sorted(names, key=str.lower)}
 
 
 TERMINAL_API.register("read_file", read_file, ("path",))
