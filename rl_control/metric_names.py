@@ -41,6 +41,10 @@ METRICS: dict[str, str] = {
     "policy/is_weight_max": "largest IS weight before truncation",
     "policy/is_truncated_frac": "fraction of IS weights cut at C",
     "policy/steps_kept_frac": "fraction of steps kept by the entropy filter",
+    "policy/entropulse_phases": "Entropulse SFT phases run so far (seed 001 §3.3); the charts shade each one",
+    "policy/entropulse_sft_loss": "SFT loss at the end of the Entropulse phase of this update",
+    "policy/entropulse_sft_examples": "examples (steps of stored successes) the Entropulse phase trained on",
+    "policy/entropulse_sft_s": "seconds the Entropulse SFT phase took",
     # value
     "value/loss": "critic loss of the update",
     "value/explained_variance": "1 − Var(return − V) / Var(return) over the batch",

@@ -9,6 +9,8 @@ validated config so a form shows every value that will be used, not only the one
                    top-80 % entropy steps, dynamic N from 8, experience pool
     bepa           seed 003 §4, App.: GRPO N = 8, 15 steps, lr 1e-6, clip 0.2 / 0.3, no KL,
                    4 epochs, per-task cache of one success injected when all N fail
+    grpo-entropulse seed 001 §3.3: step-wise GRPO with β_KL 0.1 that alternates RL with SFT phases on
+                   its own successes when the reward plateaus while entropy does not recover
     sync-baseline  the coupled baseline: every environment waits for the slowest rollout of the
                    batch and the trainer for the whole batch (no streaming pool), GRPO, no injection
 """
@@ -104,6 +106,39 @@ PRESETS: dict[str, Preset] = {
                     "temperature": 1.0,
                 },
                 "curation": {"rollouts_max": 8, "rollouts_min": 8, "step_cap": 15, "injection": "bepa_cache"},
+            },
+        ),
+        Preset(
+            name="grpo-entropulse",
+            title="Step-wise GRPO + Entropulse (ComputerRL)",
+            description="Step-level GRPO with a KL reference; when the reward plateaus while entropy "
+            "does not recover, an SFT phase on the run's own successes, then RL again with the "
+            "reference reset (seed 001 §3.3). The charts shade each SFT phase.",
+            algorithm="grpo",
+            mode="async",
+            overrides={
+                "grpo": {
+                    "lr": 1e-6,
+                    "beta_kl": 0.1,
+                    "clip_low": 0.2,
+                    "clip_high": 0.28,
+                    "rollouts_per_task": 8,
+                },
+                "curation": {
+                    "rollouts_max": 8,
+                    "rollouts_min": 2,
+                    "injection": "none",
+                    "plateau_window": 10,
+                    "plateau_reward_min_gain": 0.01,
+                    "plateau_entropy_max_rel_change": 0.0,
+                },
+                "entropulse": {
+                    "enabled": True,
+                    "sft_steps": 50,
+                    "sft_lr": 1e-5,
+                    "successes": 64,
+                    "max_phases": 4,
+                },
             },
         ),
         Preset(

@@ -38,7 +38,7 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from rl_control import services
-from rl_control.engine import slots
+from rl_control.engine import measures, slots
 from rl_control.engine.control import engine_state, start_dir
 from rl_control.engine.data import (
     curator_of,
@@ -48,6 +48,7 @@ from rl_control.engine.data import (
     pool_wait,
     sync_batch_groups,
 )
+from rl_control.engine.entropulse import entropulse_after_update
 from rl_control.engine.keys import key, rds
 from rl_control.engine.serving import lifeline_set, serving_ensure, serving_push
 from rl_control.models import EngineState, RolloutGroup, RolloutGroupState, Run, RunMode, RunStatus
@@ -300,7 +301,7 @@ def _update(
                 for step, lps in zip(s.steps, trainer.recompute_logprobs(s.steps), strict=True):
                     step.rollout_logprobs, step.policy_version = lps, trainer.version
                 samples.append(s)
-    metrics: dict[str, float] = {}
+    metrics: dict[str, float] = measures.curation_figures(plans.values())
     before = trainer.version
     step_stats: dict[str, list[dict[str, Any]]] = {}
     if samples and run.algorithm == "ppo" and trainer.value_pretrain_done is None:
@@ -313,6 +314,7 @@ def _update(
         lr_scale = trainer.set_progress(services.run_budget_fraction(Run.objects.get(pk=run.pk)))
         metrics.update(trainer.update(samples))
         metrics["policy/lr_scale"] = lr_scale
+        metrics.update(entropulse_after_update(run, trainer))
         step_stats = trainer.last_step_stats
     else:
         trainer.version += 1  # nothing to learn from: the version still moves so the batch closes
@@ -387,6 +389,8 @@ def _record(
             per_task.setdefault(t.task.external_id, []).append(ok)
         for task_key, oks in per_task.items():
             values[f"outcome/success_rate/task/{task_key}"] = statistics.fmean(oks)
+        values.update(measures.episode_figures(finished, successes, run.pool.name if run.pool_id else "none"))
+    values.update(measures.fleet_figures(str(run.config["env"]["kind"])))
     busy, idle = acct.get("busy_s", 0.0), acct.get("idle_s", 0.0)
     episodes = int(Trajectory.objects.filter(run=run, status=TrajectoryStatus.COMPLETED).count())
     values.update({

@@ -4,7 +4,7 @@
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import { h } from "../lib/dom";
-import { align, appendPoint, smooth, type Points } from "./series";
+import { align, appendPoint, smooth, type Band, type Points } from "./series";
 
 export const PALETTE = ["#1f5eff", "#e8590c", "#0ca678", "#ae3ec9", "#f59f00", "#1098ad", "#d6336c", "#5c940d"];
 
@@ -13,6 +13,8 @@ export class ChartHub {
   readonly charts = new Set<MetricChart>();
   smoothing = 0;
   xLabel = "training step";
+  /** Entropulse SFT phases, shaded on every chart of the hub (x in the hub's axis). */
+  bands: Band[] = [];
   private syncing = false;
   readonly syncKey = `hub-${Math.random().toString(36).slice(2)}`;
 
@@ -26,6 +28,30 @@ export class ChartHub {
   redrawAll(): void {
     for (const c of this.charts) c.redraw();
   }
+
+  setBands(bands: Band[]): void {
+    if (JSON.stringify(bands) === JSON.stringify(this.bands)) return;
+    this.bands = bands;
+    for (const c of this.charts) c.repaint();
+  }
+}
+
+function drawBands(u: uPlot, bands: readonly Band[]): void {
+  const ctx = u.ctx;
+  ctx.save();
+  ctx.font = `${Math.round(10 * devicePixelRatio)}px sans-serif`;
+  for (const band of bands) {
+    const left = u.valToPos(band.from, "x", true);
+    const right = u.valToPos(band.to, "x", true);
+    const x0 = Math.max(u.bbox.left, Math.min(left, right));
+    const x1 = Math.min(u.bbox.left + u.bbox.width, Math.max(left, right));
+    if (x1 < u.bbox.left || x0 > u.bbox.left + u.bbox.width) continue;
+    ctx.fillStyle = "rgba(245, 159, 0, 0.22)";
+    ctx.fillRect(x0, u.bbox.top, Math.max(2 * devicePixelRatio, x1 - x0), u.bbox.height);
+    ctx.fillStyle = "#b35c00";
+    ctx.fillText(band.label, x0 + 2 * devicePixelRatio, u.bbox.top + 11 * devicePixelRatio);
+  }
+  ctx.restore();
 }
 
 function width(el: HTMLElement): number {
@@ -77,6 +103,17 @@ export class MetricChart {
     this.totals.set(name, (this.totals.get(name) ?? 0) + 1);
     this.schedule();
     return s.x.length;
+  }
+
+  /** The points held for one series (e.g. the Entropulse phase counter). */
+  points(name: string): Points | undefined {
+    return this.series.get(name);
+  }
+
+  /** Draw again without new data (the hub's bands changed). */
+  repaint(): void {
+    this.el.dataset.bands = String(this.hub.bands.length);
+    this.plot?.redraw(false, false);
   }
 
   pointsHeld(): number {
@@ -138,6 +175,7 @@ export class MetricChart {
     this.el.dataset.points = String(held);
     const total = [...this.totals.values()].reduce((a, b) => a + b, 0);
     this.el.dataset.total = String(total);
+    this.el.dataset.bands = String(this.hub.bands.length);
     const first = raw[0];
     if (names.length === 1 && first !== undefined && first.y.length > 0) {
       const lastX = first.x[first.x.length - 1] ?? 0;
@@ -167,6 +205,7 @@ export class MetricChart {
       cursor: { sync: { key: this.hub.syncKey }, drag: { x: true, y: false } },
       axes: [{ size: 34 }, { size: 52 }],
       hooks: {
+        draw: [(u) => { drawBands(u, this.hub.bands); }],
         setSelect: [
           (u) => {
             if (u.select.width < 2) return;

@@ -13,7 +13,7 @@ import { badge, h, notice, render } from "../lib/dom";
 import { ago, percent } from "../lib/format";
 import { ChartHub, formatValue, MetricChart } from "./chart";
 import { progressBar } from "./list";
-import { chartSpecs, eventX, type ChartSpec } from "./series";
+import { chartSpecs, eventX, PHASE_METRIC, phaseBands, type ChartSpec } from "./series";
 import { RunSocket } from "./socket";
 import {
   X_AXES,
@@ -252,6 +252,13 @@ class RunPage {
     }
     const series = await fetchSeries(this.runId, names, this.axis);
     for (const s of series) this.chartOf.get(s.name)?.setSeries(s.name, s, s.total);
+    this.updateBands();
+  }
+
+  /** Entropulse: shade the SFT phases on every chart (from the phase counter the trainer records). */
+  private updateBands(): void {
+    const points = this.chartOf.get(PHASE_METRIC)?.points(PHASE_METRIC);
+    this.hub.setBands(points ? phaseBands(points) : []);
   }
 
   private async refetch(chart: MetricChart): Promise<void> {
@@ -289,6 +296,7 @@ class RunPage {
       }
       for (const name of fresh) this.chartOf.get(name)?.append(name, x, e.values[name] ?? 0);
     }
+    if (PHASE_METRIC in e.values) this.updateBands();
     const success = e.values["outcome/verified_success_rate"];
     if (success !== undefined) {
       this.run.headline_success = success;

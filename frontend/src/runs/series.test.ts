@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { align, appendPoint, chartSpecs, eventX, fieldText, flattenConfig, overrides, parseField, smooth } from "./series";
+import { align, appendPoint, chartSpecs, eventX, fieldText, flattenConfig, overrides, parseField, phaseBands, smooth } from "./series";
 import type { MetricsEvent } from "./types";
 
 describe("chartSpecs", () => {
@@ -60,5 +60,16 @@ describe("launch form values", () => {
     values.set("grpo.lr", 2e-6);
     values.set("budget.max_episodes", 40);
     expect(overrides(base, values)).toEqual({ grpo: { lr: 2e-6 }, budget: { max_episodes: 40 } });
+  });
+});
+
+describe("phaseBands", () => {
+  it("marks one SFT phase where the Entropulse count rises", () => {
+    expect(phaseBands({ x: [0, 1, 2, 3, 4, 5], y: [0, 0, 1, 1, 1, 2] })).toEqual([
+      { from: 1, to: 2, label: "SFT 1" },
+      { from: 4, to: 5, label: "SFT 2" },
+    ]);
+    expect(phaseBands({ x: [10], y: [1] })).toEqual([{ from: 9, to: 10, label: "SFT 1" }]);
+    expect(phaseBands({ x: [], y: [] })).toEqual([]);
   });
 });

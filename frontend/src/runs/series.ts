@@ -156,3 +156,28 @@ export function overrides(preset: Map<string, unknown>, values: Map<string, unkn
   }
   return out;
 }
+
+/** A shaded stretch of the x axis: an Entropulse SFT phase between two RL phases. */
+export interface Band {
+  from: number;
+  to: number;
+  label: string;
+}
+
+export const PHASE_METRIC = "policy/entropulse_phases";
+
+/** SFT phases from the Entropulse phase counter: each increase of the count is one SFT phase, run
+ * between the previous point and the one that reports it (so it spans that interval on any axis). */
+export function phaseBands(points: Points): Band[] {
+  const bands: Band[] = [];
+  for (let i = 0; i < points.x.length; i += 1) {
+    const y = points.y[i] ?? 0;
+    const before = i > 0 ? (points.y[i - 1] ?? 0) : 0;
+    if (y > before) {
+      const x = points.x[i] ?? 0;
+      const prev = i > 0 ? (points.x[i - 1] ?? x - 1) : x - 1;
+      bands.push({ from: prev, to: x, label: `SFT ${Math.round(y)}` });
+    }
+  }
+  return bands;
+}
