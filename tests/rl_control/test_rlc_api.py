@@ -182,7 +182,13 @@ def test_alerts_presets_and_catalogue(api, run) -> None:
     assert [(a["kind"], a["step"]) for a in alerts] == [("entropy_collapse", 4)]
     assert RunAlert.objects.count() == 1
     presets = api("admin").get("/api/rl/presets/").json()
-    assert [p["name"] for p in presets] == ["ppo-uitars2", "grpo-dart", "bepa", "grpo-entropulse", "sync-baseline"]
+    assert [p["name"] for p in presets] == [
+        "ppo-uitars2",
+        "grpo-dart",
+        "bepa",
+        "grpo-entropulse",
+        "sync-baseline",
+    ]
     assert presets[1]["help"]["grpo.is_cap"].startswith("C in the truncated IS weight")
     catalogue = api("admin").get("/api/rl/metric-names/").json()
     entropy = next(row for row in catalogue if row["name"] == "policy/entropy")
