@@ -12,6 +12,7 @@ help per field (the launch form renders it, see `presets.field_help`):
     reward    RewardConfig       format, length and repetition shaping
     entropulse EntropulseSettings RL ↔ SFT alternation when training plateaus (seed 001 §3.3)
     judge     JudgeSettings      LLM judge / outcome reward model for tasks without a verifier
+    vlm       VLMSettings        HF vision-language policies only: LoRA rank, response length
     seed      int                seeds policy sampling and task order
     task_ids  list[int]          explicit task list; empty = every enabled task of the run's pool
 
@@ -185,6 +186,26 @@ class ServingSettings(_Config):
         return e
 
 
+@dataclass
+class VLMSettings(_Config):
+    """Settings that apply when the start checkpoint is a Hugging Face vision-language model
+    (Qwen2.5-VL family, workers.policy.hf_vlm); the embedded model ignores them."""
+
+    lora_rank: int = 8  # LoRA rank on the language model's projections; 0 = full fine-tuning
+    lora_alpha: int = 16  # LoRA scaling numerator (the update is scaled by alpha / rank)
+    max_tokens: int = 64  # most tokens of one sampled response (thought + action)
+
+    def _value_errors(self) -> dict[str, str]:
+        e: dict[str, str] = {}
+        if not 0 <= self.lora_rank <= 256:
+            e["lora_rank"] = "must be in [0, 256]"
+        if not 1 <= self.lora_alpha <= 1024:
+            e["lora_alpha"] = "must be in [1, 1024]"
+        if not 1 <= self.max_tokens <= 4096:
+            e["max_tokens"] = "must be in [1, 4096]"
+        return e
+
+
 SECTIONS: dict[str, type[_Config]] = {
     "env": EnvSettings,
     "serving": ServingSettings,
@@ -196,6 +217,7 @@ SECTIONS: dict[str, type[_Config]] = {
     "reward": RewardConfig,
     "entropulse": EntropulseSettings,
     "judge": JudgeSettings,
+    "vlm": VLMSettings,
 }
 ALGORITHM_SECTIONS: dict[str, str] = {"ppo": "ppo", "grpo": "grpo"}
 SCALARS = ("seed", "task_ids")

@@ -50,15 +50,18 @@ from rl_control.engine.data import (
 )
 from rl_control.engine.entropulse import entropulse_after_update
 from rl_control.engine.keys import key, rds
+from rl_control.engine.rollout import run_profile
 from rl_control.engine.serving import lifeline_set, serving_ensure, serving_push
 from rl_control.models import EngineState, RolloutGroup, RolloutGroupState, Run, RunMode, RunStatus
 from webapp.store.checkpoints import checkpoint_register
 from webapp.store.models import Checkpoint, Step, Trajectory, TrajectoryStatus
+from workers.policy.base import HistoryItem
 from workers.policy.embedded.grammar import Grammar, GrammarError
+from workers.policy.openai_client import ModelProfile
 from workers.rl.config import RLConfig
 from workers.rl.curator import GroupCurator, RolloutOutcome
-from workers.rl.samples import TrajectorySample, step_sample_from
-from workers.rl.trainer import EMA_DIR, PolicyTrainer
+from workers.rl.samples import TrajectorySample, chat_step_sample_from, step_sample_from
+from workers.rl.trainer import EMA_DIR, PolicyTrainer, resume_trainer, trainer_for
 
 log = logging.getLogger(__name__)
 WAIT_S = 1.0
@@ -107,8 +110,10 @@ def learner_chunk(*, run_id: int, chunk: int) -> str:
 def _load_trainer(run: Run, state: EngineState) -> PolicyTrainer:
     config = RLConfig.from_run_config(run.algorithm, run.config)
     if state.trainer_dir:
-        return PolicyTrainer.resume(state.trainer_dir, config)
-    trainer = PolicyTrainer(start_dir(run), config, seed=int(run.config.get("seed", 0)))
+        return resume_trainer(state.trainer_dir, config)
+    trainer = trainer_for(
+        start_dir(run), config, seed=int(run.config.get("seed", 0)), vlm=run.config.get("vlm")
+    )
     if trainer.version != state.version:
         EngineState.objects.filter(pk=state.pk).update(version=trainer.version)
         state.version = trainer.version
@@ -190,6 +195,10 @@ def _collect(run: Run, state: EngineState) -> list[RolloutGroup] | None:
     return None
 
 
+def _image_format(name: str) -> str:
+    return "png" if name.lower().endswith(".png") else "jpeg"
+
+
 def _read(name: str) -> bytes | None:
     if not name:
         return None
@@ -198,16 +207,20 @@ def _read(name: str) -> bytes | None:
 
 
 def trajectory_sample(
-    trajectory: Trajectory, group_id: str, *, sample_id: str | None = None, grammar: Grammar | None = None
-) -> TrajectorySample | None:
+    trajectory: Trajectory, group_id: str, *, sample_id: str | None = None, grammar: Grammar | None = None,
+    profile: ModelProfile | None = None,
+) -> TrajectorySample | None:  # fmt: skip
     """The trainer's view of a stored trajectory: every step's prompt rebuilt from its stored
     observation (instruction, elements, screenshot) and the earlier actions; None without tokens.
+    With a chat `profile` (an HF VLM run, rollout.run_profile) the prompt is the chat the rollout
+    sent: the UI-TARS template, earlier thoughts and actions as turns, the last screenshots.
 
     Rollout steps carry the sampled token ids and log-probs. Given a `grammar`, steps written by a
     person or a scripted expert (thought + action text, no tokens) are encoded with it instead,
     with zero log-probs: the caller recomputes them (experience-pool injection)."""
     steps = []
     history: list[str] = []
+    chat_history: list[HistoryItem] = []
     for step in trajectory.steps.order_by("index"):
         rl = step.rl or {}
         token_ids, logprobs = rl.get("token_ids"), rl.get("logprobs")
@@ -222,7 +235,23 @@ def trajectory_sample(
             except GrammarError:
                 return None  # the model cannot write this step: the trajectory cannot be trained on
             logprobs = [0.0] * len(token_ids)
-        if token_ids:
+        if token_ids and profile is not None:
+            shot = _read(step.screenshot.name)
+            steps.append(
+                chat_step_sample_from(
+                    profile=profile,
+                    instruction=rl.get("instruction") or trajectory.task.instruction,
+                    screenshot=shot or b"",
+                    width=step.screen_width,
+                    height=step.screen_height,
+                    image_format=_image_format(step.screenshot.name),
+                    history=list(chat_history),
+                    token_ids=token_ids,
+                    rollout_logprobs=logprobs,
+                    policy_version=int(rl.get("version", 0)),
+                )
+            )
+        elif token_ids:
             steps.append(
                 step_sample_from(
                     instruction=rl.get("instruction") or trajectory.episode_instruction,
@@ -235,6 +264,13 @@ def trajectory_sample(
                 )
             )
         history.append(step.action_text)
+        if profile is not None:
+            # as the rollout: history screenshots only with context > 1 (chat_messages keeps the last K-1)
+            chat_history.append(HistoryItem(
+                thought=step.thought, action=step.action_text,
+                screenshot=_read(step.screenshot.name) if profile.max_screenshots > 1 else None,
+                image_format=_image_format(step.screenshot.name),
+            ))  # fmt: skip
     if not steps:
         return None
     engine = trajectory.metadata.get("engine", {})
@@ -268,6 +304,8 @@ def _update(
     groups: list[RolloutGroup], *, window: tuple[float, float], sync_s: float | None,
 ) -> None:  # fmt: skip
     by_group = group_trajectories([g.pk for g in groups], run)
+    profile = run_profile(run)
+    chat = profile if not profile.include_elements else None  # the embedded layout is not a chat prompt
     samples: list[TrajectorySample] = []
     plans: dict[int, dict[str, Any]] = {}
     trained: set[int] = set()
@@ -287,14 +325,18 @@ def _update(
             continue
         fresh = {int(i) for i in plan.train_ids}
         for t in done:
-            if t.pk in fresh and (s := trajectory_sample(t, str(group.pk))) is not None:
+            if t.pk in fresh and (s := trajectory_sample(t, str(group.pk), profile=chat)) is not None:
                 samples.append(s)
                 trained.add(t.pk)
         for use in plan.injections:
             injections[use.source] = injections.get(use.source, 0) + 1
             stored = Trajectory.objects.filter(pk=int(use.trajectory_id)).select_related("task").first()
             s = stored and trajectory_sample(
-                stored, str(group.pk), sample_id=f"{stored.pk}@g{group.pk}", grammar=trainer.grammar
+                stored,
+                str(group.pk),
+                sample_id=f"{stored.pk}@g{group.pk}",
+                grammar=trainer.grammar,
+                profile=chat,
             )
             if s:
                 # BEPA / pool: the stored success's log-probs are recomputed under the current policy.

@@ -36,7 +36,7 @@ from workers.actions.types import TERMINAL_KINDS
 from workers.envs.base import Observation
 from workers.envs.wire import observation_from_wire
 from workers.policy.base import HistoryItem, PolicyError
-from workers.policy.openai_client import EMBEDDED, OpenAIPolicy
+from workers.policy.openai_client import EMBEDDED, ModelProfile, OpenAIPolicy
 from workers.rl.config import RewardConfig
 from workers.rl.rewards import total_reward
 
@@ -53,8 +53,28 @@ class EpisodeResult:
     busy_s: float
 
 
-def policy_for(base_url: str, run_id: int) -> OpenAIPolicy:
-    return OpenAIPolicy(base_url=root_of(base_url), model=f"run{run_id}", profile=EMBEDDED)
+def run_profile(run: Run) -> ModelProfile:
+    """How the run's rollouts prompt its policy, by the start checkpoint's kind: the embedded layout,
+    or for an HF vision-language checkpoint the UI-TARS template with the last
+    `env.context_screenshots` screenshots and token ids back (workers.policy.hf_vlm.profile_for).
+    The trainer rebuilds prompts with the same profile (learner.trajectory_sample)."""
+    from rl_control.engine.control import start_dir
+    from workers.policy.hf_vlm import profile_for
+    from workers.policy.hf_vlm.model import checkpoint_kind
+
+    directory = start_dir(run)
+    if checkpoint_kind(directory) != "hf_vlm":
+        return EMBEDDED
+    vlm = run.config.get("vlm") or {}
+    return profile_for(
+        directory,
+        max_tokens=int(vlm.get("max_tokens", 64)),
+        max_screenshots=int(run.config["env"]["context_screenshots"]),
+    )
+
+
+def policy_for(base_url: str, run_id: int, profile: ModelProfile = EMBEDDED) -> OpenAIPolicy:
+    return OpenAIPolicy(base_url=root_of(base_url), model=f"run{run_id}", profile=profile)
 
 
 def episode_seed(config: dict[str, Any], group_id: int, trajectory_id: int) -> int:

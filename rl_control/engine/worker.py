@@ -21,7 +21,7 @@ from django.db import close_old_connections
 from rl_control.engine import slots
 from rl_control.engine.data import rollout_claim
 from rl_control.engine.keys import key, rds
-from rl_control.engine.rollout import Fenced, policy_for, run_episode
+from rl_control.engine.rollout import Fenced, policy_for, run_episode, run_profile
 from rl_control.engine.serving import lifeline_renew, serving_urls
 from rl_control.models import EngineState, Run, RunStatus
 from webapp.fleet import services as fleet
@@ -76,7 +76,7 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
                 if policy is not None:
                     policy.client.close()
                 policy_url = urls[slot % len(urls)]
-                policy = policy_for(policy_url, run_id)
+                policy = policy_for(policy_url, run_id, run_profile(run))
             lifeline_renew(run_id)
             if lease is None:
                 try:

@@ -38,3 +38,11 @@ def miniwob() -> Iterator[MiniWoBEnv]:
         env = MiniWoBEnv(pool, wait_s=0.0)
         yield env
         env.close()
+
+
+@pytest.fixture(scope="session")
+def tiny_vlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny Qwen2.5-VL (random weights, tokenizer and image processor built here)."""
+    from workers.policy.hf_vlm.tiny import build_tiny_checkpoint
+
+    return build_tiny_checkpoint(tmp_path_factory.mktemp("tiny-vlm") / "v0", seed=0, version="0")

@@ -22,6 +22,7 @@ def test_defaults_fill_every_section_of_the_algorithm() -> None:
         "reward",
         "entropulse",
         "judge",
+        "vlm",
         "seed",
         "task_ids",
     }

@@ -175,6 +175,8 @@ class ModelProfile:
     - smart_resize: send the screenshot resized by Qwen2.5-VL's smart_resize (the model then answers
       in that image's pixels); otherwise the original image is sent
     - include_elements: add the "Elements:" text part (required by the embedded model)
+    - max_pixels: smart_resize's pixel cap, the checkpoint's image processor's (UI-TARS-1.5:
+      16384·28·28; the tiny HF VLM: workers.policy.hf_vlm.tiny.TINY_MAX_PIXELS)
     """
 
     prompt: str = "computer"
@@ -183,6 +185,7 @@ class ModelProfile:
     include_elements: bool = False
     language: str = "English"
     max_screenshots: int = DEFAULT_MAX_SCREENSHOTS
+    max_pixels: int | None = None
     max_tokens: int | None = 512
     top_logprobs: int | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
@@ -198,17 +201,56 @@ EMBEDDED = ModelProfile(
 )
 
 
-def _resize(image: bytes, width: int, height: int, image_format: str) -> tuple[bytes, tuple[int, int]]:
+def _resize(
+    image: bytes, width: int, height: int, image_format: str, max_pixels: int | None = None
+) -> tuple[bytes, tuple[int, int]]:
     """The screenshot as the model sees it after smart_resize, and that size (width, height)."""
-    from workers.actions.coords import smart_resize
+    from workers.actions.coords import MAX_PIXELS, smart_resize
 
-    new_h, new_w = smart_resize(height, width)
+    new_h, new_w = smart_resize(height, width, max_pixels=max_pixels or MAX_PIXELS)
     if (new_w, new_h) == (width, height):
         return image, (width, height)
     img = Image.open(io.BytesIO(image)).convert("RGB").resize((new_w, new_h), Image.Resampling.BICUBIC)
     out = io.BytesIO()
     img.save(out, format="PNG" if image_format == "png" else "JPEG", quality=90)
     return out.getvalue(), (new_w, new_h)
+
+
+def _image(
+    profile: ModelProfile, image: bytes, width: int, height: int, image_format: str
+) -> tuple[str, tuple[int, int]]:
+    if profile.smart_resize:
+        image, size = _resize(image, width, height, image_format, profile.max_pixels)
+    else:
+        size = (width, height)
+    return data_url(image, image_format), size
+
+
+def chat_messages(
+    profile: ModelProfile,
+    observation: Observation,
+    history: list[HistoryItem],
+    task: TaskSpec | None,
+    summary: str | None = None,
+) -> tuple[list[dict[str, Any]], tuple[int, int]]:
+    """Chat messages in the UI-TARS layout (see prompts.py) and the image size the model sees; the RL
+    trainer rebuilds a stored step's prompt with this same function (workers.rl.samples)."""
+    system = render_template(profile.prompt, instruction_of(observation, task), profile.language)
+    if summary:
+        system = f"{system.rstrip()}\n{SUMMARY_HEADER}{summary}\n"
+    messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": system}]}]
+    w, h = observation.width, observation.height
+    for step in select_context(history, profile.max_screenshots):
+        if step.with_screenshot and step.item.screenshot is not None:
+            url, _ = _image(profile, step.item.screenshot, w, h, step.item.image_format)
+            messages.append({"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]})
+        messages.append({"role": "assistant", "content": step.item.text})
+    url, size = _image(profile, observation.screenshot, w, h, observation.image_format)
+    current: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": url}}]
+    if profile.include_elements:
+        current.append({"type": "text", "text": ELEMENTS_HEADER + format_elements(observation.elements)})
+    messages.append({"role": "user", "content": current})
+    return messages, size
 
 
 class OpenAIPolicy:
@@ -227,37 +269,11 @@ class OpenAIPolicy:
         self.profile = profile
         self.summary = summary
 
-    def _image(self, image: bytes, width: int, height: int, image_format: str) -> tuple[str, tuple[int, int]]:
-        if self.profile.smart_resize:
-            image, size = _resize(image, width, height, image_format)
-        else:
-            size = (width, height)
-        return data_url(image, image_format), size
-
     def build_messages(
         self, observation: Observation, history: list[HistoryItem], task: TaskSpec | None
     ) -> tuple[list[dict[str, Any]], tuple[int, int]]:
         """Chat messages in the UI-TARS layout (see prompts.py) and the image size the model sees."""
-        system = render_template(
-            self.profile.prompt, instruction_of(observation, task), self.profile.language
-        )
-        if self.summary:
-            system = f"{system.rstrip()}\n{SUMMARY_HEADER}{self.summary}\n"
-        messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": system}]}]
-        w, h = observation.width, observation.height
-        for step in select_context(history, self.profile.max_screenshots):
-            if step.with_screenshot and step.item.screenshot is not None:
-                url, _ = self._image(step.item.screenshot, w, h, step.item.image_format)
-                messages.append(
-                    {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}
-                )
-            messages.append({"role": "assistant", "content": step.item.text})
-        url, size = self._image(observation.screenshot, w, h, observation.image_format)
-        current: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": url}}]
-        if self.profile.include_elements:
-            current.append({"type": "text", "text": ELEMENTS_HEADER + format_elements(observation.elements)})
-        messages.append({"role": "user", "content": current})
-        return messages, size
+        return chat_messages(self.profile, observation, history, task, self.summary)
 
     def propose(
         self,

@@ -153,6 +153,14 @@ class EmbeddedInputs:
     image: bytes | None
 
 
+@dataclass(frozen=True)
+class ChatInputs:
+    """What an HF vision-language policy reads: the chat messages as sent to the server (UI-TARS
+    layout, images as data URLs); workers.policy.hf_vlm.model.encode_prompt tokenises them."""
+
+    messages: list[dict[str, Any]]
+
+
 def _text_parts(content: Any) -> list[str]:
     if isinstance(content, str):
         return [content]

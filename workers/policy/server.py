@@ -1,6 +1,12 @@
-"""Serve the embedded policy over the OpenAI-compatible API vLLM speaks (SPEC §7).
+"""Serve a policy checkpoint over the OpenAI-compatible API vLLM speaks (SPEC §7).
 
     python -m workers.policy.server --checkpoint DIR --port P [--host 127.0.0.1]
+
+One server, one protocol, two backends chosen by the checkpoint's config.json: the embedded model
+(`model_type` "flywheel_policy") and any Hugging Face vision-language checkpoint of the Qwen2.5-VL
+family (UI-TARS-1.5, Qwen2.5-VL, the tiny one of workers.policy.hf_vlm.tiny), run with transformers
+on CPU (workers.policy.hf_vlm). In production the same checkpoints are served by vLLM
+(docs/scale.md gives the command); clients (OpenAIPolicy, the RL engine) speak the same protocol to both.
 
 Endpoints:
 - `GET /v1/models`
@@ -20,7 +26,9 @@ Lifeline (`--lifeline-key K`, Redis URL in FLYWHEEL_LIFELINE_REDIS): the server 
 key K is gone (deleted when its RL run pauses or ends, or expired because nobody renews it), so a
 run's servers never outlive it even when they run on another machine than the one that stops the run.
 
-Prompt format: the embedded model reads the chat layout documented in `workers.policy.prompts`
+Prompt format (HF VLM): the messages go through the checkpoint's own chat template and image
+processor (workers.policy.hf_vlm.model.encode_prompt); log-probs are under the sampling
+distribution (vLLM: `--logprobs-mode processed_logprobs`). Prompt format (embedded): the model reads the chat layout documented in `workers.policy.prompts`
 (instruction after "## User Instruction\\n", the element list as a text part starting with
 "Elements:\\n" in the last user message, history as assistant messages, the screenshot as the last
 image) — exactly what `OpenAIPolicy(include_elements=True)` sends.
@@ -50,6 +58,7 @@ import torch
 from workers.policy.base import PolicyError
 from workers.policy.embedded.generation import Generated
 from workers.policy.embedded.policy import EmbeddedPolicy, load_checkpoint
+from workers.policy.hf_vlm.model import HFVLMPolicy, checkpoint_kind, load_vlm
 from workers.policy.prompts import embedded_prompt_from_messages
 
 log = logging.getLogger(__name__)
@@ -61,13 +70,119 @@ class BadRequest(ValueError):
     """The request is malformed: answered with 400 and this message."""
 
 
+class EmbeddedBackend:
+    """The embedded model behind the service: flat prompt from the messages, grammar-masked sampling."""
+
+    kind = "embedded"
+
+    def __init__(self, policy: EmbeddedPolicy) -> None:
+        self.policy = policy
+
+    @property
+    def version(self) -> str:
+        return self.policy.model_version
+
+    def load(self, path: str, label: str | None) -> None:
+        try:
+            model, _ = load_checkpoint(path)
+        except PolicyError as exc:
+            raise BadRequest(str(exc)) from exc
+        if label is not None:
+            model.config.flywheel_version = label  # swapped together with the weights it names
+        self.policy.set_model(model)
+
+    def complete(
+        self, messages: Any, n: int, temperature: float, top: int, max_tokens: int | None,
+        thought_temperature: float | None,
+    ) -> tuple[list[Generated], str, int]:  # fmt: skip
+        try:
+            inputs = embedded_prompt_from_messages(messages)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from exc
+        try:
+            rows, version = self.policy.generate(
+                [inputs], n, temperature, top, max_tokens, thought_temperature
+            )
+        except PolicyError as exc:
+            raise BadRequest(str(exc)) from exc
+        return rows[0], version, len(self.policy.encode_prompt(inputs.text))
+
+    def text(self, token_ids: list[int]) -> str:
+        tok = self.policy.tokenizer
+        return tok.decode([t for t in token_ids if t != tok.eos_id])
+
+    def token_text(self, token_id: int) -> str:
+        return self.policy.tokenizer.token_text(token_id)
+
+    def token_bytes(self, token_id: int) -> list[int]:
+        return list(self.policy.tokenizer.decode([token_id]).encode())
+
+
+class HFVLMBackend:
+    """A Hugging Face vision-language checkpoint (workers.policy.hf_vlm): the messages through the
+    checkpoint's chat template and image processor; `thought_temperature` does not apply."""
+
+    kind = "hf_vlm"
+
+    def __init__(self, policy: HFVLMPolicy) -> None:
+        self.policy = policy
+
+    @property
+    def version(self) -> str:
+        return self.policy.model_version
+
+    def load(self, path: str, label: str | None) -> None:
+        try:
+            model, _, _ = load_vlm(path)
+            if label is not None:
+                model.config.flywheel_version = label
+            self.policy.set_model(model)
+        except PolicyError as exc:
+            raise BadRequest(str(exc)) from exc
+
+    def complete(
+        self, messages: Any, n: int, temperature: float, top: int, max_tokens: int | None,
+        thought_temperature: float | None,
+    ) -> tuple[list[Generated], str, int]:  # fmt: skip
+        try:
+            prompt = self.policy.encode(messages)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from exc
+        try:
+            rows, version = self.policy.generate(prompt, n, temperature, top, max_tokens)
+        except PolicyError as exc:
+            raise BadRequest(str(exc)) from exc
+        return rows, version, len(prompt.ids)
+
+    def text(self, token_ids: list[int]) -> str:
+        return self.policy.decode(token_ids)
+
+    def token_text(self, token_id: int) -> str:
+        return self.policy.token_text(token_id)
+
+    def token_bytes(self, token_id: int) -> list[int]:
+        return list(self.policy.tokenizer.decode([token_id]).encode())
+
+
+def backend_for(policy: EmbeddedPolicy | HFVLMPolicy) -> EmbeddedBackend | HFVLMBackend:
+    return HFVLMBackend(policy) if isinstance(policy, HFVLMPolicy) else EmbeddedBackend(policy)
+
+
+def policy_from_checkpoint(directory: str | Path, seed: int | None = None) -> EmbeddedPolicy | HFVLMPolicy:
+    """The policy a checkpoint directory holds: the embedded model or an HF VLM (by config.json)."""
+    if checkpoint_kind(directory) == "hf_vlm":
+        return HFVLMPolicy.from_pretrained(directory, seed=seed)
+    return EmbeddedPolicy.from_pretrained(directory, seed=seed)
+
+
 class PolicyService:
     """The HTTP-independent part: request dict in, response dict out."""
 
     def __init__(
-        self, policy: EmbeddedPolicy, model_name: str, checkpoint: str, weights_secret: str = ""
+        self, policy: EmbeddedPolicy | HFVLMPolicy, model_name: str, checkpoint: str, weights_secret: str = ""
     ) -> None:
         self.policy = policy
+        self.backend = backend_for(policy)
         self.model_name = model_name
         self.checkpoint = checkpoint
         self.weights_secret = weights_secret
@@ -80,11 +195,14 @@ class PolicyService:
 
     @property
     def version(self) -> str:
-        return self.policy.model_version
+        return self.backend.version
 
     def models(self) -> dict[str, Any]:
         card = {"id": self.model_name, "object": "model", "owned_by": "flywheel", "root": self.checkpoint}
-        return {"object": "list", "data": [{**card, "model_version": self.version}]}
+        return {
+            "object": "list",
+            "data": [{**card, "model_version": self.version, "kind": self.backend.kind}],
+        }
 
     def load_weights(self, body: dict[str, Any]) -> dict[str, Any]:
         path = body.get("path")
@@ -93,14 +211,8 @@ class PolicyService:
         label = body.get("version")
         if label is not None and (not isinstance(label, str) or not 0 < len(label) <= 200):
             raise BadRequest("'version' must be a label of 1..200 characters")
-        try:
-            model, _ = load_checkpoint(path)
-        except PolicyError as exc:
-            raise BadRequest(str(exc)) from exc
-        if label is not None:
-            model.config.flywheel_version = label  # swapped together with the weights it names
         started = time.perf_counter()
-        self.policy.set_model(model)
+        self.backend.load(path, label)
         self.checkpoint = str(Path(path))
         return {
             "model_version": self.version,
@@ -123,23 +235,17 @@ class PolicyService:
             if body.get("max_tokens") is not None
             else body.get("max_completion_tokens")
         )
-        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-            raise BadRequest("'max_tokens' must be a positive integer")
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= 8192
+        ):
+            raise BadRequest("'max_tokens' must be a positive integer (at most 8192)")
         want_logprobs = bool(body.get("logprobs", False))
         as_ids = bool(body.get("return_tokens_as_token_ids", False))
-        try:
-            inputs = embedded_prompt_from_messages(body.get("messages"))
-        except ValueError as exc:
-            raise BadRequest(str(exc)) from exc
-        try:
-            rows, version = self.policy.generate(
-                [inputs], n, temperature, top if want_logprobs else 0, max_tokens, thought_temperature
-            )
-        except PolicyError as exc:
-            raise BadRequest(str(exc)) from exc
-        prompt_tokens = len(self.policy.encode_prompt(inputs.text))
-        choices = [self._choice(i, g, want_logprobs, as_ids) for i, g in enumerate(rows[0])]
-        completion_tokens = sum(len(g.token_ids) for g in rows[0])
+        rows, version, prompt_tokens = self.backend.complete(
+            body.get("messages"), n, temperature, top if want_logprobs else 0, max_tokens, thought_temperature
+        )
+        choices = [self._choice(i, g, want_logprobs, as_ids) for i, g in enumerate(rows)]
+        completion_tokens = sum(len(g.token_ids) for g in rows)
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
@@ -156,19 +262,18 @@ class PolicyService:
         }
 
     def _choice(self, index: int, g: Generated, want_logprobs: bool, as_ids: bool) -> dict[str, Any]:
-        tok = self.policy.tokenizer
-        text_ids = [t for t in g.token_ids if t != tok.eos_id]
+        backend = self.backend
         choice: dict[str, Any] = {
             "index": index,
-            "message": {"role": "assistant", "content": tok.decode(text_ids)},
+            "message": {"role": "assistant", "content": backend.text(g.token_ids)},
             "finish_reason": "stop" if g.finished else "length",
             "logprobs": None,
         }
         if want_logprobs:
 
             def entry(token_id: int, logprob: float) -> dict[str, Any]:
-                text = f"token_id:{token_id}" if as_ids else tok.token_text(token_id)
-                return {"token": text, "logprob": logprob, "bytes": list(tok.decode([token_id]).encode())}
+                text = f"token_id:{token_id}" if as_ids else backend.token_text(token_id)
+                return {"token": text, "logprob": logprob, "bytes": backend.token_bytes(token_id)}
 
             content = []
             for pos, (token_id, logprob) in enumerate(zip(g.token_ids, g.logprobs, strict=True)):
@@ -292,7 +397,7 @@ class PolicyHTTPServer(ThreadingHTTPServer):
 
 
 def start_server(
-    policy: EmbeddedPolicy,
+    policy: EmbeddedPolicy | HFVLMPolicy,
     host: str = "127.0.0.1",
     port: int = 0,
     model_name: str = "flywheel-embedded",
@@ -349,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO)
     torch.set_num_threads(args.threads)
     try:
-        policy = EmbeddedPolicy.from_pretrained(args.checkpoint)
+        policy = policy_from_checkpoint(args.checkpoint)
     except PolicyError as exc:
         parser.error(str(exc))
     if args.version_label:

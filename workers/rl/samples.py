@@ -13,20 +13,21 @@ from workers.envs.base import Element
 from workers.policy.base import HistoryItem
 from workers.policy.embedded.grammar import Grammar, GrammarError
 from workers.policy.embedded.tokenizer import FlywheelTokenizer
-from workers.policy.prompts import EmbeddedInputs, build_embedded_prompt, format_elements
+from workers.policy.prompts import ChatInputs, EmbeddedInputs, build_embedded_prompt, format_elements
 
 
 @dataclass
 class StepSample:
     """One policy call of a rollout.
 
-    prompt: the embedded prompt inputs (flat text + the screenshot bytes the policy saw);
+    prompt: the embedded prompt inputs (flat text + the screenshot bytes the policy saw), or for an
+        HF vision-language policy the chat messages it was sent (`chat_step_sample_from`);
     token_ids: the sampled response tokens as the server returned them (normally ending in <eos>);
     rollout_logprobs: one log-prob per token, under the sampling distribution;
     policy_version: the policy version that sampled it; reward: per-step shaped reward (optional).
     """
 
-    prompt: EmbeddedInputs
+    prompt: EmbeddedInputs | ChatInputs
     token_ids: list[int]
     rollout_logprobs: list[float]
     policy_version: int
@@ -92,6 +93,40 @@ def step_sample_from(
     text = build_embedded_prompt(instruction, _elements_text(elements), actions, summary)
     return StepSample(
         prompt=EmbeddedInputs(text, observation_image),
+        token_ids=list(token_ids),
+        rollout_logprobs=[float(x) for x in rollout_logprobs],
+        policy_version=int(policy_version),
+        reward=float(reward),
+    )
+
+
+def chat_step_sample_from(
+    *,
+    profile: Any,
+    instruction: str,
+    screenshot: bytes,
+    width: int,
+    height: int,
+    image_format: str,
+    history: Sequence[HistoryItem],
+    token_ids: list[int],
+    rollout_logprobs: list[float],
+    policy_version: int,
+    reward: float = 0.0,
+) -> StepSample:
+    """A `StepSample` of an HF VLM rollout step with the chat messages exactly as the rollout sent
+    them (workers.policy.openai_client.chat_messages with the run's profile: UI-TARS template,
+    the last `profile.max_screenshots` screenshots, history as assistant turns)."""
+    from workers.envs.base import Observation
+    from workers.policy.openai_client import chat_messages
+
+    observation = Observation(
+        screenshot=screenshot, width=width, height=height, image_format=image_format,  # type: ignore[arg-type]
+        instruction=instruction,
+    )  # fmt: skip
+    messages, _ = chat_messages(profile, observation, list(history), None)
+    return StepSample(
+        prompt=ChatInputs(messages),
         token_ids=list(token_ids),
         rollout_logprobs=[float(x) for x in rollout_logprobs],
         policy_version=int(policy_version),

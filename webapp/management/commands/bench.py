@@ -20,6 +20,7 @@ BENCHES: dict[str, str] = {
     "learn": "rl_control.engine.bench:run_learn",
     "dashboard": "rl_control.bench:run_dashboard",
     "flywheel": "webapp.flywheel.bench:run_flywheel",
+    "vlm": "workers.policy.hf_vlm.bench:run_vlm",
 }
 
 

@@ -39,9 +39,40 @@ the one an uninterrupted trainer would have made. With `weight_ema` > 0 the trai
 exponential moving average of the weights, saved as a second checkpoint directory `<out>/ema`.
 
 Layout: core.py (PolicyTrainer), ppo.py / grpo.py (the two update passes and value pretraining),
-batch.py (the row layout and padded tensors).
+batch.py (the row layout and padded tensors), vlm.py (VLMPolicyTrainer: the same algorithms on a
+Hugging Face vision-language policy, LoRA or full fine-tuning; `trainer_for` picks by checkpoint).
 """
 
+from pathlib import Path
+from typing import Any
+
+from workers.rl.config import RLConfig
 from workers.rl.trainer.core import EMA_DIR, STATE_FILE, PolicyTrainer
 
-__all__ = ["EMA_DIR", "STATE_FILE", "PolicyTrainer"]
+
+def trainer_for(
+    checkpoint_dir: str | Path, config: RLConfig, seed: int = 0, vlm: dict[str, Any] | None = None
+) -> PolicyTrainer:
+    """The trainer for a checkpoint directory: `PolicyTrainer` for the embedded model,
+    `VLMPolicyTrainer` (workers.rl.trainer.vlm) for a Qwen2.5-VL-family HF checkpoint."""
+    from workers.policy.hf_vlm.model import checkpoint_kind
+
+    if checkpoint_kind(checkpoint_dir) == "hf_vlm":
+        from workers.rl.trainer.vlm import VLMPolicyTrainer
+
+        return VLMPolicyTrainer(checkpoint_dir, config, seed=seed, vlm=vlm)
+    return PolicyTrainer(checkpoint_dir, config, seed=seed)
+
+
+def resume_trainer(out_dir: str | Path, config: RLConfig | None = None) -> PolicyTrainer:
+    """`resume` of the trainer class that saved `out_dir`."""
+    from workers.policy.hf_vlm.model import checkpoint_kind
+
+    if checkpoint_kind(out_dir) == "hf_vlm":
+        from workers.rl.trainer.vlm import VLMPolicyTrainer
+
+        return VLMPolicyTrainer.resume(out_dir, config)
+    return PolicyTrainer.resume(out_dir, config)
+
+
+__all__ = ["EMA_DIR", "STATE_FILE", "PolicyTrainer", "resume_trainer", "trainer_for"]

@@ -84,6 +84,14 @@ class PolicyTrainer:
 
     # setup ----------------------------------------------------------------------------------
     @property
+    def vocab_size(self) -> int:
+        return int(self.model.config.vocab_size)
+
+    def trainable_params(self) -> list[torch.nn.Parameter]:
+        """What the optimizer steps and the gradient norm is clipped over."""
+        return list(self.model.parameters())
+
+    @property
     def uses_reference(self) -> bool:
         return self.config.algorithm == "grpo" and self.config.grpo.beta_kl > 0
 
@@ -212,7 +220,7 @@ class PolicyTrainer:
         self, trajectories: list[TrajectorySample], with_reference: bool, graph: bool
     ) -> tuple[list[TrajectorySample], list[Row], Scored | None]:
         """`prepare`, and with `graph` the differentiable Scored of the kept rows (`_score_old`)."""
-        vocab = self.model.config.vocab_size
+        vocab = self.vocab_size
         dropped = [
             t.trajectory_id
             for t in trajectories
@@ -301,7 +309,7 @@ class PolicyTrainer:
     def step_optimizer(self, loss: Tensor, meter: Meter) -> None:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.section.max_grad_norm)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable_params(), self.config.section.max_grad_norm)
         meter.add("policy/grad_norm", float(grad_norm))
         self.optimizer.step()
 
@@ -425,7 +433,16 @@ class PolicyTrainer:
         if averaged is not None:
             save_checkpoint(averaged, out / EMA_DIR, str(self.version), parent,
                             {"kind": "rl-ema", "weight_ema": self.config.section.weight_ema, "steps_done": self.steps_done})  # fmt: skip
-        state = {
+        self.write_state(out, self.state_dict())
+
+    def write_state(self, out: Path, state: dict[str, Any]) -> None:
+        tmp = out / (STATE_FILE + ".tmp")
+        torch.save(state, tmp)
+        tmp.replace(out / STATE_FILE)  # atomic: a crash never leaves a half-written state
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything `restore` needs besides the weights (trainer_state.pt)."""
+        return {
             "kind": STATE_KIND,
             "config": self.config.to_dict(),
             "seed": self.seed,
@@ -443,9 +460,6 @@ class PolicyTrainer:
             "last_step_stats": self.last_step_stats,
             "ema": self.ema,
         }
-        tmp = out / (STATE_FILE + ".tmp")
-        torch.save(state, tmp)
-        tmp.replace(out / STATE_FILE)  # atomic: a crash never leaves a half-written state
 
     @classmethod
     def resume(cls, out_dir: str | Path, config: RLConfig | None = None) -> PolicyTrainer:
@@ -459,6 +473,12 @@ class PolicyTrainer:
             raise PolicyError(f"{path} is not an RL trainer state (an SFT checkpoint?)")
         config = config or RLConfig.from_dict(state["config"])
         trainer = cls(out, config, seed=int(state["seed"]))
+        trainer.restore(state, config)
+        return trainer
+
+    def restore(self, state: dict[str, Any], config: RLConfig) -> None:
+        """Counters, optimizers, RNG, reference, monitors and curation state from a saved state."""
+        trainer = self
         trainer.version = int(state["version"])
         trainer.steps_done = int(state["steps_done"])
         trainer.entropulse_count = int(state.get("entropulse_count", 0))
@@ -480,4 +500,3 @@ class PolicyTrainer:
         trainer.last_step_stats = state["last_step_stats"]
         if trainer.ema is not None and state.get("ema") is not None:
             trainer.ema = state["ema"]  # else averaging starts from the resumed weights
-        return trainer

@@ -1,0 +1,289 @@
+"""Hugging Face vision-language policies (Qwen2.5-VL family: UI-TARS-1.5, Qwen2.5-VL, the tiny one).
+
+One prompt encoder for the server and the trainer: `encode_prompt(messages)` renders the chat
+messages (UI-TARS layout, workers.policy.prompts: the template, the last K screenshots, the history
+as assistant turns) with the checkpoint's own chat template, runs the checkpoint's image processor
+on the screenshots in order, and expands every `<|image_pad|>` to the visual tokens of its image —
+what `Qwen2_5_VLProcessor` does, without its video processor (torchvision is not installed here).
+
+Log-probs. `generate` samples with `model.generate` (no top-k / top-p: the full distribution at
+`temperature`) and reports log π_T(token) = log_softmax(logits / T) — under the sampling
+distribution, as the embedded server does and as vLLM does with `--logprobs-mode processed_logprobs`.
+`score` computes the same quantity with one forward pass over prompt + response, so the trainer's
+log-probs equal the server's for the same tokens (tests/policy/test_hf_vlm.py, tolerance 1e-4 in
+float32; `bench vlm` reports the measured maximum). Temperature 0 is greedy; its log-probs are
+under T = 1. The embedded model's `thought_temperature` has no counterpart here: the whole response
+is sampled at `temperature`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from PIL import Image, UnidentifiedImageError
+
+from workers.policy.base import PolicyError
+from workers.policy.embedded.generation import Generated
+from workers.policy.prompts import decode_data_url
+
+VLM_MODEL_TYPES = frozenset({"qwen2_5_vl", "qwen2_vl"})
+IMAGE_PAD = "<|image_pad|>"
+MAX_IMAGES = 16
+MAX_PROMPT_TOKENS = 32_768
+DEFAULT_MAX_NEW_TOKENS = 256
+
+
+def checkpoint_kind(directory: str | Path) -> str:
+    """ "hf_vlm" for a Qwen2.5-VL-family checkpoint, "embedded" for the project's own model;
+    PolicyError when the directory holds no readable config.json."""
+    path = Path(directory) / "config.json"
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise PolicyError(f"no checkpoint at {path.parent} ({exc})") from exc
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if model_type in VLM_MODEL_TYPES:
+        return "hf_vlm"
+    if model_type == "flywheel_policy":
+        return "embedded"
+    raise PolicyError(f"unsupported checkpoint model_type {model_type!r} at {path.parent}")
+
+
+@dataclass
+class PromptInputs:
+    """One encoded prompt: token ids [L] and the images' patches (None without images)."""
+
+    ids: list[int]
+    pixel_values: torch.Tensor | None
+    image_grid_thw: torch.Tensor | None
+
+    def model_kwargs(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.pixel_values is not None:
+            out["pixel_values"] = self.pixel_values
+            out["image_grid_thw"] = self.image_grid_thw
+        return out
+
+
+def _image(url: Any) -> Image.Image:
+    if not isinstance(url, str):
+        raise ValueError("image_url part without a url")
+    data = decode_data_url(url)
+    try:
+        img = Image.open(io.BytesIO(data))
+        img.load()
+    except (UnidentifiedImageError, OSError) as exc:
+        raise ValueError(f"image is not readable: {exc}") from exc
+    return img.convert("RGB")
+
+
+def _normalise(messages: Any) -> tuple[list[dict[str, Any]], list[Image.Image]]:
+    """Validated messages for the chat template (image parts kept as markers) and their images in
+    order; ValueError on anything malformed."""
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("messages must be a non-empty list")
+    out, images = [], []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") not in ("system", "user", "assistant"):
+            raise ValueError("each message needs a role of system, user or assistant")
+        content = message.get("content")
+        if isinstance(content, str):
+            out.append({"role": message["role"], "content": content})
+            continue
+        if not isinstance(content, list):
+            raise ValueError("message content must be a string or a list of parts")
+        parts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") not in ("text", "image_url"):
+                raise ValueError("each content part must be a text or image_url part")
+            if part["type"] == "text":
+                parts.append({"type": "text", "text": str(part.get("text", ""))})
+            else:
+                ref = part.get("image_url")
+                images.append(_image(ref.get("url") if isinstance(ref, dict) else ref))
+                parts.append({"type": "image"})
+        out.append({"role": message["role"], "content": parts})
+    if len(images) > MAX_IMAGES:
+        raise ValueError(f"at most {MAX_IMAGES} images per request")
+    return out, images
+
+
+def encode_prompt(tokenizer: Any, image_processor: Any, messages: Any) -> PromptInputs:
+    """Chat messages -> PromptInputs, exactly as the server and the trainer both read them."""
+    template_messages, images = _normalise(messages)
+    text = tokenizer.apply_chat_template(template_messages, tokenize=False, add_generation_prompt=True)
+    pieces = text.split(IMAGE_PAD)
+    if len(pieces) - 1 != len(images):
+        raise ValueError("the chat template and the images disagree (image placeholders in the text?)")
+    pixel_values = grid = None
+    if images:
+        processed = image_processor(images=images, return_tensors="pt")
+        pixel_values, grid = processed["pixel_values"].float(), processed["image_grid_thw"]
+        merge = int(getattr(image_processor, "merge_size", 2)) ** 2
+        counts = [int(g.prod()) // merge for g in grid]
+        text = pieces[0] + "".join(IMAGE_PAD * n + rest for n, rest in zip(counts, pieces[1:], strict=True))
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    if len(ids) > MAX_PROMPT_TOKENS:
+        raise ValueError(f"prompt of {len(ids)} tokens exceeds {MAX_PROMPT_TOKENS}")
+    return PromptInputs(list(ids), pixel_values, grid)
+
+
+def load_vlm(directory: str | Path, dtype: torch.dtype = torch.float32) -> tuple[Any, Any, Any]:
+    """(model, tokenizer, image processor) of a Qwen2.5-VL-family checkpoint directory."""
+    from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoTokenizer
+
+    path = Path(directory)
+    if checkpoint_kind(path) != "hf_vlm":
+        raise PolicyError(f"{path} is not a Qwen2.5-VL-family checkpoint")
+    try:
+        model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        image_processor = AutoImageProcessor.from_pretrained(path, backend="pil")
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+        raise PolicyError(f"cannot load checkpoint {path}: {exc}") from exc
+    model.eval()
+    return model, tokenizer, image_processor
+
+
+def eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids = model.generation_config.eos_token_id
+    ids = ids if isinstance(ids, list) else [ids]
+    out = {int(i) for i in ids if i is not None}
+    if tokenizer.eos_token_id is not None:
+        out.add(int(tokenizer.eos_token_id))
+    return out
+
+
+def effective_temperature(temperature: float) -> float:
+    return 1.0 if temperature <= 0 else float(temperature)
+
+
+@dataclass
+class ScoredTokens:
+    """Per-token log-probs / entropies [T] of a response under the policy, and the last hidden
+    state before each token [T, H] (the value head reads it)."""
+
+    logprobs: torch.Tensor
+    entropies: torch.Tensor
+    hidden: torch.Tensor
+
+
+def score(model: Any, prompt: PromptInputs, response: list[int], temperature: float) -> ScoredTokens:
+    """log π_T of `response` after `prompt`: one forward pass over prompt + response (differentiable
+    unless called under no_grad)."""
+    ids = torch.tensor([prompt.ids + list(response)], dtype=torch.long)
+    out = model(
+        input_ids=ids,
+        attention_mask=torch.ones_like(ids),
+        output_hidden_states=True,
+        use_cache=False,
+        **prompt.model_kwargs(),
+    )
+    start = len(prompt.ids) - 1
+    logits = out.logits[0, start : start + len(response)].float() / effective_temperature(temperature)
+    logp = F.log_softmax(logits, dim=-1)
+    target = torch.tensor(response, dtype=torch.long)
+    chosen = logp.gather(-1, target[:, None])[:, 0]
+    entropy = -(logp.exp() * logp).sum(-1)
+    hidden = out.hidden_states[-1][0, start : start + len(response)]
+    return ScoredTokens(chosen, entropy, hidden)
+
+
+class HFVLMPolicy:
+    """A loaded HF VLM behind one lock: encode, sample with log-probs, hot-swap weights."""
+
+    kind = "hf_vlm"
+
+    def __init__(self, model: Any, tokenizer: Any, image_processor: Any, seed: int | None = None) -> None:
+        self.tokenizer = tokenizer
+        self.image_processor = image_processor
+        self.lock = threading.Lock()
+        self.seed = seed
+        self.calls = 0
+        self.set_model(model)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, seed: int | None = None) -> HFVLMPolicy:
+        model, tokenizer, image_processor = load_vlm(directory)
+        return cls(model, tokenizer, image_processor, seed=seed)
+
+    def set_model(self, model: Any) -> None:
+        if model.config.get_text_config().vocab_size < len(self.tokenizer):
+            raise PolicyError("checkpoint vocabulary is smaller than the tokenizer's")
+        with self.lock:
+            self.model = model.eval()
+            self.eos = eos_ids(model, self.tokenizer)
+
+    @property
+    def model_version(self) -> str:
+        return str(getattr(self.model.config, "flywheel_version", "0"))
+
+    def encode(self, messages: Any) -> PromptInputs:
+        return encode_prompt(self.tokenizer, self.image_processor, messages)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode([t for t in ids if t not in self.eos], skip_special_tokens=False)
+
+    def token_text(self, token_id: int) -> str:
+        return self.tokenizer.convert_ids_to_tokens(int(token_id)) or ""
+
+    def generate(
+        self,
+        prompt: PromptInputs,
+        n: int = 1,
+        temperature: float = 1.0,
+        top_logprobs: int = 0,
+        max_new_tokens: int | None = None,
+    ) -> tuple[list[Generated], str]:
+        """n samples of the response to `prompt` and the version that made them."""
+        from transformers import GenerationConfig
+
+        if n < 1:
+            raise PolicyError("need n >= 1")
+        budget = max_new_tokens or DEFAULT_MAX_NEW_TOKENS
+        with self.lock, torch.inference_mode():
+            if self.seed is not None:
+                torch.manual_seed(self.seed + self.calls)
+            self.calls += 1
+            ids = torch.tensor([prompt.ids], dtype=torch.long)
+            kwargs = prompt.model_kwargs()
+            config = GenerationConfig(
+                do_sample=temperature > 0,
+                temperature=temperature if temperature > 0 else None,
+                top_k=0 if temperature > 0 else None,
+                top_p=1.0 if temperature > 0 else None,
+                max_new_tokens=budget,
+                num_return_sequences=n,
+                eos_token_id=sorted(self.eos),
+                pad_token_id=self.tokenizer.pad_token_id,
+                output_scores=True,
+                return_dict_in_generate=True,
+            )
+            out = self.model.generate(
+                input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config, **kwargs
+            )
+            new = out.sequences[:, ids.shape[1] :]
+            # `scores` are the processed logits: divided by T when sampling, raw when greedy
+            logp = torch.stack([F.log_softmax(s.float(), dim=-1) for s in out.scores], dim=1)
+            rows = []
+            for i in range(new.shape[0]):
+                tokens, lps, tops, finished = [], [], [], False
+                for t in range(new.shape[1]):
+                    tok = int(new[i, t])
+                    tokens.append(tok)
+                    lps.append(float(logp[i, t, tok]))
+                    if top_logprobs:
+                        values, index = logp[i, t].topk(top_logprobs)
+                        tops.append([(int(j), float(v)) for j, v in zip(index, values, strict=True)])
+                    if tok in self.eos:
+                        finished = True
+                        break
+                rows.append(Generated(tokens, lps, tops, 0.0, finished))
+            return rows, self.model_version
