@@ -26,12 +26,16 @@ from workers.policy.server import PolicyHTTPServer, start_server
 
 # float32 on CPU: the KV-cached decode and the one-pass scoring differ by ~5e-7 (measured).
 LOGPROB_TOL = 1e-4
+SECRET = "weights-secret"
 
 
 @pytest.fixture(scope="module")
 def vlm_server(tiny_vlm: Path) -> Iterator[PolicyHTTPServer]:
     srv, _ = start_server(
-        HFVLMPolicy.from_pretrained(tiny_vlm, seed=0), model_name="tiny-vlm", checkpoint=str(tiny_vlm)
+        HFVLMPolicy.from_pretrained(tiny_vlm, seed=0),
+        model_name="tiny-vlm",
+        checkpoint=str(tiny_vlm),
+        weights_secret=SECRET,
     )
     yield srv
     srv.shutdown()
@@ -134,6 +138,9 @@ def test_hostile_requests_get_400(vlm_server: PolicyHTTPServer) -> None:
     assert status == 200 and payload["choices"][0]["finish_reason"] in ("stop", "length")
     with pytest.raises(OpenAIHTTPError) as exc:
         OpenAIClient(vlm_server.url).load_weights("/nonexistent/checkpoint")
+    assert exc.value.status == 403  # no weights secret
+    with pytest.raises(OpenAIHTTPError) as exc:
+        OpenAIClient(vlm_server.url, api_key=SECRET).load_weights("/nonexistent/checkpoint")
     assert exc.value.status == 400
 
 
@@ -166,10 +173,13 @@ def test_lora_checkpoint_merges_and_loads_back(tiny_vlm: Path, tmp_path: Path) -
     with torch.no_grad():
         reloaded = score(loaded.eval(), prompt, response, 1.0).logprobs
     assert (reloaded - adapted).abs().max() <= LOGPROB_TOL
-    srv, _ = start_server(HFVLMPolicy.from_pretrained(tiny_vlm), checkpoint=str(tiny_vlm))
+    srv, _ = start_server(
+        HFVLMPolicy.from_pretrained(tiny_vlm), checkpoint=str(tiny_vlm), weights_secret=SECRET
+    )
     try:
-        swapped = OpenAIClient(srv.url).load_weights(str(tmp_path / "merged"))
-        assert swapped["model_version"] == "7"
+        client = OpenAIClient(srv.url, api_key=SECRET)
+        assert client.load_weights(str(tmp_path / "merged"))["model_version"] == "7"
+        assert client.load_weights(str(tmp_path / "merged"), version="run3-v7")["model_version"] == "run3-v7"
     finally:
         srv.shutdown()
         srv.server_close()

@@ -48,7 +48,10 @@ def run_vlm(quick: bool = False) -> dict[str, Any]:
     proposals = 6 if quick else 24
     updates = 1 if quick else 3
     profile = profile_for(checkpoint, max_tokens=16, max_screenshots=2)
-    server, _ = start_server(HFVLMPolicy.from_pretrained(checkpoint, seed=0), checkpoint=str(checkpoint))
+    secret = "bench-vlm"
+    server, _ = start_server(
+        HFVLMPolicy.from_pretrained(checkpoint, seed=0), checkpoint=str(checkpoint), weights_secret=secret
+    )
     policy = OpenAIPolicy(server.url, "tiny-vlm", profile=profile)
     env = MiniWoBEnv(wait_s=0.0)
     propose_ms: list[float] = []
@@ -86,7 +89,7 @@ def run_vlm(quick: bool = False) -> dict[str, Any]:
     config = RLConfig.from_dict({"algorithm": "grpo", "grpo": {"lr": 1e-4, "entropy_keep_fraction": 1.0}})
     trainer = VLMPolicyTrainer(checkpoint, config, seed=0, vlm={"lora_rank": 8, "lora_alpha": 16})
     update_s, save_s, load_s = [], [], []
-    client = OpenAIClient(server.url)
+    client = OpenAIClient(server.url, api_key=secret)
     try:
         for u in range(updates):
             started = time.perf_counter()
