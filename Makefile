@@ -4,7 +4,7 @@ PY := .venv/bin/python
 FRONTEND := frontend
 
 .PHONY: up down restart setup build test test-python test-frontend test-slow test-schemathesis test-e2e smoke lint format \
-        migrations-check bench logs
+        migrations-check bench logs osworld-apps
 
 up:            ## install what is missing, migrate, load demo data, start everything, print URL + logins
 	@scripts/up.sh
@@ -48,6 +48,9 @@ format:
 
 migrations-check: ## fail if models and migrations disagree
 	@DJANGO_SETTINGS_MODULE=webapp.settings.test $(PY) manage.py makemigrations --check --dry-run
+
+osworld-apps:  ## Debian apps + pyautogui for OSWorld domains: make osworld-apps DOMAINS="libreoffice gimp vlc thunderbird chrome os"
+	@DOMAINS="$(DOMAINS)" scripts/osworld-apps.sh
 
 bench:         ## make bench NAME=export [QUICK=1]
 	@$(PY) manage.py bench $(NAME) $(if $(QUICK),--quick,)

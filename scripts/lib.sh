@@ -57,6 +57,12 @@ data = tomllib.load(open(sys.argv[1], "rb"))["project"]
 print("\n".join(data["dependencies"] + data["optional-dependencies"]["dev"]))
 PYEOF
   "$PY" -m pip install -q -r "$VAR/requirements.txt"
+  # OSWorld's desktop-env without its (huge) dependency list; what its enabled metrics import is above.
+  "$PY" - "$ROOT/pyproject.toml" > "$VAR/requirements-nodeps.txt" <<'PYEOF'
+import sys, tomllib
+print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["tool"]["flywheel"]["no-deps"]))
+PYEOF
+  "$PY" -m pip install -q --no-deps -r "$VAR/requirements-nodeps.txt"
   echo "$want" > "$VENV/.stamp"
 }
 

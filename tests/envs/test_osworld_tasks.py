@@ -134,31 +134,34 @@ def test_unsupported_features_are_named() -> None:
             "parameters": {"files": [{"url": "https://example.org/setup.sh", "path": "setup.sh"}]},
         },
         {"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["https://example.org"]}},
-        {
-            "type": "execute",
-            "parameters": {
-                "command": ["python", "-c", "import pyautogui; pyautogui.hotkey('ctrl', 'alt', 't')"]
-            },
-        },
+        {"type": "launch", "parameters": {"command": ["no-such-program-here", "--x"]}},
     ]
     task["evaluator"] = {
-        "func": ["compare_table", "exact_match"],
+        "func": ["compare_table", "exact_match", "no_such_metric", "compare_docx_files"],
         "result": [
-            {"type": "vm_file", "path": "/home/user/a.xlsx"},
+            {"type": "vm_file", "path": "/home/user/a.xlsx", "dest": "a.xlsx"},
             {"type": "vm_command_line", "command": "true"},
+            {"type": "accessibility_tree"},
+            {"type": "vm_file", "path": "/home/user/a.docx", "dest": "a.docx"},
         ],
-        "expected": [{"type": "cloud_file", "path": "x"}, {"type": "rule", "rules": {"expected": ""}}],
+        "expected": [
+            {"type": "cloud_file", "path": "https://example.org/gold.xlsx", "dest": "gold.xlsx"},
+            {"type": "rule", "rules": {"expected": ""}},
+            {"type": "rule", "rules": {}},
+            {"type": "rule", "rules": {}},
+        ],
         "conj": "xor",
     }
     problems = " | ".join(osworld.check_supported(task))
     for needle in (
-        "needs the network",
+        "'https://example.org/setup.sh' needs the network",
+        "'https://example.org/gold.xlsx' needs the network",
         "'chrome_open_tabs'",
-        "pyautogui",
-        "'compare_table'",
-        "'vm_file'",
+        "'no-such-program-here', which is not installed",
+        "metric 'no_such_metric' is not one of OSWorld's metrics",
+        "needs the Python package 'easyocr'",  # docs metrics: not installed (docs/osworld.md)
+        "getter 'accessibility_tree' is not supported",
         "conj",
-        "rule",
     ):
         assert needle in problems, needle
     with pytest.raises(osworld.OSWorldError):
@@ -187,7 +190,7 @@ def test_local_download_and_bad_rules(
     terminal.reset(osworld.task_spec_from_json(task, kind="terminal", bundle_dir=source.parent))
     assert (terminal.session_dir / "in" / "data.txt").read_text() == "payload\n"
     report = osworld.evaluate_report(task["evaluator"], terminal)
-    assert report.score == 0.0 and "bad rules" in (report.metrics[0].error or "")
+    assert report.score == 0.0 and "exact_match failed: KeyError" in (report.metrics[0].error or "")
 
 
 def test_desktop_end_to_end_by_typing_into_xterm(tmp_path: Path) -> None:

@@ -35,6 +35,9 @@ from workers.envs.vnc.server import VncTarget, X11Vnc
 
 log = logging.getLogger(__name__)
 
+SESSION_BUS = "unix:path=/run/user/1000/bus"
+PY_INSIDE = "/opt/osworld-py"  # pyautogui for OSWorld set-up steps, read-only
+
 
 @dataclass(frozen=True)
 class DesktopConfig:
@@ -92,6 +95,7 @@ class DesktopEnv:
         self._grabber: ScreenGrabber | None = None
         self._settler: ScreenSettler | None = None
         self._box: Sandbox | None = None
+        self._bus: str | None = None
         self._apps: list[subprocess.Popen[bytes]] = []
         self._owns_dir = self.config.session_dir is None
         self.session_dir: Path = self.config.session_dir or Path(tempfile.mkdtemp(prefix="flywheel-desktop-"))
@@ -279,6 +283,8 @@ class DesktopEnv:
             "HOME": SANDBOX_HOME,
             "XDG_RUNTIME_DIR": "/run/user/1000",
             "XDG_DOWNLOAD_DIR": f"{SANDBOX_HOME}/Downloads",
+            **({"DBUS_SESSION_BUS_ADDRESS": self._bus} if self._bus else {}),
+            **({"PYTHONPATH": PY_INSIDE} if PY_INSIDE in (self._box.ro_binds if self._box else {}) else {}),
             **self.config.extra_env,
         }
 
@@ -369,14 +375,41 @@ class DesktopEnv:
         """The session's sandbox: the home, this display's X socket, the window manager's config."""
         write_config(self._wm_dir)
         x_socket = f"/tmp/.X11-unix/X{display_number}"
+        binds = {x_socket: Path(x_socket), CONFIG_INSIDE: self._wm_dir}
+        from workers.envs.osworld import pyautogui_dir
+
+        if (py_dir := pyautogui_dir()) is not None:  # OSWorld's pyautogui set-up steps (osworld-apps)
+            binds[PY_INSIDE] = py_dir
         box = Sandbox(
             self.session_dir,
             policy=self.config.policy,
-            ro_binds={x_socket: Path(x_socket), CONFIG_INSIDE: self._wm_dir},
+            ro_binds=binds,
             env={"DISPLAY": f":{display_number}"},
         )
         box.start(self.config.boot_timeout_s)
+        self._start_session_bus(box)
         return box
+
+    def _start_session_bus(self, box: Sandbox) -> None:
+        """The session's own D-Bus (so gsettings / dconf read and write the session's settings, in
+        its home, never the host's), when dbus-daemon is installed."""
+        self._bus = None
+        if shutil.which("dbus-daemon") is None:
+            return
+        proc = box.spawn(
+            ["dbus-daemon", "--session", f"--address={SESSION_BUS}", "--nofork", "--nopidfile"],
+            env={"HOME": SANDBOX_HOME, "XDG_RUNTIME_DIR": "/run/user/1000"},
+            log_path=self._log_dir / "dbus.log",
+        )
+        self._apps.append(proc)
+        probe = ["/bin/sh", "-c", "test -S /run/user/1000/bus"]
+        deadline = time.monotonic() + self.config.boot_timeout_s
+        while time.monotonic() < deadline:
+            if box.run(probe, limits=Limits(timeout_s=5.0)).ok:
+                self._bus = SESSION_BUS
+                return
+            time.sleep(0.05)
+        log.warning("the session's D-Bus did not start (see %s)", self._log_dir / "dbus.log")
 
     def _spawn_in_box(self, argv: list[str], log_name: str = "openbox.log") -> subprocess.Popen[bytes]:
         assert self._box is not None

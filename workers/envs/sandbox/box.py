@@ -37,15 +37,19 @@ ETC_VISIBLE = (
     "fonts",
     "gtk-2.0",
     "gtk-3.0",
+    "gimp",  # OSWorld apps (make osworld-apps): their system-wide configuration, no secrets
     "inputrc",
     "ld.so.cache",
     "ld.so.conf",
     "ld.so.conf.d",
+    "libreoffice",  # share/registry is a link here: LibreOffice does not start without it
     "localtime",
     "magic",
     "mime.types",
     "nsswitch.conf",
     "terminfo",
+    "thunderbird",
+    "vlc",
     "X11",
     "xdg",
 )
