@@ -140,7 +140,7 @@ MEDIA_URL = env_str("MEDIA_URL", "/media/")
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 # Media is served only after a permission check (webapp/store/media.py). Empty: Django sends the
 # bytes (`make up`); set (e.g. /internal-media/) when nginx serves MEDIA_ROOT at that `internal`
-# location: the view then answers with X-Accel-Redirect (docker-compose.yml, docs/deploy.md).
+# location: the view then answers with X-Accel-Redirect (docker-compose.yml, deploy/nginx.conf).
 MEDIA_ACCEL_REDIRECT_PREFIX = env_str("MEDIA_ACCEL_REDIRECT_PREFIX", "")
 
 # Media storage: local filesystem by default, any S3-compatible store when FLYWHEEL_S3_BUCKET is set.
