@@ -21,7 +21,7 @@ say "migrating"
 "$PY" manage.py collectstatic --noinput >/dev/null
 say "loading demo data"
 "$PY" manage.py demo_setup > "$VAR/demo_logins.txt"
-"$PY" manage.py policy_init --promote >/dev/null
+"$PY" manage.py policy_init --promote --tiny-vlm >/dev/null
 
 # start NAME CMD...: run CMD in its own session with a pid file and a log; skip if already running.
 start() {

@@ -20,12 +20,16 @@ from workers.actions.coords import action_to_screen, off_screen_error
 from workers.actions.types import Action, Convention
 from workers.envs.base import Element, Observation
 from workers.policy.base import Candidate, HistoryItem, PolicyError
+from workers.policy.hf_vlm import profile_for as hf_vlm_profile
 from workers.policy.openai_client import EMBEDDED, UI_TARS_15, ModelProfile, OpenAIPolicy
 
 PROFILES: dict[str, ModelProfile] = {
     "embedded": EMBEDDED,
     "ui-tars-1.5": UI_TARS_15,
     "ui-tars-1.0": ModelProfile(convention=Convention.RELATIVE_1000, smart_resize=False),
+    # an HF vision-language checkpoint (Qwen2.5-VL family) served by our server's HF backend or vLLM:
+    # UI-TARS-1.5's template and coordinates, token ids back (workers.policy.hf_vlm)
+    "hf-vlm": hf_vlm_profile(),
 }
 
 

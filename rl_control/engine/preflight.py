@@ -4,7 +4,9 @@
 - environments of that kind can be leased (an env host is up and has registered them);
 - its policy can be served: the external endpoints it names answer, or a trainer worker consumes
   the train queue (it starts the run's own servers) and a rollout worker the rollout queue;
-- its start checkpoint loads: an embedded checkpoint directory whose weights file is whole.
+- its start checkpoint loads: an embedded checkpoint directory whose weights file is whole, or a
+  Hugging Face vision-language checkpoint (Qwen2.5-VL family) with its tokenizer, image processor
+  and whole weight files, and a config that fits it (no `grpo.thought_temperature`, no Entropulse).
 
 `run_preflight` returns {field: [what is missing]} keyed like the run form's fields (empty: go);
 `run_launch` refuses with these as a 400 and changes nothing. settings.RL_PREFLIGHT switches it off
@@ -64,36 +66,94 @@ def _queues_served() -> set[str]:
     return {q["name"] for queues in replies.values() for q in queues or [] if isinstance(q, dict)}
 
 
-def checkpoint_problem(directory: Path) -> str | None:
-    """Why `directory` is not an embedded checkpoint the trainer can load, or None. Reads its config
-    and the safetensors header and checks that every tensor lies inside the file (a truncated or
-    foreign file is caught without importing torch into the web process)."""
-    try:
-        config = json.loads((directory / "config.json").read_text())
-    except (OSError, ValueError) as exc:
-        return f"config.json is missing or not JSON ({type(exc).__name__})"
-    if not isinstance(config, dict) or config.get("model_type") != "flywheel_policy":
-        return "config.json is not an embedded Flywheel policy (model_type flywheel_policy)"
-    weights = directory / "model.safetensors"
+VLM_MODEL_TYPES = ("qwen2_5_vl", "qwen2_vl")
+
+
+def _safetensors_problem(weights: Path) -> str | None:
+    """Why a safetensors file is not whole: its header must parse and every tensor lie inside it."""
     try:
         size = weights.stat().st_size
         with open(weights, "rb") as fh:
             (length,) = struct.unpack("<Q", fh.read(8))
             if not 0 < length <= min(size - 8, 100_000_000):
-                return "model.safetensors has no valid header"
+                return f"{weights.name} has no valid header"
             header = json.loads(fh.read(length))
     except (OSError, ValueError, struct.error) as exc:
-        return f"model.safetensors is missing or unreadable ({type(exc).__name__})"
+        return f"{weights.name} is missing or unreadable ({type(exc).__name__})"
     if not isinstance(header, dict):
-        return "model.safetensors has no valid header"
+        return f"{weights.name} has no valid header"
     ends = [
         t.get("data_offsets", [0, 0])[1]
         for k, t in header.items()
         if k != "__metadata__" and isinstance(t, dict)
     ]
     if not ends or 8 + length + max(ends) != size:
-        return "model.safetensors is truncated or holds no tensors"
+        return f"{weights.name} is truncated or holds no tensors"
     return None
+
+
+def _vlm_problem(directory: Path) -> str | None:
+    for name in ("tokenizer_config.json", "preprocessor_config.json"):
+        if not (directory / name).is_file():
+            return f"{name} is missing (an HF vision-language checkpoint needs its tokenizer and image processor)"
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():  # sharded weights (UI-TARS-1.5-7B ships four shards)
+        try:
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            return f"model.safetensors.index.json is unreadable ({type(exc).__name__})"
+        if not shards or any("/" in s or "\\" in s or s.startswith(".") for s in shards):
+            return "model.safetensors.index.json names no usable shard"
+        for shard in shards:
+            if problem := _safetensors_problem(directory / shard):
+                return problem
+        return None
+    return _safetensors_problem(directory / "model.safetensors")
+
+
+def checkpoint_kind_of(directory: Path) -> str | None:
+    """ "embedded", "hf_vlm" or None (unreadable / another model) from config.json alone."""
+    try:
+        config = json.loads((directory / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    return (
+        "embedded" if model_type == "flywheel_policy" else "hf_vlm" if model_type in VLM_MODEL_TYPES else None
+    )
+
+
+def checkpoint_problem(directory: Path) -> str | None:
+    """Why `directory` is not a checkpoint the trainer can load, or None. Reads its config and the
+    safetensors headers and checks that every tensor lies inside its file (a truncated or foreign
+    file is caught without importing torch into the web process)."""
+    try:
+        config = json.loads((directory / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        return f"config.json is missing or not JSON ({type(exc).__name__})"
+    kind = checkpoint_kind_of(directory) if isinstance(config, dict) else None
+    if kind == "hf_vlm":
+        return _vlm_problem(directory)
+    if kind != "embedded":
+        return (
+            "config.json is neither an embedded Flywheel policy (model_type flywheel_policy) nor a "
+            f"Qwen2.5-VL-family checkpoint ({', '.join(VLM_MODEL_TYPES)})"
+        )
+    return _safetensors_problem(directory / "model.safetensors")
+
+
+def _vlm_config_problems(run: Run) -> dict[str, list[str]]:
+    """Settings only the embedded model has, refused for an HF VLM start checkpoint."""
+    errors: dict[str, list[str]] = {}
+    if run.algorithm == "grpo" and (run.config.get("grpo") or {}).get("thought_temperature") is not None:
+        errors["grpo.thought_temperature"] = [
+            "an HF vision-language policy samples its whole answer at one temperature: leave this empty"
+        ]
+    if (run.config.get("entropulse") or {}).get("enabled"):
+        errors["entropulse.enabled"] = [
+            "Entropulse SFT phases are not available for HF vision-language policies yet"
+        ]
+    return errors
 
 
 def _checkpoint_missing(run: Run) -> str | None:
@@ -131,4 +191,9 @@ def run_preflight(run: Run) -> dict[str, list[str]]:
         errors["serving"] = [f"{'; '.join(missing)}{what}: start the Celery workers (`make up` does)"]
     if problem := _checkpoint_missing(run):
         errors["start_checkpoint"] = [problem]
+    elif run.start_checkpoint is not None and not run.start_checkpoint.endpoint_url:
+        from webapp.store.checkpoints import checkpoint_dir
+
+        if checkpoint_kind_of(checkpoint_dir(run.start_checkpoint)) == "hf_vlm":
+            errors.update(_vlm_config_problems(run))
     return errors

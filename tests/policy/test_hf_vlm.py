@@ -183,3 +183,29 @@ def test_lora_checkpoint_merges_and_loads_back(tiny_vlm: Path, tmp_path: Path) -
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_a_running_server_takes_an_hf_vlm_promoted_in_place_of_the_embedded_model(
+    checkpoints: dict[str, Path], tiny_vlm: Path, miniwob: MiniWoBEnv
+) -> None:
+    """Promotion pushes the annotation model to the running server: an HF VLM checkpoint replaces
+    the embedded model there (its own backend), and annotators' client gets proposals from it."""
+    from workers.policy.embedded.policy import EmbeddedPolicy
+
+    srv, _ = start_server(EmbeddedPolicy.from_pretrained(checkpoints["v-a"]), weights_secret=SECRET)
+    try:
+        client = OpenAIClient(srv.url, api_key=SECRET)
+        assert client.models()[0]["kind"] == "embedded"
+        assert client.load_weights(str(tiny_vlm), version="tiny")["model_version"] == "tiny"
+        assert client.models()[0]["kind"] == "hf_vlm"
+        policy = OpenAIPolicy(srv.url, "annotation", profile=profile_for(tiny_vlm, max_tokens=8))
+        obs = miniwob.reset(_task("click-test"), seed=1)
+        candidates = policy.propose(obs, [], n=2, temperature=1.0)
+        assert len(candidates) == 2 and all(
+            c.model_version == "tiny" and c.token_logprobs for c in candidates
+        )
+        assert client.load_weights(str(checkpoints["v-b"]))["model_version"] == "v-b"  # and back
+        assert client.models()[0]["kind"] == "embedded"
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -146,3 +146,32 @@ def test_with_everything_in_place_the_run_is_created_and_launched(api, workers, 
     assert refused.status_code == 400 and "env.kind" in refused.json()
     assert Run.objects.get(pk=run["id"]).status == "created"
     assert settings.RL_PREFLIGHT
+
+
+def test_hf_vlm_checkpoints_pass_whole_and_refuse_embedded_only_settings(
+    api, isolated, pool, tmp_path: Path
+) -> None:
+    """A Qwen2.5-VL-family checkpoint (the tiny one built here) is a start checkpoint; without its
+    image processor or with truncated weights it is refused; the embedded model's thought
+    temperature and Entropulse are named as not available for it."""
+    import shutil
+
+    from workers.policy.hf_vlm.tiny import build_tiny_checkpoint
+
+    good = build_tiny_checkpoint(tmp_path / "vlm")
+    assert checkpoint_problem(good) is None
+    bad = tmp_path / "vlm-bad"
+    shutil.copytree(good, bad)
+    (bad / "preprocessor_config.json").unlink()
+    assert "preprocessor_config.json" in checkpoint_problem(bad)
+    shutil.copy(good / "preprocessor_config.json", bad)
+    data = (good / "model.safetensors").read_bytes()
+    (bad / "model.safetensors").write_bytes(data[:-100])
+    assert "truncated" in checkpoint_problem(bad)
+    Checkpoint.objects.create(version="tiny-vlm-pre", path=str(good), profile="hf-vlm")
+    code, errors = _post(api, {"pool": pool.pk, "start_checkpoint": "tiny-vlm-pre",
+                               "config": {"grpo": {"thought_temperature": 0.1}, "entropulse": {"enabled": True}}})  # fmt: skip
+    assert code == 400
+    assert "start_checkpoint" not in errors, errors
+    assert "one temperature" in errors["grpo.thought_temperature"][0]
+    assert "not available" in errors["entropulse.enabled"][0]

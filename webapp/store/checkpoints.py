@@ -49,6 +49,35 @@ def checkpoint_create_initial(*, version: str = "init", seed: int = 0) -> Checkp
     return Checkpoint.objects.create(version=version, path=str(relative), notes="untrained embedded policy")
 
 
+TINY_VLM_VERSION = "tiny-qwen2.5-vl"
+
+
+def checkpoint_create_tiny_vlm(*, version: str = TINY_VLM_VERSION, seed: int = 0) -> Checkpoint:
+    """A tiny Qwen2.5-VL (random weights, tokenizer and image processor built here; ~1 MB): the HF
+    vision-language policy a researcher can start a run from on a CPU install; idempotent."""
+    existing = Checkpoint.objects.filter(version=version).first()
+    if existing is not None:
+        return existing
+    from workers.policy.hf_vlm.tiny import build_tiny_checkpoint
+
+    relative = Path("checkpoints") / version
+    build_tiny_checkpoint(Path(settings.MEDIA_ROOT) / relative, seed=seed, version="0")
+    return Checkpoint.objects.create(
+        version=version, path=str(relative), profile="hf-vlm",
+        notes="tiny Qwen2.5-VL (UI-TARS-1.5's architecture, random weights): an HF vision-language policy for CPU runs",
+    )  # fmt: skip
+
+
+def _profile_of(directory: Path) -> str:
+    from workers.policy.base import PolicyError
+    from workers.policy.hf_vlm.model import checkpoint_kind
+
+    try:
+        return "hf-vlm" if checkpoint_kind(directory) == "hf_vlm" else "embedded"
+    except PolicyError:
+        return "embedded"
+
+
 def checkpoint_register(*, version: str, path: str, parent: Checkpoint | None = None, run_id: int | None = None,
                         metrics: dict[str, Any] | None = None, notes: str = "") -> Checkpoint:  # fmt: skip
     """Record a checkpoint directory written by SFT / RL / merge."""
@@ -57,9 +86,11 @@ def checkpoint_register(*, version: str, path: str, parent: Checkpoint | None = 
         and not (Path(settings.MEDIA_ROOT) / path / "config.json").is_file()
     ):
         raise CheckpointError(f"{path} is not a checkpoint directory (config.json missing)")
+    directory = Path(path) if Path(path).is_absolute() else Path(settings.MEDIA_ROOT) / path
     return Checkpoint.objects.create(
-        version=version, path=path, parent=parent, run_id=run_id, metrics=metrics or {}, notes=notes
-    )
+        version=version, path=path, parent=parent, run_id=run_id, metrics=metrics or {}, notes=notes,
+        profile=_profile_of(directory),
+    )  # fmt: skip
 
 
 def checkpoint_register_endpoint(

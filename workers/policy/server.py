@@ -212,7 +212,20 @@ class PolicyService:
         if label is not None and (not isinstance(label, str) or not 0 < len(label) <= 200):
             raise BadRequest("'version' must be a label of 1..200 characters")
         started = time.perf_counter()
-        self.backend.load(path, label)
+        try:
+            kind = checkpoint_kind(path)
+        except PolicyError as exc:
+            raise BadRequest(str(exc)) from exc
+        if kind == self.backend.kind:
+            self.backend.load(path, label)
+        else:  # another kind of model (e.g. an HF VLM promoted to annotators): a backend of its own
+            try:
+                policy = policy_from_checkpoint(path)
+            except PolicyError as exc:
+                raise BadRequest(str(exc)) from exc
+            if label is not None:
+                policy.model.config.flywheel_version = label
+            self.policy, self.backend = policy, backend_for(policy)
         self.checkpoint = str(Path(path))
         return {
             "model_version": self.version,

@@ -228,7 +228,7 @@ class CheckpointListView(generics.ListAPIView):
 class EndpointRegisterInput(serializers.Serializer):
     version = serializers.CharField(max_length=100)
     endpoint_url = serializers.URLField(max_length=500)
-    profile = serializers.ChoiceField(choices=["embedded", "ui-tars-1.5", "ui-tars-1.0"])
+    profile = serializers.ChoiceField(choices=["embedded", "ui-tars-1.5", "ui-tars-1.0", "hf-vlm"])
     notes = serializers.CharField(required=False, allow_blank=True, default="")
 
 
