@@ -1,0 +1,69 @@
+"""Our own OSWorld-format tasks (tests/envs/osworld_tasks/*.json), each with a scripted solution:
+set up, evaluate (0), solve through the environment's actions, evaluate (1); and the no-action
+check (set up and evaluate with no action scores 0). Real applications, so `slow`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import openpyxl
+import pytest
+
+from workers.actions.types import Action, Point
+from workers.envs import osworld
+from workers.envs.desktop import DesktopConfig, DesktopEnv
+
+TASKS = Path(__file__).with_name("osworld_tasks")
+
+
+def _task(name: str) -> dict[str, Any]:
+    return json.loads((TASKS / f"{name}.json").read_text())
+
+
+def _prices(path: Path, total: int | None) -> None:
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.title = "Sheet1"
+    for row in [("Item", "Price"), ("apple", 10), ("pear", 20), ("plum", 30)]:
+        sheet.append(row)
+    if total is not None:
+        sheet["B5"] = total
+    book.save(path)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("libreoffice") is None, reason="make osworld-apps DOMAINS=libreoffice")
+@pytest.mark.skipif(osworld.pyautogui_dir() is None, reason="make osworld-apps installs pyautogui")
+def test_calc_task_end_to_end(tmp_path: Path) -> None:
+    """download (web URL from the bundle) + open (LibreOffice Calc) + sleep + activate_window; postconfig
+    pyautogui Ctrl+S; getters vm_file and cloud_file; OSWorld's compare_table."""
+    task = _task("fw-calc-001-total")
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    _prices(bundle / "prices.xlsx", None)
+    _prices(bundle / "prices_gold.xlsx", 60)
+    assert osworld.check_supported(task, "desktop", bundle) == []
+    # Without its files the task is refused with the reason.
+    assert any("needs the network" in p for p in osworld.check_supported(task, "desktop"))
+    session = tmp_path / "session"
+    session.mkdir()
+    env = DesktopEnv(DesktopConfig(display_range=(150, 160), vnc=False, session_dir=session, apps=()))
+    try:
+        env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
+        assert env.evaluate() == 0.0  # the no-action check: set up, nothing done, not a success
+        time.sleep(2)
+        env.step(Action("click", point=Point(70, 140)))  # Calc's Name Box
+        time.sleep(0.5)
+        env.step(Action("type", text="B5\n"))
+        time.sleep(0.5)
+        env.step(Action("type", text="=SUM(B2:B4)\n"))
+        time.sleep(0.5)
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 1.0, report
+        assert openpyxl.load_workbook(session / "prices.xlsx")["Sheet1"]["B5"].value == "=SUM(B2:B4)"
+    finally:
+        env.close()
