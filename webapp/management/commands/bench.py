@@ -20,6 +20,7 @@ BENCHES: dict[str, str] = {
     "learn": "rl_control.engine.bench:run_learn",
     "dashboard": "rl_control.bench:run_dashboard",
     "flywheel": "webapp.flywheel.bench:run_flywheel",
+    "osworld": "webapp.store.bench_osworld:run_osworld",
     "vlm": "workers.policy.hf_vlm.bench:run_vlm",
 }
 
@@ -30,12 +31,19 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("name", choices=sorted(BENCHES))
         parser.add_argument("--quick", action="store_true", help="a smaller run that ends in under a minute")
+        parser.add_argument(
+            "--examples", default=None, help="bench osworld: OSWorld's evaluation_examples folder (read only)"
+        )
 
-    def handle(self, *args: Any, name: str, quick: bool, **options: Any) -> None:
+    def handle(self, *args: Any, name: str, quick: bool, examples: str | None = None, **options: Any) -> None:
         module_name, func_name = BENCHES[name].split(":")
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             raise CommandError(f"benchmark {name!r} is not available yet ({exc})") from exc
-        figures: dict[str, Any] = getattr(module, func_name)(quick=quick)
+        extra = {"examples": examples} if name == "osworld" else {}
+        try:
+            figures: dict[str, Any] = getattr(module, func_name)(quick=quick, **extra)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
         self.stdout.write(json.dumps({"bench": name, **figures}, sort_keys=False))

@@ -1,0 +1,146 @@
+"""`bench osworld [--quick] --examples DIR`: OSWorld's own task files (a folder the user points at,
+read at run time, never stored in the repository) through the importer, the support check and the
+no-action check; and our own tasks with scripted solutions, set up / evaluate / solve / evaluate.
+
+Per domain: files, imported, supported, passes-without-action and set-up errors (over the supported
+tasks the no-action check ran on: all of them, or the first `QUICK_CHECKS` per domain with
+--quick). Figures: supported_share over the goal domains (os, chrome, libreoffice_*, gimp, vlc,
+thunderbird), passes_without_action (count), correct_share over the solved tasks.
+"""
+
+from __future__ import annotations
+
+import collections
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+GOAL_DOMAINS = (
+    "os",
+    "chrome",
+    "libreoffice_calc",
+    "libreoffice_writer",
+    "libreoffice_impress",
+    "gimp",
+    "vlc",
+    "thunderbird",
+)
+QUICK_CHECKS = 2
+
+
+def run_osworld(quick: bool, examples: str | None = None) -> dict[str, Any]:
+    from webapp.store.importers.osworld import osworld_task_json, parse_osworld
+    from webapp.store.importers.types import SourceFile
+    from workers.envs import osworld
+    from workers.envs.osworld_check import no_action_check
+
+    if not examples:
+        raise ValueError("bench osworld needs --examples DIR (OSWorld's evaluation_examples folder)")
+    root = Path(examples)
+    folder = root / "examples" if (root / "examples").is_dir() else root
+    domains: dict[str, dict[str, Any]] = {}
+    reasons: collections.Counter[str] = collections.Counter()
+    passing: list[str] = []
+    t0 = time.monotonic()
+    for domain in GOAL_DOMAINS:
+        files = sorted((folder / domain).glob("*.json")) if (folder / domain).is_dir() else []
+        row = {"files": len(files), "imported": 0, "supported": 0, "checked": 0}
+        row.update({"passes_without_action": 0, "setup_errors": 0})
+        checks = 0
+        for path in files:
+            records, _issues = parse_osworld(SourceFile(str(path), path.read_bytes()))
+            for record in records:
+                row["imported"] += 1
+                if not record.supported:
+                    reasons.update(_reason_kind(r) for r in record.unsupported_reasons)
+                    continue
+                row["supported"] += 1
+                if quick and checks >= QUICK_CHECKS:
+                    continue
+                checks += 1
+                task = _as_task_json(record, osworld_task_json)
+                outcome = no_action_check(task)
+                row["checked"] += 1
+                if outcome.verdict == "passes_without_action":
+                    row["passes_without_action"] += 1
+                    passing.append(record.external_id)
+                elif outcome.verdict in {"setup_error", "unsupported"}:
+                    row["setup_errors"] += 1
+                    reasons.update([f"setup: {outcome.detail[:80]}"])
+        domains[domain] = row
+    total = sum(r["imported"] for r in domains.values())
+    supported = sum(r["supported"] for r in domains.values())
+    solved = _solved_tasks(osworld)
+    return {
+        "examples": str(folder),
+        "mode": "quick" if quick else "full",
+        "domains": domains,
+        "imported": total,
+        "supported": supported,
+        "supported_share": round(supported / total, 4) if total else 0.0,
+        "passes_without_action": sum(r["passes_without_action"] for r in domains.values()),
+        "passes_without_action_ids": passing,
+        "setup_errors": sum(r["setup_errors"] for r in domains.values()),
+        "top_unsupported_reasons": reasons.most_common(12),
+        "solved_tasks": solved,
+        "correct_share": round(sum(s["correct"] for s in solved) / len(solved), 4) if solved else 0.0,
+        "seconds": round(time.monotonic() - t0, 1),
+    }
+
+
+def _as_task_json(record: Any, to_json: Any) -> dict[str, Any]:
+    class _Row:  # the importer's inverse reads a Task's fields
+        external_id = record.external_id
+        instruction = record.instruction
+        setup = record.setup
+        verifier = record.verifier
+
+    return to_json(_Row)
+
+
+def _reason_kind(reason: str) -> str:
+    """Group reasons ('needs the network', a metric's missing package, …) for the summary."""
+    for key in (
+        "needs the network",
+        "Windows VM path",
+        "not installed here",
+        "is not supported",
+        "not one of",
+    ):
+        if key in reason:
+            head = reason.split(":")[0] if key == "needs the network" else reason
+            return head[:90] if key != "needs the network" else "download/cloud_file needs the network"
+    return reason[:90]
+
+
+def _solved_tasks(osworld: Any) -> list[dict[str, Any]]:
+    """Our own tasks with scripted solutions: 0 before, 1 after, each through a real desktop."""
+    from workers.envs import osworld_solutions as solutions
+    from workers.envs.desktop import DesktopConfig, DesktopEnv
+
+    out = []
+    for task_id in solutions.SOLUTIONS:
+        task = solutions.load(task_id)
+        with tempfile.TemporaryDirectory(prefix="flywheel-osworld-bench-") as tmp:
+            bundle, session = Path(tmp) / "bundle", Path(tmp) / "session"
+            bundle.mkdir()
+            session.mkdir()
+            Path(tmp).chmod(0o755)
+            solutions.BUNDLES[task_id](bundle)
+            problems = osworld.check_supported(task, "desktop", bundle)
+            if problems:
+                out.append({"id": task_id, "correct": False, "error": "; ".join(problems)})
+                continue
+            env = DesktopEnv(DesktopConfig(display_range=(400, 450), vnc=False, session_dir=session, apps=()))
+            try:
+                env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
+                before = env.evaluate()
+                solutions.solve(env, task_id)
+                after = env.evaluate()
+            finally:
+                env.close()
+            out.append(
+                {"id": task_id, "before": before, "after": after, "correct": before == 0 and after == 1}
+            )
+    return out

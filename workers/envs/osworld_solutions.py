@@ -1,0 +1,54 @@
+"""Scripted solutions of our own OSWorld-format tasks (tests/envs/osworld_tasks/): the actions that
+solve each through the environment, with the pauses a real application needs between them. The
+suite (tests/envs/test_osworld_suite.py) and `bench osworld` play them."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import openpyxl
+
+from workers.actions.types import Action, Point
+
+TASKS_DIR = Path(__file__).resolve().parents[2] / "tests" / "envs" / "osworld_tasks"
+
+# task id -> [(action, pause in seconds after it)]
+SOLUTIONS: dict[str, list[tuple[Action, float]]] = {
+    "fw-calc-001-total": [
+        (Action("wait"), 2.0),
+        (Action("click", point=Point(70, 140)), 0.5),  # Calc's Name Box
+        (Action("type", text="B5\n"), 0.5),
+        (Action("type", text="=SUM(B2:B4)\n"), 0.5),
+    ],
+}
+
+
+def _prices(path: Path, total: int | None) -> None:
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.title = "Sheet1"
+    for row in [("Item", "Price"), ("apple", 10), ("pear", 20), ("plum", 30)]:
+        sheet.append(row)
+    if total is not None:
+        sheet["B5"] = total
+    book.save(path)
+
+
+# task id -> writes the task's bundle (its files) into a directory
+BUNDLES = {
+    "fw-calc-001-total": lambda d: (_prices(d / "prices.xlsx", None), _prices(d / "prices_gold.xlsx", 60)),
+}
+
+
+def load(task_id: str) -> dict[str, Any]:
+    return json.loads((TASKS_DIR / f"{task_id}.json").read_text())
+
+
+def solve(env: Any, task_id: str) -> None:
+    for action, pause in SOLUTIONS[task_id]:
+        if action.kind != "wait":
+            env.step(action)
+        time.sleep(pause)
