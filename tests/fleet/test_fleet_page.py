@@ -185,7 +185,7 @@ def test_watch_a_real_desktop_of_the_fleet_read_only(api, users, registry, deskt
     assert grant["read_only"] is True and grant["url"].endswith(f"/websockify?token={grant['token']}")
     stored = parse_grant(registry.r.get(f"{TOKEN_PREFIX}{grant['token']}"))
     assert stored is not None and stored.read_only and stored.user_id == str(users["researcher"].pk)
-    assert 5900 <= stored.port <= 6100  # the desktop's x11vnc
+    assert stored.socket.endswith(".sock") and not stored.port  # the desktop's x11vnc: a unix socket, no TCP
     # Watching never renews (nor takes) the holder's lease.
     assert registry.lease(lease.lease_id)["expires"] == before
     assert (

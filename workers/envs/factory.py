@@ -44,7 +44,7 @@ def make_game() -> Environment:
 
 
 def make_phone() -> Environment:
-    from workers.envs.phone import PhoneEnv
+    from workers.envs.phone.env import PhoneEnv
 
     return PhoneEnv(pool=_browser_pool())
 
