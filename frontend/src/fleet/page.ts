@@ -2,6 +2,7 @@
 // session, a flywheel job), health and age, and Watch (read-only noVNC) for desktops. Live: the
 // websocket ws/fleet/ sends a snapshot on every registry event and every few seconds.
 
+import "./fleet.css";
 import { api } from "../lib/api";
 import { badge, h, notice, render } from "../lib/dom";
 import { duration, filterEnvs, kindsOf, ownerKindLabel, type Fleet, type FleetEnv, type FleetFilter, type FleetSnapshotEvent } from "./model";

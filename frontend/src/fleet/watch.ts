@@ -1,6 +1,7 @@
 // A read-only noVNC view of one desktop in `target`, from a watch grant of the API (the run page's
 // fleet panel and the fleet page both use it). Returns when connected or failed; Close disconnects.
 
+import "./watch.css";
 import { h, notice, render } from "../lib/dom";
 
 export async function openWatch(target: HTMLElement, title: string, grant: () => Promise<{ url: string }>): Promise<void> {
