@@ -1,0 +1,72 @@
+"""The no-action check on imported OSWorld tasks: real desktops, real sandboxes, real evaluators."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from webapp.store.importers import task_import_run
+from webapp.store.importers.osworld_check import osworld_tasks_check
+from webapp.store.models import Task
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(shutil.which("wmctrl") is None, reason="make osworld-apps installs wmctrl"),
+]
+
+BASE: dict[str, Any] = {
+    "snapshot": "os",
+    "source": "flywheel-tests",
+    "related_apps": ["os"],
+    "evaluator": {
+        "func": "check_include_exclude",
+        "result": {
+            "type": "vm_command_line",
+            "command": "test -e ~/done && echo yes || echo no",
+            "shell": True,
+        },
+        "expected": {"type": "rule", "rules": {"include": ["yes"], "exclude": ["no"]}},
+    },
+}
+
+
+def _task(task_id: str, config: list[dict[str, Any]]) -> dict[str, Any]:
+    task = copy.deepcopy(BASE)
+    task.update(id=task_id, instruction=f"Create ~/done ({task_id}).", config=config)
+    return task
+
+
+def test_no_action_check_disables_passing_and_broken_tasks(tmp_path: Path) -> None:
+    tasks = [
+        _task("honest", [{"type": "command", "parameters": {"command": "rm -f ~/done", "shell": True}}]),
+        # Its set-up already does the work: it scores success with no action.
+        _task("passes", [{"type": "command", "parameters": {"command": "touch ~/done", "shell": True}}]),
+        # A window that never shows: the set-up fails.
+        _task("broken", [{"type": "activate_window", "parameters": {"window_name": "No Such Window"}}]),
+    ]
+    for task in tasks:
+        (tmp_path / f"{task['id']}.json").write_text(json.dumps(task))
+    result = task_import_run(pool_name="checked", create_pool=True, paths=[tmp_path])
+    assert result.created == 3 and result.unsupported == 0
+
+    checks = {c.external_id: c for c in osworld_tasks_check(task_ids=result.task_ids)}
+    assert {k: c.verdict for k, c in checks.items()} == {
+        "honest": "ok",
+        "passes": "passes_without_action",
+        "broken": "setup_error",
+    }
+    rows = {t.external_id: t for t in Task.objects.filter(pool__name="checked")}
+    assert rows["honest"].enabled and rows["honest"].supported
+    assert not rows["passes"].enabled and not rows["passes"].supported
+    assert "passes without action" in rows["passes"].unsupported_reasons[-1]
+    assert not rows["broken"].enabled
+    assert "No Such Window" in rows["broken"].unsupported_reasons[-1]
+    # Checking again skips what is already disabled; the management command reports the rest.
+    call_command("check_osworld_tasks", pool="checked")
+    assert Task.objects.get(pool__name="checked", external_id="honest").enabled

@@ -1,0 +1,52 @@
+"""The no-action check for imported OSWorld tasks (issue 22): each enabled, supported task is set up
+on a real desktop and evaluated with no action (`workers.envs.osworld_check`). One that already
+scores success is disabled as "passes without action"; one whose set-up fails is disabled with the
+error. Both are marked unsupported with the reason, so they cannot be enabled by mistake; importing
+the task again (after fixing its files or the host) clears the mark and the check can run again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.utils import timezone
+
+from webapp.store.importers.osworld import osworld_task_json
+from webapp.store.models import Task
+
+
+@dataclass(frozen=True)
+class TaskCheck:
+    task_id: int
+    external_id: str
+    verdict: str
+    detail: str
+
+
+def osworld_tasks_check(*, task_ids: Iterable[int]) -> list[TaskCheck]:
+    """Run the no-action check on the enabled, supported OSWorld tasks among `task_ids`."""
+    from workers.envs.osworld_check import no_action_check
+
+    checks: list[TaskCheck] = []
+    tasks = Task.objects.filter(pk__in=list(task_ids), source="osworld", enabled=True, supported=True)
+    for task in tasks.order_by("pk"):
+        bundle = task.setup.get("bundle_dir")
+        outcome = no_action_check(
+            osworld_task_json(task), Path(bundle) if isinstance(bundle, str) and bundle else None
+        )
+        checks.append(TaskCheck(task.pk, task.external_id, outcome.verdict, outcome.detail))
+        if outcome.verdict == "ok":
+            continue
+        reason = (
+            "passes without action: the evaluator scores success right after set-up"
+            if outcome.verdict == "passes_without_action"
+            else outcome.detail
+        )
+        task.enabled = False
+        task.supported = False
+        task.unsupported_reasons = [*task.unsupported_reasons, reason]
+        task.updated_at = timezone.now()
+        task.save(update_fields=["enabled", "supported", "unsupported_reasons", "updated_at"])
+    return checks
