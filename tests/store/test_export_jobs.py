@@ -96,9 +96,7 @@ def test_sharegpt_has_one_image_token_per_image(users, two_trajectories) -> None
 def test_verl_parquet_rows_are_what_verl_reads(users, two_trajectories) -> None:
     _, zf = _run(users["researcher"], "verl")
     table = pq.read_table(io.BytesIO(zf.read("train.parquet")))
-    assert table.column_names == [
-        "data_source", "prompt", "images", "ability", "reward_model", "extra_info", "messages", "step_images",
-    ]  # fmt: skip
+    assert table.column_names == ["data_source", "prompt", "images", "ability", "reward_model", "extra_info"]
     rows = table.to_pylist()
     # the episode's own instruction, one <image> for the one image
     assert rows[0]["prompt"] == [{"role": "user", "content": "<image>Episode: click the red button."}]
@@ -109,9 +107,12 @@ def test_verl_parquet_rows_are_what_verl_reads(users, two_trajectories) -> None:
     truth = json.loads(rows[0]["reward_model"]["ground_truth"])
     assert truth["seed"] == 4242 and truth["task"] == "click-test"
     assert truth["instruction"] == "Episode: click the red button."
-    messages = rows[0]["messages"]
-    assert [m["role"] for m in messages] == ["user", "assistant"] * 3
-    assert sum(m["content"].count("<image>") for m in messages) == len(rows[0]["step_images"]) == 3
+    sft = pq.read_table(io.BytesIO(zf.read("sft.parquet")))  # verl's multi-turn SFT: messages + images
+    assert sft.column_names == ["messages", "images", "extra_info"]
+    for row in sft.to_pylist():
+        assert [m["role"] for m in row["messages"]] == ["user", "assistant"] * 3
+        assert sum(m["content"].count("<image>") for m in row["messages"]) == len(row["images"]) == 3
+        assert row["messages"][0]["content"] == "<image>Episode: click the red button."
 
 
 def test_verl_row_without_steps_has_no_image_token(users, db) -> None:
@@ -121,6 +122,9 @@ def test_verl_row_without_steps_has_no_image_token(users, db) -> None:
     _, zf = _run(users["researcher"], "verl", expected=1)
     row = pq.read_table(io.BytesIO(zf.read("train.parquet"))).to_pylist()[0]
     assert row["prompt"] == [{"role": "user", "content": "Click the button."}] and row["images"] == []
+    assert pq.read_table(io.BytesIO(zf.read("sft.parquet"))).num_rows == 0  # nothing to imitate
+    _, zf = _run(users["researcher"], "osworld", expected=1)  # an empty traj.jsonl, its score
+    assert sorted(n.rsplit("/", 1)[1] for n in zf.namelist()) == ["result.txt", "traj.jsonl"]
 
 
 def test_osworld_layout_is_what_osworld_writes_and_reads(users, two_trajectories) -> None:

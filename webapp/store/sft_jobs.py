@@ -119,7 +119,7 @@ def demos_collect(
                 if progress is not None:
                     progress(name, seed, success)
                 if success:
-                    stored.append(_store_demo(task, seed, env.instruction, steps))
+                    stored.append(_store_demo(task, seed, env.instruction, steps, obs))
     finally:
         if own:
             env.close()
@@ -128,7 +128,7 @@ def demos_collect(
 
 @transaction.atomic
 def _store_demo(
-    task: Task, seed: int, instruction: str, steps: list[tuple[Any, str, str, Any]]
+    task: Task, seed: int, instruction: str, steps: list[tuple[Any, str, str, Any]], final: Any = None
 ) -> Trajectory:
     trajectory = store.trajectory_create(
         task=task,
@@ -156,8 +156,10 @@ def _store_demo(
             },
         )
     return store.trajectory_finish(
-        trajectory=trajectory, status=TrajectoryStatus.COMPLETED, final_reward=1.0, success=True
-    )
+        trajectory=trajectory, status=TrajectoryStatus.COMPLETED, final_reward=1.0, success=True,
+        final_screenshot=final.screenshot if final is not None else None,
+        image_format=final.image_format if final is not None else "jpeg",
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------ SFT on stored trajectories

@@ -144,27 +144,36 @@ def write_sharegpt(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], progr
     return done
 
 
-def _verl_row(record: dict[str, Any], index: int, step_images: list[dict[str, Any]]) -> dict[str, Any]:
-    """One verl row. The RL prompt (`prompt` + `images`) is the episode's instruction with its first
-    screen; `messages` + `step_images` is the whole episode for verl's multi-turn SFT dataset
-    (`messages_key: messages`, `image_key: step_images`)."""
+def _verl_rows(
+    record: dict[str, Any], index: int, step_images: list[dict[str, Any]]
+) -> tuple[dict, dict | None]:
+    """The trajectory's verl RL row, and its multi-turn SFT row (None without steps).
+
+    RL (`RLHFDataset`): the episode's instruction with its first screen (`<image>` only when there
+    is one), `extra_info` a struct with `index`, `ground_truth` enough to reproduce the episode.
+    SFT (`MultiTurnSFTDataset`, default keys `messages` / `images`): every step a user turn with its
+    screen and an assistant turn `Thought: … Action: …`."""
     first = step_images[:1]
-    prompt = f"<image>{record['instruction']}" if first else record["instruction"]
-    messages: list[dict[str, str]] = []
-    for i, step in enumerate(record["steps"]):
-        shown = "<image>" if step["screenshot"] and _has(step_images, step["screenshot"]) else ""
-        text = record["instruction"] if i == 0 else ""
-        messages.append({"role": "user", "content": f"{shown}{text}" or "(no screenshot)"})
-        messages.append({"role": "assistant", "content": _assistant_text(step)})
     seed = (record.get("metadata") or {}).get("seed")
-    return {
+    extra = {
+        "index": index,
+        "split": "train",
+        "trajectory_id": record["id"],
+        "task_id": record["task_id"],
+        "seed": seed,
+        "final_reward": record["final_reward"],
+        "validation": record["validation"],
+        "actions": [s["action_text"] for s in record["steps"]],
+    }
+    rl = {
         "data_source": f"flywheel/{record['pool']}",
-        "prompt": [{"role": "user", "content": prompt}],
+        "prompt": [
+            {"role": "user", "content": f"<image>{record['instruction']}" if first else record["instruction"]}
+        ],
         "images": first,
         "ability": record["env_kind"],
         "reward_model": {
             "style": "rule",
-            # Enough to reproduce the episode: the task, its environment, the seed, the instruction.
             "ground_truth": json.dumps(
                 {
                     "task": record["task"],
@@ -177,96 +186,86 @@ def _verl_row(record: dict[str, Any], index: int, step_images: list[dict[str, An
                 ensure_ascii=False,
             ),
         },
-        "extra_info": {
-            "index": index,
-            "split": "train",
-            "trajectory_id": record["id"],
-            "task_id": record["task_id"],
-            "seed": seed,
-            "final_reward": record["final_reward"],
-            "validation": record["validation"],
-            "actions": [s["action_text"] for s in record["steps"]],
-        },
-        "messages": messages,
-        "step_images": step_images,
+        "extra_info": extra,
     }
+    if not record["steps"]:
+        return rl, None
+    shown = {image["path"] for image in step_images}
+    messages: list[dict[str, str]] = []
+    for i, step in enumerate(record["steps"]):
+        screen = "<image>" if step["screenshot"] in shown else ""
+        text = record["instruction"] if i == 0 else ""
+        messages.append({"role": "user", "content": f"{screen}{text}" or "(no screenshot)"})
+        messages.append({"role": "assistant", "content": _assistant_text(step)})
+    return rl, {"messages": messages, "images": step_images, "extra_info": extra}
 
 
-def _has(step_images: list[dict[str, Any]], name: str) -> bool:
-    return any(image["path"] == name for image in step_images)
-
-
-VERL_SCHEMA_FIELDS = (
-    "data_source", "prompt", "images", "ability", "reward_model", "extra_info", "messages", "step_images",
-)  # fmt: skip
-
-
-def _verl_schema() -> Any:
+def _verl_schemas() -> tuple[Any, Any]:
     import pyarrow as pa
 
     message = pa.struct([("role", pa.string()), ("content", pa.string())])
     image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-    return pa.schema(
+    extra = pa.struct(
+        [("index", pa.int64()), ("split", pa.string()), ("trajectory_id", pa.int64()), ("task_id", pa.int64()),
+         ("seed", pa.int64()), ("final_reward", pa.float64()), ("validation", pa.int64()),
+         ("actions", pa.list_(pa.string()))]
+    )  # fmt: skip
+    rl = pa.schema(
         [
             ("data_source", pa.string()),
             ("prompt", pa.list_(message)),
             ("images", pa.list_(image)),
             ("ability", pa.string()),
             ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
-            (
-                "extra_info",
-                pa.struct(
-                    [
-                        ("index", pa.int64()),
-                        ("split", pa.string()),
-                        ("trajectory_id", pa.int64()),
-                        ("task_id", pa.int64()),
-                        ("seed", pa.int64()),
-                        ("final_reward", pa.float64()),
-                        ("validation", pa.int64()),
-                        ("actions", pa.list_(pa.string())),
-                    ]
-                ),
-            ),
-            ("messages", pa.list_(message)),
-            ("step_images", pa.list_(image)),
+            ("extra_info", extra),
         ]
     )
+    sft = pa.schema([("messages", pa.list_(message)), ("images", pa.list_(image)), ("extra_info", extra)])
+    return rl, sft
 
 
 def write_verl_parquet(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], progress: ProgressFn) -> int:
-    """verl data (`train.parquet`): one row per trajectory in the layout verl 0.9's `RLHFDataset`
-    reads (data_source, prompt, images, ability, reward_model, extra_info with `index`), plus the
-    episode as `messages` / `step_images` for its multi-turn SFT dataset. See `_verl_row`."""
+    """verl data: `train.parquet`, one RL row per trajectory as verl 0.9's `RLHFDataset` reads it,
+    and `sft.parquet`, one row per trajectory with steps for its `MultiTurnSFTDataset` (see
+    `_verl_rows`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = _verl_schema()
-    sink = io.BytesIO()
-    writer = pq.ParquetWriter(sink, schema)
-    done = 0
-    batch: list[dict[str, Any]] = []
+    rl_schema, sft_schema = _verl_schemas()
+    sinks = {"train.parquet": io.BytesIO(), "sft.parquet": io.BytesIO()}
+    writers = {
+        "train.parquet": pq.ParquetWriter(sinks["train.parquet"], rl_schema),
+        "sft.parquet": pq.ParquetWriter(sinks["sft.parquet"], sft_schema),
+    }
+    batches: dict[str, list[dict[str, Any]]] = {"train.parquet": [], "sft.parquet": []}
+    schemas = {"train.parquet": rl_schema, "sft.parquet": sft_schema}
 
     def flush() -> None:
-        if batch:
-            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-            batch.clear()
+        for name, batch in batches.items():
+            if batch:
+                writers[name].write_table(pa.Table.from_pylist(batch, schema=schemas[name]))
+                batch.clear()
 
+    done = 0
     for record in records:
         step_images = []
         for step in record["steps"]:
             data = _image_bytes(step["screenshot"]) if step["screenshot"] else None
             if data is not None:
                 step_images.append({"bytes": data, "path": step["screenshot"]})
-        batch.append(_verl_row(record, done, step_images))
-        if len(batch) >= 64:
+        rl, sft = _verl_rows(record, done, step_images)
+        batches["train.parquet"].append(rl)
+        if sft is not None:
+            batches["sft.parquet"].append(sft)
+        if len(batches["sft.parquet"]) >= 32 or len(batches["train.parquet"]) >= 64:
             flush()
         done += 1
         if not progress(done):
             break
     flush()
-    writer.close()
-    zf.writestr("train.parquet", sink.getvalue())
+    for name, writer in writers.items():
+        writer.close()
+        zf.writestr(name, sinks[name].getvalue())
     return done
 
 
@@ -324,8 +323,9 @@ def _after_screens(record: dict[str, Any]) -> list[str | None]:
     """The stored file of the screen after each step's action: the next step's observation, and
     the trajectory's final screen after the last one."""
     steps = record["steps"]
-    nxt = [s["screenshot"] for s in steps[1:]] + [record.get("final_screenshot")]
-    return nxt
+    if not steps:
+        return []
+    return [s["screenshot"] for s in steps[1:]] + [record.get("final_screenshot")]
 
 
 def write_osworld(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], progress: ProgressFn) -> int:
