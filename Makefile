@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 FRONTEND := frontend
 
-.PHONY: up down restart setup build test test-python test-frontend test-slow test-schemathesis test-e2e smoke lint format \
+.PHONY: up down restart setup build test test-python test-frontend test-slow test-schemathesis test-e2e test-interop smoke lint format \
         migrations-check bench logs osworld-apps
 
 up:            ## install what is missing, migrate, load demo data, start everything, print URL + logins
@@ -33,6 +33,10 @@ test-slow:     ## long suites: 100k-case fuzzing, schemathesis over the API (0 5
 
 test-schemathesis: ## only the API fuzzing of `make test-slow` (SCHEMATHESIS_MAX_EXAMPLES per operation)
 	@scripts/test.sh -m slow tests/security/test_schemathesis.py
+
+test-interop:  ## exports loaded by verl 0.9.1 (RLHFDataset, multi-turn SFT), LLaMA-Factory 0.9.5 (qwen2_vl) and OSWorld's reader, in var/interop-venv
+	@scripts/interop/setup.sh
+	@INTEROP_PYTHON=$(CURDIR)/var/interop-venv/bin/python scripts/test.sh -m interop -s tests/interop
 
 smoke:         ## `make up` in isolation: login page + authenticated API call, then `make down`
 	@scripts/test.sh -m smoke
