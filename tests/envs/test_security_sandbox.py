@@ -300,3 +300,23 @@ def test_host_side_file_tools_never_follow_a_planted_symlink(
     with pytest.raises(PathOutsideSession):
         api_actions.list_dir(home, "d")
     assert not (host / "planted").exists()
+
+
+def test_a_crashed_env_host_leaves_no_desktop_behind() -> None:
+    """Xvfb and x11vnc are host processes: they too die with the process that owns the desktop."""
+    code = (
+        "import time; from workers.envs.desktop import DesktopConfig, DesktopEnv; "
+        "env = DesktopEnv(DesktopConfig(display_range=(185, 199), apps=())); env.boot(); "
+        "print(env.display, env.sandbox.uid, flush=True); time.sleep(300)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, cwd=PROJECT)
+    assert proc.stdout is not None
+    display, uid = proc.stdout.readline().decode().split()
+    assert _args_running(f"Xvfb {display} ") and _args_running(f"x11vnc -display {display} ")
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 5
+    while (_args_running(f"Xvfb {display} ") or uid_pids(int(uid))) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _args_running(f"Xvfb {display} ") == [] and _args_running(f"x11vnc -display {display} ") == []
+    assert uid_pids(int(uid)) == []

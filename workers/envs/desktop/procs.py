@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from workers.envs.base import EnvError
+from workers.envs.sandbox.spawner import popen_tied
 
 
 def spawn(
@@ -21,10 +22,12 @@ def spawn(
     log: Path | None = None,
     pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen[bytes]:
-    """Start `argv` in a new session (process group); stdout+stderr go to `log` or /dev/null."""
+    """Start `argv` in a new session (process group) that dies with this process; stdout+stderr go
+    to `log` or /dev/null."""
     out = open(log, "ab") if log is not None else subprocess.DEVNULL
     try:
-        return subprocess.Popen(
+        # Tied to this process: a crashed env host leaves no Xvfb or x11vnc behind.
+        return popen_tied(
             list(argv),
             env=env,
             cwd=cwd,

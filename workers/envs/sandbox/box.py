@@ -11,16 +11,15 @@ import select
 import shlex
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from workers.envs.base import EnvError
 from workers.envs.sandbox.cgroups import SandboxCgroup
 from workers.envs.sandbox.run import SANDBOX_HOME, CommandResult, Limits, kill_group, run_collect
+from workers.envs.sandbox.spawner import popen_tied
 from workers.envs.sandbox.uids import UidLease
 
 log = logging.getLogger(__name__)
@@ -302,7 +301,7 @@ class Sandbox:
 
         bwrap's --die-with-parent (PR_SET_PDEATHSIG) follows the *thread* that started it, and env
         hosts boot envs on pool threads that may come and go; so every box is started from one
-        thread that lives as long as this process (`_SPAWNER`): the box dies with the process."""
+        thread that lives as long as this process (`spawner.popen_tied`): the box dies with the process."""
         info_r, info_w = os.pipe()
         fds: list[int] = []
         try:
@@ -329,7 +328,7 @@ class Sandbox:
                 nproc = self.policy.processes
                 resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
-            holder = _SPAWNER.popen(
+            holder = popen_tied(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -398,41 +397,6 @@ class Sandbox:
             args += ["--ro-bind-fd", str(_path_fd(host, fds)), inside]
         args += ["--chdir", SANDBOX_HOME, "--cap-drop", "ALL"]
         return args
-
-
-class _Spawner:
-    """A daemon thread that lives as long as the process and starts every box (see
-    `Sandbox._start_holder`)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._jobs: list[tuple[Future[subprocess.Popen[bytes]], dict[str, object]]] = []
-        self._wake = threading.Condition(self._lock)
-        self._thread: threading.Thread | None = None
-
-    def popen(self, argv: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
-        future: Future[subprocess.Popen[bytes]] = Future()
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name="sandbox-spawner", daemon=True)
-                self._thread.start()
-            self._jobs.append((future, {"args": argv, **kwargs}))
-            self._wake.notify()
-        return future.result()
-
-    def _loop(self) -> None:
-        while True:
-            with self._lock:
-                while not self._jobs:
-                    self._wake.wait()
-                future, kwargs = self._jobs.pop(0)
-            try:
-                future.set_result(subprocess.Popen(**kwargs))  # type: ignore[call-overload]
-            except BaseException as exc:
-                future.set_exception(exc)
-
-
-_SPAWNER = _Spawner()
 
 
 def _etc_files() -> dict[str, str]:
