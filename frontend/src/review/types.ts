@@ -134,6 +134,7 @@ export interface ReviewData {
     seed: number | null;
     /** The episode's own instruction, when the environment gave one. */
     instruction?: string;
+    review_round?: number;
   };
   task: { id: number; external_id: string; instruction: string; env_kind: string; pool: string };
   steps: ReviewStep[];

@@ -6,6 +6,7 @@ import { api } from "../lib/api";
 import { badge, h, notice, render, type Child } from "../lib/dom";
 import { decisionLabel, decisionNumber, percent, reward, stepNumber } from "../lib/format";
 import { actionOverlay, lastPoint } from "./draw";
+import { take } from "./queue";
 import { SpeechPanel } from "./speech";
 import { clickText, describeAction, draftProblems, fixPoint, newDraft, submitBody, suggestedVerdict, type Draft } from "./model";
 
@@ -60,6 +61,7 @@ export class ReviewView {
   private selected = 0;
   private poll: number | null = null;
   private speech: SpeechPanel | null = null;
+  private keysBound = false;
   private readonly parts = {
     head: h("section", { class: "card rv-head", "data-testid": "review-head" }),
     main: h("div", { class: "rv-main" }),
@@ -94,9 +96,12 @@ export class ReviewView {
       h("section", { class: "card" }, this.parts.main, this.parts.strip),
       h("div", { class: "grid" }, this.parts.verdict, this.parts.exec),
     );
-    document.addEventListener("keydown", (ev) => {
-      this.onKey(ev);
-    });
+    if (!this.keysBound) {
+      this.keysBound = true;
+      document.addEventListener("keydown", (ev) => {
+        this.onKey(ev);
+      });
+    }
     this.renderAll();
     if (this.data.executability?.status === "queued" || this.data.executability?.status === "running") this.pollExec();
   }
@@ -266,10 +271,26 @@ export class ReviewView {
     if (!this.open) {
       const mine = d.my_review;
       const outcome = d.outcome;
+      // No review of this round yet (a fixed trajectory back for round 2, or an admin passing by):
+      // claim one here rather than going back to the queue.
+      const claimable = mine === null && ["pending", "in_review"].includes(d.trajectory.review_state);
+      let claim: HTMLButtonElement | null = null;
+      if (claimable) {
+        claim = h("button", { type: "button", class: "btn", "data-testid": "claim" }, "Claim it for review");
+        claim.addEventListener("click", () => {
+          if (claim !== null) claim.disabled = true;
+          take(this.trajectoryId)
+            .then(() => this.start())
+            .catch((err: unknown) => {
+              if (claim !== null) claim.disabled = false;
+              this.parts.verdict.append(notice("error", err instanceof Error ? err.message : String(err)));
+            });
+        });
+      }
       render(
         this.parts.verdict,
         h("div", { class: "card-head" }, h("h2", {}, "Reviews")),
-        mine ? otherReview(mine, true) : notice("info", "You hold no review of this trajectory (admin view)."),
+        mine ? otherReview(mine, true) : claim !== null ? h("div", { "data-testid": "claim-offer" }, h("p", {}, `You hold no review of round ${d.trajectory.review_round ?? 1} of this trajectory.`), claim) : notice("info", "You hold no review of this trajectory (admin view)."),
         ...d.other_reviews.map((r) => otherReview(r)),
         d.others_hidden ? null : d.other_reviews.length === 0 ? notice("empty", "No other review yet.") : null,
         outcome

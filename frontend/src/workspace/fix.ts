@@ -228,7 +228,7 @@ export class FixView {
         h("div", { class: "rv-actions" }, saveThought, h("span", { class: "muted" }, "Changes the text only; the steps stay as executed.")),
         h("label", { class: "rv-fix-label" }, "Action (screen pixels)", action),
         h("div", { class: "rv-actions" }, branch),
-        h("p", { class: "muted" }, `A changed action is re-executed: a fresh environment on the same seed replays steps 1–${stepNumber(step) - 1}, then runs your action as step ${stepNumber(step)}; you continue in the workspace, and Finish there sends the new branch to review in place of this one.`),
+        h("p", { class: "muted" }, `A changed action is re-executed: a fresh environment on the same seed ${stepNumber(step) > 1 ? `replays steps 1–${stepNumber(step) - 1}, then runs` : "runs"} your action as step ${stepNumber(step)}; you continue in the workspace, and Finish there sends the new branch to review in place of this one.`),
         h("p", { class: "muted rv-keys" }, "Keys: ← → steps"),
       ),
     );
@@ -301,7 +301,7 @@ export class FixView {
 
   private async branch(step: FixStep, actionText: string, thought: string, button: HTMLButtonElement): Promise<void> {
     button.disabled = true;
-    this.say("info", `Re-executing steps 1–${stepNumber(step)} in a fresh environment…`);
+    this.say("info", `Re-executing up to step ${stepNumber(step)} in a fresh environment…`);
     try {
       const got = await api<BranchAnswer>(`${this.base}steps/${step.index}/branch/`, { method: "POST", body: { action_text: actionText, thought, convention: "screen" } });
       this.say("ok", `Branch #${got.trajectory_id} started: continuing in the workspace…`);
