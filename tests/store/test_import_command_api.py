@@ -185,7 +185,9 @@ def test_several_files_import_the_good_ones_and_report_the_bad_ones_per_file(api
     by_file = {f["file"]: f for f in response.data["files"]}
     assert by_file["good.json"]["ok"] and by_file["good.json"]["tasks"][0]["external_id"] == "g"
     assert by_file["bad.json"]["issues"][0]["field"] == "evaluator.func"
-    assert [i["file"] for i in by_file["list.jsonl"]["issues"]] == ["list.jsonl:line 2"]  # the refused task's line
+    assert [i["file"] for i in by_file["list.jsonl"]["issues"]] == [
+        "list.jsonl:line 2"
+    ]  # the refused task's line
     assert "duplicate id 'g'" in by_file["again.json"]["issues"][0]["reason"]
 
 
