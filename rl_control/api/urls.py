@@ -11,6 +11,11 @@ urlpatterns = [
     path("runs/<int:pk>/stop/", views.RunStopView.as_view(), name="api-rl-run-stop"),
     path("runs/<int:pk>/fork/", views.RunForkView.as_view(), name="api-rl-run-fork"),
     path("runs/<int:pk>/metrics/", views.RunMetricsView.as_view(), name="api-rl-run-metrics"),
+    path(
+        "runs/<int:pk>/metrics/record/",
+        views.RunMetricsRecordView.as_view(),
+        name="api-rl-run-metrics-record",
+    ),
     path("runs/<int:pk>/metric-names/", views.RunMetricNamesView.as_view(), name="api-rl-run-metric-names"),
     path("runs/<int:pk>/alerts/", views.RunAlertListView.as_view(), name="api-rl-run-alerts"),
     path("runs/<int:pk>/episodes/", views.RunEpisodeListView.as_view(), name="api-rl-run-episodes"),

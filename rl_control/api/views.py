@@ -13,7 +13,8 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
-from rest_framework.exceptions import NotFound
+from rest_framework import serializers as drf_serializers
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -181,6 +182,41 @@ class RunMetricsView(_RunView):
         return Response(
             selectors.metric_series(run_id=run.pk, names=v["names"], x=v["x"], points=v["points"])
         )
+
+
+class MetricRecordInput(drf_serializers.Serializer):
+    step = drf_serializers.IntegerField(min_value=0)
+    values = drf_serializers.DictField(child=drf_serializers.FloatField(), allow_empty=False)
+    policy_version = drf_serializers.IntegerField(min_value=0, required=False, default=0)
+    samples = drf_serializers.IntegerField(min_value=0, required=False, default=0)
+
+    def validate_values(self, values: dict[str, float]) -> dict[str, float]:
+        if len(values) > 500:
+            raise drf_serializers.ValidationError("at most 500 values per step")
+        return values
+
+
+class RunMetricsRecordView(_RunView):
+    """POST: an external trainer (verl through flywheel_verl.tracking) records one step's scalars on
+    the run's dashboard: canonical names (rl_control/metric_names.py), else 400 and nothing stored."""
+
+    @extend_schema(request=MetricRecordInput, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request: Request, pk: int) -> Response:
+        run = self._run(request, pk)
+        data = MetricRecordInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        try:
+            rows = services.metrics_record(
+                run=run,
+                step=v["step"],
+                values=v["values"],
+                policy_version=v["policy_version"],
+                samples=v["samples"],
+            )
+        except services.RunError as exc:
+            raise ValidationError({"values": [str(exc)]}) from exc
+        return Response({"run_id": run.pk, "step": v["step"], "stored": len(rows)}, status=201)
 
 
 class RunMetricNamesView(_RunView):

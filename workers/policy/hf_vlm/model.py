@@ -145,7 +145,12 @@ def load_vlm(directory: str | Path, dtype: torch.dtype = torch.float32) -> tuple
     try:
         model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        image_processor = AutoImageProcessor.from_pretrained(path, backend="pil")
+        try:
+            image_processor = AutoImageProcessor.from_pretrained(path, backend="pil")
+        except ImportError:  # older transformers gate AutoImageProcessor on torchvision
+            from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+            image_processor = Qwen2VLImageProcessorPil.from_pretrained(path)
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
         raise PolicyError(f"cannot load checkpoint {path}: {exc}") from exc
     model.eval()
