@@ -272,7 +272,7 @@ def trajectory_replay(*, trajectory: Trajectory) -> dict[str, Any]:
     return {
         "id": trajectory.pk,
         "task": trajectory.task.external_id,
-        "instruction": trajectory.task.instruction,
+        "instruction": trajectory.episode_instruction,
         "source": trajectory.source,
         "env_kind": trajectory.env_kind,
         "status": trajectory.status,

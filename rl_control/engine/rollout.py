@@ -32,7 +32,7 @@ from webapp.store import services as store
 from webapp.store.models import Trajectory, TrajectoryStatus
 from webapp.store.taskspec import task_spec_wire
 from workers.actions.coords import OFF_SCREEN_PREFIX, action_to_screen, off_screen_error
-from workers.actions.types import TERMINAL_KINDS
+from workers.actions.types import TERMINAL_KINDS, Action
 from workers.envs.base import Observation
 from workers.envs.wire import observation_from_wire
 from workers.policy.base import HistoryItem, PolicyError
@@ -83,6 +83,18 @@ def episode_seed(config: dict[str, Any], group_id: int, trajectory_id: int) -> i
     shared = bool(config.get("env", {}).get("shared_group_seed", True))
     unit = f"g{group_id}" if shared else str(trajectory_id)
     return random.Random(f"{config.get('seed', 0)}:{unit}").randrange(2**31)
+
+
+def screen_action(action: Action, candidate: Any, obs: Observation) -> tuple[Action | None, str]:
+    """The policy's action in screen pixels, or (None, why) when a point lies outside the screen:
+    such an action is refused (the step records the error, nothing runs), never clamped onto the
+    edge, so no step trains on a click the model did not mean."""
+    mapped = action_to_screen(
+        action, candidate.convention, obs.width, obs.height, *(candidate.image_size or (None, None))
+    )
+    if mapped.clamped:
+        return None, off_screen_error(action, candidate.convention, obs.width, obs.height)
+    return mapped.action, ""
 
 
 def run_episode(
@@ -138,18 +150,10 @@ def run_episode(
                     if action.kind in TERMINAL_KINDS:
                         terminal = True
                         break
-                    mapped = action_to_screen(
-                        action,
-                        candidate.convention,
-                        obs.width,
-                        obs.height,
-                        *(candidate.image_size or (None, None)),
-                    )
-                    if mapped.clamped:  # never execute (and train on) a corner the model did not mean
-                        env_error = off_screen_error(action, candidate.convention, obs.width, obs.height)
-                        parsed_ok = False
+                    screen, refusal = screen_action(action, candidate, obs)
+                    if screen is None:  # never execute (and train on) a corner the model did not mean
+                        env_error, parsed_ok = refusal, False
                         break
-                    screen = mapped.action
                     try:
                         result = fleet.env_call(lease=lease, op="step", payload={"action": screen.to_json()})
                     except fleet.EnvCallFailed as exc:  # the env refused the action: a policy mistake

@@ -247,3 +247,26 @@ def test_rollouts_of_a_group_share_one_task_instance_unless_configured_otherwise
     own = {"seed": 3, "env": {"shared_group_seed": False}}
     assert len({episode_seed(own, 7, t) for t in (101, 102, 103)}) == 3
     assert episode_seed(own, 7, 101) == episode_seed(own, 8, 101)  # reproducible per trajectory
+
+
+def test_an_off_screen_policy_action_is_refused_not_clamped() -> None:
+    """A rollout never executes (or trains on) a click moved onto the screen's edge."""
+    from rl_control.engine.rollout import screen_action
+    from workers.actions.parse import parse_response
+    from workers.actions.types import Convention
+    from workers.envs.base import Observation
+    from workers.policy.base import Candidate
+
+    obs = Observation(screenshot=b"", width=160, height=210)
+
+    def candidate(text: str, convention: Convention) -> Candidate:
+        parsed = parse_response(f"Thought: t\nAction: {text}", convention=convention)
+        return Candidate(thought="t", action_text=text, parsed=parsed, logprob_sum=None, token_logprobs=None,
+                         model_version="1", raw_text=text, convention=convention)  # fmt: skip
+
+    far = candidate("click(start_box='(5000,5000)')", Convention.SCREEN)
+    action, why = screen_action(far.parsed.actions[0], far, obs)
+    assert action is None and why.startswith("off screen:") and "160x210" in why
+    near = candidate("click(start_box='(500,500)')", Convention.RELATIVE_1000)
+    action, why = screen_action(near.parsed.actions[0], near, obs)
+    assert why == "" and (action.point.x, action.point.y) == (80, 105)

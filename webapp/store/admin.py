@@ -252,7 +252,14 @@ class TrajectoryAdmin(admin.ModelAdmin):
     ]  # fmt: skip
     list_filter = ["source", "status", "route", "validation", "review_state", "env_kind"]
     list_select_related = ["task__pool", "annotator"]
-    search_fields = ["=id", "task__external_id", "task__instruction", "annotator__username", "policy_version"]
+    search_fields = [
+        "=id",
+        "task__external_id",
+        "task__instruction",
+        "instruction",
+        "annotator__username",
+        "policy_version",
+    ]
     raw_id_fields = ["task", "checkpoint", "annotator", "run"]
     readonly_fields = ["num_steps", "created_at", "finished_at", "validated_at"]
     date_hierarchy = "created_at"

@@ -163,7 +163,7 @@ def validate_pending(
         try:
             with transaction.atomic():
                 done = trajectory_validate_auto(trajectory=trajectory)
-        except ValidationError:
+        except (ValidationError, store.StoreError):  # judge down, or reviewers decided meanwhile
             counts["errors"] += 1
             continue
         if done is None:
