@@ -53,6 +53,8 @@ describe("launch form values", () => {
     expect(fieldText(base.get("task_ids"))).toBe("[]");
     expect(parseField("2e-6", 1e-6)).toBe(2e-6);
     expect(parseField("", null)).toBeNull();
+    expect(parseField("", "")).toBe(""); // an empty text field (the judge URL) is not null
+    expect(parseField("  ", "http://x/v1")).toBe("");
     expect(parseField("40", null)).toBe(40);
     expect(parseField("[3, 4]", [])).toEqual([3, 4]);
     expect(parseField("abc", 0.2)).toBe("abc");

@@ -124,7 +124,7 @@ export function fieldText(value: unknown): string {
 
 export function parseField(text: string, like: unknown): unknown {
   const t = text.trim();
-  if (t === "") return Array.isArray(like) ? [] : null;
+  if (t === "") return Array.isArray(like) ? [] : typeof like === "string" ? "" : null; // an emptied text field stays text
   if (typeof like === "boolean") return t === "true";
   if (Array.isArray(like) || t.startsWith("[")) {
     try {
