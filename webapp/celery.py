@@ -13,6 +13,7 @@ app = Celery("flywheel")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_queues = [Queue(name) for name in ("default", "env", "rollout", "train", "asr", "export")]
 app.conf.task_routes = {
+    "webapp.store.tasks.osworld_task_check": {"queue": "default"},  # exact names win over patterns
     "webapp.store.tasks.*": {"queue": "export"},
     "annotation.tasks.transcribe_*": {"queue": "asr"},
     "rl_control.tasks.rollout_*": {"queue": "rollout"},

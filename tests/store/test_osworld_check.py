@@ -70,3 +70,35 @@ def test_no_action_check_disables_passing_and_broken_tasks(tmp_path: Path) -> No
     # Checking again skips what is already disabled; the management command reports the rest.
     call_command("check_osworld_tasks", pool="checked")
     assert Task.objects.get(pool__name="checked", external_id="honest").enabled
+
+
+def test_import_api_queues_the_check_and_the_pool_api_runs_it_on_demand(
+    api: Any, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from webapp.store.tasks import osworld_task_check
+
+    monkeypatch.setitem(osworld_task_check.app.conf, "task_always_eager", True)
+    passes = _task("passes", [{"type": "command", "parameters": {"command": "touch ~/done", "shell": True}}])
+    upload = SimpleUploadedFile("passes.json", json.dumps(passes).encode())
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api("admin").post(
+            "/api/tasks/import/",
+            {"pool": "viaapi", "create_pool": "true", "file": upload},
+            format="multipart",
+        )
+    assert response.status_code == 201, response.content
+    assert response.data["osworld_checks_queued"] == 1
+    task = Task.objects.get(pool__name="viaapi", external_id="passes")
+    assert not task.enabled and "passes without action" in task.unsupported_reasons[-1]
+
+    # On demand from the pool: nothing enabled is left to check; other roles may not; no such pool is 404.
+    url = f"/api/pools/{task.pool_id}/osworld-check/"
+    assert api("annotator").post(url).status_code == 403
+    assert api("admin").post("/api/pools/999999/osworld-check/").status_code == 404
+    Task.objects.filter(pk=task.pk).update(enabled=True, supported=True, unsupported_reasons=[])
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api("admin").post(url)
+    assert response.status_code == 202 and response.data == {"queued": 1}
+    assert not Task.objects.get(pk=task.pk).enabled

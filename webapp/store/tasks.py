@@ -65,3 +65,13 @@ def sft_job_execute(job_id: int) -> None:
     from webapp.store.sft_jobs import sft_job_run
 
     sft_job_run(job_id=job_id)
+
+
+@shared_task(name="webapp.store.tasks.osworld_task_check", acks_late=True)
+def osworld_task_check(task_id: int) -> str:
+    """The no-action check of one imported OSWorld task (queue `default`; one task per message so a
+    folder's checks interleave with other work). Returns the verdict."""
+    from webapp.store.importers.osworld_check import osworld_tasks_check
+
+    checks = osworld_tasks_check(task_ids=[task_id])
+    return checks[0].verdict if checks else "skipped"

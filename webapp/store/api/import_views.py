@@ -31,6 +31,7 @@ from webapp.store.importers import (
     records_collect,
     tasks_import,
 )
+from webapp.store.importers.osworld_check import osworld_checks_queue
 from webapp.store.importers.sources import is_archive
 from webapp.store.importers.types import ImportIssue, max_file_bytes, max_upload_bytes
 from webapp.store.models import Task, TaskPool
@@ -228,18 +229,42 @@ class TaskImportView(APIView):
                 status=status.HTTP_400_BAD_REQUEST,
             )  # fmt: skip
         tasks = Task.objects.select_related("pool").in_bulk(result.task_ids)
+        # Each enabled OSWorld task is set up and evaluated once with no action, in the background.
+        checks = osworld_checks_queue(task_ids=result.task_ids)
         response = {
             "created": result.created,
             "updated": result.updated,
             "unsupported": result.unsupported,
             "refused_files": len(reports) - len(good),
+            "osworld_checks_queued": checks,
             "tasks": TaskSerializer([tasks[i] for i in result.task_ids], many=True).data,
             "files": body,
         }
         return Response(response, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
 
 
+class PoolOSWorldCheckView(APIView):
+    permission_classes = [IsAdmin]
+
+    @extend_schema(
+        request=None,
+        responses={
+            202: inline_serializer("OSWorldCheckQueued", {"queued": serializers.IntegerField()}),
+            404: inline_serializer("OSWorldCheckNoPool", {"detail": serializers.CharField()}),
+        },
+        description="Queue the no-action check for the pool's enabled OSWorld tasks (admins only): each is set "
+        "up on a real desktop and evaluated with no action; one that already passes, or whose set-up "
+        "fails, is disabled with the reason.",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        if not TaskPool.objects.filter(pk=pk).exists():
+            return Response({"detail": f"no pool {pk}"}, status=status.HTTP_404_NOT_FOUND)
+        ids = Task.objects.filter(pool_id=pk).values_list("pk", flat=True)
+        return Response({"queued": osworld_checks_queue(task_ids=ids)}, status=status.HTTP_202_ACCEPTED)
+
+
 urlpatterns = [
+    path("pools/<int:pk>/osworld-check/", PoolOSWorldCheckView.as_view(), name="api-pool-osworld-check"),
     path("tasks/import/", TaskImportView.as_view(), name="api-tasks-import"),
     path("tasks/import/preview/", TaskImportPreviewView.as_view(), name="api-tasks-import-preview"),
 ]

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.db import transaction
 from django.utils import timezone
 
 from webapp.store.importers.osworld import osworld_task_json
@@ -50,3 +51,17 @@ def osworld_tasks_check(*, task_ids: Iterable[int]) -> list[TaskCheck]:
         task.updated_at = timezone.now()
         task.save(update_fields=["enabled", "supported", "unsupported_reasons", "updated_at"])
     return checks
+
+
+def osworld_checks_queue(*, task_ids: Iterable[int]) -> int:
+    """Queue the no-action check (Celery, one message per task) for the enabled, supported OSWorld
+    tasks among `task_ids`, after the current transaction commits; returns how many were queued."""
+    from webapp.store.tasks import osworld_task_check
+
+    ids = list(
+        Task.objects.filter(pk__in=list(task_ids), source="osworld", enabled=True, supported=True)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    transaction.on_commit(lambda: [osworld_task_check.delay(pk) for pk in ids])
+    return len(ids)
