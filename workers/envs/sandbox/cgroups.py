@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -61,12 +62,21 @@ class SandboxCgroup:
             except OSError:
                 pass  # a limit we could not set; rlimits still apply
 
-    def remove(self) -> None:
+    def remove(self, timeout_s: float = 2.0) -> None:
+        """Remove the cgroups; killed processes leave them a moment after SIGKILL, so retry."""
+        deadline = time.monotonic() + timeout_s
         for path in self.paths:
-            try:
-                path.rmdir()
-            except OSError as exc:
-                log.warning("sandbox cgroup %s not removed: %s", path, exc)
+            while True:
+                try:
+                    path.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as exc:
+                    if time.monotonic() > deadline:
+                        log.warning("sandbox cgroup %s not removed: %s", path, exc)
+                        break
+                    time.sleep(0.01)
         self.paths = []
 
 
