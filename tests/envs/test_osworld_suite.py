@@ -40,3 +40,36 @@ def test_calc_task_end_to_end(tmp_path: Path) -> None:
         assert openpyxl.load_workbook(session / "prices.xlsx")["Sheet1"]["B5"].value == "=SUM(B2:B4)"
     finally:
         env.close()
+
+
+@pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("wmctrl", "gsettings", "dbus-daemon"))
+    or osworld.pyautogui_dir() is None,
+    reason="make osworld-apps DOMAINS=os (wmctrl, gsettings, dbus, pyautogui)",
+)
+def test_os_task_settings_and_files_end_to_end(tmp_path: Path) -> None:
+    """command, download (bundle), launch, sleep, close_window, activate_window, pyautogui execute;
+    getters vm_command_line + rule (the session's own gsettings over its D-Bus), vm_file + cloud_file;
+    OSWorld's check_include_exclude and diff_text_file, conj 'and'."""
+    task = solutions.load("fw-os-101-settings-and-notes")
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    solutions.BUNDLES[task["id"]](bundle)
+    assert osworld.check_supported(task, "desktop", bundle) == []
+    session = tmp_path / "session"
+    session.mkdir()
+    env = DesktopEnv(DesktopConfig(display_range=(180, 190), vnc=False, session_dir=session))
+    try:
+        env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
+        assert (session / "Desktop" / "readme.txt").is_file()
+        assert "Mousepad" not in env.run_command(["wmctrl", "-l"]).output  # closed again by set-up
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 0.0, report  # the no-action check
+        solutions.solve(env, task["id"])
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 1.0, report
+        assert [m.func for m in report.metrics] == ["check_include_exclude", "diff_text_file"]
+        # The setting is the session's own (its dconf database, in its home), not the host's.
+        assert (session / ".config" / "dconf" / "user").is_file()
+    finally:
+        env.close()

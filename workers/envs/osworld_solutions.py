@@ -23,6 +23,11 @@ SOLUTIONS: dict[str, list[tuple[Action, float]]] = {
         (Action("type", text="B5\n"), 0.5),
         (Action("type", text="=SUM(B2:B4)\n"), 0.5),
     ],
+    "fw-os-101-settings-and-notes": [
+        (Action("click", point=Point(200, 200)), 0.3),  # the terminal (top left)
+        (Action("type", text="gsettings set org.gnome.desktop.interface text-scaling-factor 1.5\n"), 0.5),
+        (Action("type", text="echo 'hello flywheel' > ~/notes.txt\n"), 0.5),
+    ],
 }
 
 
@@ -40,6 +45,10 @@ def _prices(path: Path, total: int | None) -> None:
 # task id -> writes the task's bundle (its files) into a directory
 BUNDLES = {
     "fw-calc-001-total": lambda d: (_prices(d / "prices.xlsx", None), _prices(d / "prices_gold.xlsx", 60)),
+    "fw-os-101-settings-and-notes": lambda d: (
+        (d / "readme.txt").write_text("Notes go into ~/notes.txt\n"),
+        (d / "notes_gold.txt").write_text("hello flywheel\n"),
+    ),
 }
 
 
