@@ -25,6 +25,7 @@ from django.conf import settings
 from rl_control.engine.serving import endpoint_answers, external_urls
 from rl_control.models import Run
 from webapp.store.models import Task
+from workers.policy.hf_vlm import VLM_MODEL_TYPES  # light: config.json only, no torch
 
 
 def _tasks_missing(run: Run) -> str | None:
@@ -64,9 +65,6 @@ def _queues_served() -> set[str]:
 
     replies: dict[str, Any] = app.control.inspect(timeout=1.0).active_queues() or {}
     return {q["name"] for queues in replies.values() for q in queues or [] if isinstance(q, dict)}
-
-
-VLM_MODEL_TYPES = ("qwen2_5_vl", "qwen2_vl")
 
 
 def _safetensors_problem(weights: Path) -> str | None:
@@ -113,14 +111,13 @@ def _vlm_problem(directory: Path) -> str | None:
 
 def checkpoint_kind_of(directory: Path) -> str | None:
     """ "embedded", "hf_vlm" or None (unreadable / another model) from config.json alone."""
+    from workers.policy.base import PolicyError
+    from workers.policy.hf_vlm import checkpoint_kind
+
     try:
-        config = json.loads((directory / "config.json").read_text())
-    except (OSError, ValueError):
+        return checkpoint_kind(directory)
+    except PolicyError:
         return None
-    model_type = config.get("model_type") if isinstance(config, dict) else None
-    return (
-        "embedded" if model_type == "flywheel_policy" else "hf_vlm" if model_type in VLM_MODEL_TYPES else None
-    )
 
 
 def checkpoint_problem(directory: Path) -> str | None:
@@ -137,7 +134,7 @@ def checkpoint_problem(directory: Path) -> str | None:
     if kind != "embedded":
         return (
             "config.json is neither an embedded Flywheel policy (model_type flywheel_policy) nor a "
-            f"Qwen2.5-VL-family checkpoint ({', '.join(VLM_MODEL_TYPES)})"
+            f"Qwen2.5-VL-family checkpoint ({', '.join(sorted(VLM_MODEL_TYPES))})"
         )
     return _safetensors_problem(directory / "model.safetensors")
 

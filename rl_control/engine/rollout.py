@@ -59,8 +59,7 @@ def run_profile(run: Run) -> ModelProfile:
     `env.context_screenshots` screenshots and token ids back (workers.policy.hf_vlm.profile_for).
     The trainer rebuilds prompts with the same profile (learner.trajectory_sample)."""
     from rl_control.engine.control import start_dir
-    from workers.policy.hf_vlm import profile_for
-    from workers.policy.hf_vlm.model import checkpoint_kind
+    from workers.policy.hf_vlm import checkpoint_kind, profile_for
 
     directory = start_dir(run)
     if checkpoint_kind(directory) != "hf_vlm":

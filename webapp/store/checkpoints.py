@@ -70,7 +70,7 @@ def checkpoint_create_tiny_vlm(*, version: str = TINY_VLM_VERSION, seed: int = 0
 
 def _profile_of(directory: Path) -> str:
     from workers.policy.base import PolicyError
-    from workers.policy.hf_vlm.model import checkpoint_kind
+    from workers.policy.hf_vlm import checkpoint_kind
 
     try:
         return "hf-vlm" if checkpoint_kind(directory) == "hf_vlm" else "embedded"

@@ -58,7 +58,8 @@ import torch
 from workers.policy.base import PolicyError
 from workers.policy.embedded.generation import Generated
 from workers.policy.embedded.policy import EmbeddedPolicy, load_checkpoint
-from workers.policy.hf_vlm.model import HFVLMPolicy, checkpoint_kind, load_vlm
+from workers.policy.hf_vlm import checkpoint_kind
+from workers.policy.hf_vlm.model import HFVLMPolicy, load_vlm
 from workers.policy.prompts import embedded_prompt_from_messages
 
 log = logging.getLogger(__name__)

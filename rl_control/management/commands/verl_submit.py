@@ -34,7 +34,7 @@ class Command(BaseCommand):
         from rl_control.models import Run
         from webapp.store.models import Task
         from webapp.store.taskspec import task_spec_wire
-        from workers.policy.hf_vlm.model import checkpoint_kind
+        from workers.policy.hf_vlm import checkpoint_kind
 
         run = Run.objects.filter(pk=run_id).first()
         if run is None:

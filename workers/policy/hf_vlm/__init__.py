@@ -4,6 +4,7 @@
   the policy server's HF backend (workers.policy.server) and the RL trainer share it.
 - `tiny`: a tiny Qwen2.5-VL built from a config on this machine (tests, benches, demos).
 - `lora`: LoRA adapters (peft) and merged HF exports.
+- `checkpoint_kind`: which kind of policy a checkpoint directory holds (no torch import).
 - `profile_for`: the client profile (workers.policy.openai_client.ModelProfile) to talk to a
   checkpoint: UI-TARS prompt template, last K screenshots, smart_resize at the checkpoint's pixel cap,
   coordinates in the resized image (Convention.ABSOLUTE_RESIZED), token ids back for RL.
@@ -15,11 +16,31 @@ import json
 from pathlib import Path
 
 from workers.actions.types import Convention
+from workers.policy.base import PolicyError
 from workers.policy.openai_client import ModelProfile
+
+# Read without torch or transformers (the web process, rollout workers and the preflight ask).
+VLM_MODEL_TYPES = frozenset({"qwen2_5_vl", "qwen2_vl"})
 
 # A UI-TARS answer is one thought and one action: 256 tokens hold both for UI-TARS-1.5; the tiny
 # model writes noise until trained, so RL on it caps responses shorter (RL rollouts and benches).
 DEFAULT_MAX_TOKENS = 256
+
+
+def checkpoint_kind(directory: str | Path) -> str:
+    """ "hf_vlm" for a Qwen2.5-VL-family checkpoint, "embedded" for the project's own model (from
+    config.json alone); PolicyError when there is no readable config or another model type."""
+    path = Path(directory) / "config.json"
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise PolicyError(f"no checkpoint at {path.parent} ({exc})") from exc
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if model_type in VLM_MODEL_TYPES:
+        return "hf_vlm"
+    if model_type == "flywheel_policy":
+        return "embedded"
+    raise PolicyError(f"unsupported checkpoint model_type {model_type!r} at {path.parent}")
 
 
 def image_max_pixels(directory: str | Path) -> int | None:

@@ -19,7 +19,6 @@ is sampled at `temperature`.
 from __future__ import annotations
 
 import io
-import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,29 +30,13 @@ from PIL import Image, UnidentifiedImageError
 
 from workers.policy.base import PolicyError
 from workers.policy.embedded.generation import Generated
+from workers.policy.hf_vlm import checkpoint_kind
 from workers.policy.prompts import decode_data_url
 
-VLM_MODEL_TYPES = frozenset({"qwen2_5_vl", "qwen2_vl"})
 IMAGE_PAD = "<|image_pad|>"
 MAX_IMAGES = 16
 MAX_PROMPT_TOKENS = 32_768
 DEFAULT_MAX_NEW_TOKENS = 256
-
-
-def checkpoint_kind(directory: str | Path) -> str:
-    """ "hf_vlm" for a Qwen2.5-VL-family checkpoint, "embedded" for the project's own model;
-    PolicyError when the directory holds no readable config.json."""
-    path = Path(directory) / "config.json"
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise PolicyError(f"no checkpoint at {path.parent} ({exc})") from exc
-    model_type = config.get("model_type") if isinstance(config, dict) else None
-    if model_type in VLM_MODEL_TYPES:
-        return "hf_vlm"
-    if model_type == "flywheel_policy":
-        return "embedded"
-    raise PolicyError(f"unsupported checkpoint model_type {model_type!r} at {path.parent}")
 
 
 @dataclass

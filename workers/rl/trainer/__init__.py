@@ -55,7 +55,7 @@ def trainer_for(
 ) -> PolicyTrainer:
     """The trainer for a checkpoint directory: `PolicyTrainer` for the embedded model,
     `VLMPolicyTrainer` (workers.rl.trainer.vlm) for a Qwen2.5-VL-family HF checkpoint."""
-    from workers.policy.hf_vlm.model import checkpoint_kind
+    from workers.policy.hf_vlm import checkpoint_kind
 
     if checkpoint_kind(checkpoint_dir) == "hf_vlm":
         from workers.rl.trainer.vlm import VLMPolicyTrainer
@@ -66,7 +66,7 @@ def trainer_for(
 
 def resume_trainer(out_dir: str | Path, config: RLConfig | None = None) -> PolicyTrainer:
     """`resume` of the trainer class that saved `out_dir`."""
-    from workers.policy.hf_vlm.model import checkpoint_kind
+    from workers.policy.hf_vlm import checkpoint_kind
 
     if checkpoint_kind(out_dir) == "hf_vlm":
         from workers.rl.trainer.vlm import VLMPolicyTrainer
