@@ -34,6 +34,18 @@ from workers.policy.hf_vlm import checkpoint_kind
 from workers.policy.prompts import decode_data_url
 
 IMAGE_PAD = "<|image_pad|>"
+# Vision markers are the template's to place: in text (a person's instruction, or a sampled answer
+# fed back as history — a random model writes them) they are removed, so text cannot add or shift
+# image slots.
+VISION_MARKERS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>")
+
+
+def _plain(text: str) -> str:
+    for marker in VISION_MARKERS:
+        text = text.replace(marker, "")
+    return text
+
+
 MAX_IMAGES = 16
 MAX_PROMPT_TOKENS = 32_768
 DEFAULT_MAX_NEW_TOKENS = 256
@@ -78,7 +90,7 @@ def _normalise(messages: Any) -> tuple[list[dict[str, Any]], list[Image.Image]]:
             raise ValueError("each message needs a role of system, user or assistant")
         content = message.get("content")
         if isinstance(content, str):
-            out.append({"role": message["role"], "content": content})
+            out.append({"role": message["role"], "content": _plain(content)})
             continue
         if not isinstance(content, list):
             raise ValueError("message content must be a string or a list of parts")
@@ -87,7 +99,7 @@ def _normalise(messages: Any) -> tuple[list[dict[str, Any]], list[Image.Image]]:
             if not isinstance(part, dict) or part.get("type") not in ("text", "image_url"):
                 raise ValueError("each content part must be a text or image_url part")
             if part["type"] == "text":
-                parts.append({"type": "text", "text": str(part.get("text", ""))})
+                parts.append({"type": "text", "text": _plain(str(part.get("text", "")))})
             else:
                 ref = part.get("image_url")
                 images.append(_image(ref.get("url") if isinstance(ref, dict) else ref))
