@@ -99,8 +99,10 @@ class DesktopEnv:
         self._apps: list[subprocess.Popen[bytes]] = []
         self._owns_dir = self.config.session_dir is None
         self.session_dir: Path = self.config.session_dir or Path(tempfile.mkdtemp(prefix="flywheel-desktop-"))
-        # Host-only: logs and the VNC socket (mode 0700, never mounted in a sandbox).
+        # Host-only: logs and the VNC socket's directory (never mounted in a sandbox); traversable
+        # so that x11vnc, which runs as the session's uid, reaches its own socket directory.
         self._log_dir = Path(tempfile.mkdtemp(prefix="flywheel-desktop-logs-"))
+        self._log_dir.chmod(0o711)
         # The window manager's configuration, bound read-only into the sandbox.
         self._wm_dir = Path(tempfile.mkdtemp(prefix="flywheel-desktop-wm-"))
         self._task: TaskSpec | None = None
@@ -120,13 +122,18 @@ class DesktopEnv:
         t0 = time.monotonic()
         cfg = self.config
         self.session_dir.mkdir(parents=True, exist_ok=True)
-        self._x = XServer(cfg.width, cfg.height, cfg.display_range, self._log_dir)
+        self._box = Sandbox(self.session_dir, policy=cfg.policy)
         try:
+            self._x = XServer(
+                cfg.width, cfg.height, cfg.display_range, self._log_dir, user=self._box.prepare()
+            )
             self._x.start_xvfb(cfg.boot_timeout_s)
             assert self._x.conn is not None
-            self._box = self._start_box(self._x.number)
+            self._start_box(self._box, self._x.number)
             if cfg.vnc:
-                self._vnc = X11Vnc(self._x.display, cfg.vnc_socket_dir or self._log_dir, self._log_dir)
+                self._vnc = X11Vnc(
+                    self._x.display, cfg.vnc_socket_dir or self._log_dir, self._log_dir, user=self._box.uid
+                )
             self._x.start_wm(self._spawn_in_box, cfg.boot_timeout_s)
             if self._vnc is not None:
                 self._vnc.start(cfg.boot_timeout_s)
@@ -371,45 +378,13 @@ class DesktopEnv:
         if not self._x.alive():
             raise EnvCrashed(f"Xvfb {self._x.display} is not running")
 
-    def _start_box(self, display_number: int) -> Sandbox:
-        """The session's sandbox: the home, this display's X socket, the window manager's config."""
+    def _start_box(self, box: Sandbox, display_number: int) -> None:
+        """Start the session's sandbox with its display's X socket and the window manager's config."""
         write_config(self._wm_dir)
         x_socket = f"/tmp/.X11-unix/X{display_number}"
-        binds = {x_socket: Path(x_socket), CONFIG_INSIDE: self._wm_dir}
-        from workers.envs.osworld import pyautogui_dir
-
-        if (py_dir := pyautogui_dir()) is not None:  # OSWorld's pyautogui set-up steps (osworld-apps)
-            binds[PY_INSIDE] = py_dir
-        box = Sandbox(
-            self.session_dir,
-            policy=self.config.policy,
-            ro_binds=binds,
-            env={"DISPLAY": f":{display_number}"},
-        )
+        box.ro_binds.update({x_socket: Path(x_socket), CONFIG_INSIDE: self._wm_dir})
+        box.env["DISPLAY"] = f":{display_number}"
         box.start(self.config.boot_timeout_s)
-        self._start_session_bus(box)
-        return box
-
-    def _start_session_bus(self, box: Sandbox) -> None:
-        """The session's own D-Bus (so gsettings / dconf read and write the session's settings, in
-        its home, never the host's), when dbus-daemon is installed."""
-        self._bus = None
-        if shutil.which("dbus-daemon") is None:
-            return
-        proc = box.spawn(
-            ["dbus-daemon", "--session", f"--address={SESSION_BUS}", "--nofork", "--nopidfile"],
-            env={"HOME": SANDBOX_HOME, "XDG_RUNTIME_DIR": "/run/user/1000"},
-            log_path=self._log_dir / "dbus.log",
-        )
-        self._apps.append(proc)
-        probe = ["/bin/sh", "-c", "test -S /run/user/1000/bus"]
-        deadline = time.monotonic() + self.config.boot_timeout_s
-        while time.monotonic() < deadline:
-            if box.run(probe, limits=Limits(timeout_s=5.0)).ok:
-                self._bus = SESSION_BUS
-                return
-            time.sleep(0.05)
-        log.warning("the session's D-Bus did not start (see %s)", self._log_dir / "dbus.log")
 
     def _spawn_in_box(self, argv: list[str], log_name: str = "openbox.log") -> subprocess.Popen[bytes]:
         assert self._box is not None
@@ -432,12 +407,6 @@ class DesktopEnv:
         if self._mcp is not None:
             self._mcp.close()
             self._mcp = None
-        if self._box is not None:
-            self._box.close()  # whatever the session started, however it started it
-            self._box = None
-        for proc in self._apps:
-            stop(proc)  # reaps the host-side nsenter of each (already ended with the box)
-        self._apps.clear()
         if self._grabber is not None:
             try:
                 self._grabber.close()
@@ -453,6 +422,13 @@ class DesktopEnv:
         if self._x is not None:
             self._x.stop()
             self._x = None
+        if self._box is not None:
+            # Whatever the session started, however it started it (and Xvfb, which ran as its uid).
+            self._box.close()
+            self._box = None
+        for proc in self._apps:
+            stop(proc)  # reaps the host-side nsenter of each (already ended with the box)
+        self._apps.clear()
         self._input = None
         self._task = None
         self._steps = 0

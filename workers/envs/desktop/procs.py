@@ -21,9 +21,10 @@ def spawn(
     cwd: Path | None = None,
     log: Path | None = None,
     pass_fds: Sequence[int] = (),
+    user: int | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start `argv` in a new session (process group) that dies with this process; stdout+stderr go
-    to `log` or /dev/null."""
+    """Start `argv` in a new session (process group) that dies with this process, as `user` (uid and
+    gid) if given; stdout+stderr go to `log` or /dev/null."""
     out = open(log, "ab") if log is not None else subprocess.DEVNULL
     try:
         # Tied to this process: a crashed env host leaves no Xvfb or x11vnc behind.
@@ -36,6 +37,8 @@ def spawn(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             pass_fds=tuple(pass_fds),
+            # A process that serves one session runs as that session's unprivileged uid.
+            **({"user": user, "group": user, "extra_groups": []} if user is not None else {}),
         )
     except OSError as exc:
         raise EnvError(f"cannot start {argv[0]}: {exc}") from exc

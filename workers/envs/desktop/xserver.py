@@ -27,7 +27,12 @@ from workers.envs.desktop.wm import wm_argv
 class XServer:
     """One Xvfb + openbox pair. `display` is ':N' once `start()` returned."""
 
-    def __init__(self, width: int, height: int, display_range: tuple[int, int], log_dir: Path) -> None:
+    def __init__(
+        self, width: int, height: int, display_range: tuple[int, int], log_dir: Path, user: int | None = None
+    ) -> None:
+        """`user`: the uid Xvfb runs as (the session's sandbox uid: the X server that sandboxed
+        clients talk to holds no root)."""
+        self._user = user
         self.width = width
         self.height = height
         self._range = display_range
@@ -110,7 +115,7 @@ class XServer:
             str(write_fd),
         ]
         try:
-            proc = spawn(argv, log=self._log_dir / "xvfb.log", pass_fds=[write_fd])
+            proc = spawn(argv, log=self._log_dir / "xvfb.log", pass_fds=[write_fd], user=self._user)
         finally:
             os.close(write_fd)
         try:

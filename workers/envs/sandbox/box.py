@@ -120,6 +120,7 @@ class Sandbox:
             "LANG": "C.UTF-8",
             **(env or {}),
         }
+        self._prepared: tuple[UidLease, SandboxCgroup] | None = None
         self._s: _Started | None = None
 
     # lifecycle -------------------------------------------------------------------------------
@@ -127,31 +128,42 @@ class Sandbox:
     @property
     def uid(self) -> int:
         """The host uid the box's processes run as."""
-        return self._require().lease.uid
+        if self._prepared is None:
+            raise SandboxError("the session's sandbox is not prepared")
+        return self._prepared[0].uid
+
+    def prepare(self) -> int:
+        """Lease the box's uid and make its cgroups (idempotent; `start` does it too); returns the
+        uid, for host processes that serve only this session and need no root (its Xvfb)."""
+        if self._prepared is None:
+            if not self.home.is_dir():
+                raise SandboxError(f"session directory {self.home} does not exist")
+            _check_reachable(self.home)
+            lease = UidLease()
+            try:
+                _chown_tree(self.home, lease.uid)
+                cgroup = SandboxCgroup(
+                    f"flywheel-sandbox-{lease.uid}",
+                    pids=self.policy.processes,
+                    memory_mb=self.policy.memory_mb,
+                    cpus=self.policy.cpus,
+                )
+            except BaseException:
+                lease.release()
+                raise
+            self._prepared = (lease, cgroup)
+        return self._prepared[0].uid
 
     def start(self, timeout_s: float = 10.0) -> None:
         if self._s is not None:
             return
-        if not self.home.is_dir():
-            raise SandboxError(f"session directory {self.home} does not exist")
-        _check_reachable(self.home)
-        lease = UidLease()
-        try:
-            _chown_tree(self.home, lease.uid)
-            cgroup = SandboxCgroup(
-                f"flywheel-sandbox-{lease.uid}",
-                pids=self.policy.processes,
-                memory_mb=self.policy.memory_mb,
-                cpus=self.policy.cpus,
-            )
-        except BaseException:
-            lease.release()
-            raise
+        self.prepare()
+        assert self._prepared is not None
+        lease, cgroup = self._prepared
         try:
             self._s = self._start_holder(lease, cgroup, timeout_s)
         except BaseException:
-            cgroup.remove()
-            lease.release()
+            self._release()
             raise
 
     def alive(self) -> bool:
@@ -162,6 +174,7 @@ class Sandbox:
         anything that still runs under the box's uid is killed before the uid is given back."""
         s, self._s = self._s, None
         if s is None:
+            self._release()  # prepared, never started
             return
         try:
             os.kill(s.init_pid, signal.SIGKILL)  # pid 1 of the box: the kernel kills the rest
@@ -175,9 +188,17 @@ class Sandbox:
         for stream in (s.holder.stdout, s.holder.stderr):
             if stream is not None:
                 stream.close()
-        s.lease.release()  # kills the uid's leftovers first
-        s.cgroup.remove()
-        _chown_tree(self.home, 0)
+        self._release()
+
+    def _release(self) -> None:
+        prepared, self._prepared = self._prepared, None
+        if prepared is None:
+            return
+        lease, cgroup = prepared
+        lease.release()  # kills the uid's leftovers first
+        cgroup.remove()
+        if self.home.is_dir():
+            _chown_tree(self.home, 0)
 
     # processes -------------------------------------------------------------------------------
 

@@ -3,6 +3,8 @@ through the token proxy."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 import subprocess
 from dataclasses import dataclass
@@ -25,15 +27,19 @@ class VncTarget:
 class X11Vnc:
     """`x11vnc -display :N -rfbport 0 -unixsock PATH -forever -shared -nopw`.
 
-    No TCP port at all: the socket lies in the session's private directory (mode 0700, host root),
-    which no sandbox mounts, so only host processes — the token proxy — can connect. Read-only
+    No TCP port at all: the socket lies in a host directory (mode 0700) that no sandbox mounts, so
+    only host processes — the token proxy — can connect. Read-only
     viewing is enforced by the proxy (per token), so one server serves both kinds.
     """
 
-    def __init__(self, display: str, socket_dir: Path, log_dir: Path) -> None:
+    def __init__(self, display: str, socket_dir: Path, log_dir: Path, user: int | None = None) -> None:
+        """`user`: the uid x11vnc runs as — the session's, like its Xvfb (MIT-SHM segments are
+        shared between the two); its socket lies in a directory of its own inside `socket_dir`."""
         self._display = display
-        socket_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._socket = socket_dir / f"x11vnc-{display.lstrip(':')}.sock"  # displays are unique per host
+        self._user = user
+        socket_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
+        self._dir = socket_dir / f"x11vnc-{display.lstrip(':')}"  # displays are unique per host
+        self._socket = self._dir / "vnc.sock"
         self._log = log_dir / "x11vnc.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.target: VncTarget | None = None
@@ -41,7 +47,10 @@ class X11Vnc:
     def start(self, timeout_s: float) -> VncTarget:
         """Start x11vnc and wait until its socket accepts connections."""
         self._socket.unlink(missing_ok=True)
-        self.proc = spawn(self._argv(), log=self._log)
+        self._dir.mkdir(mode=0o700, exist_ok=True)
+        if self._user is not None:
+            os.chown(self._dir, self._user, self._user)
+        self.proc = spawn(self._argv(), log=self._log, user=self._user)
         try:
             wait_until(self._ready, timeout_s, f"x11vnc on {self._socket}", 0.02)
         except EnvError:
@@ -59,6 +68,8 @@ class X11Vnc:
         self.proc = None
         self.target = None
         self._socket.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self._dir.rmdir()
 
     def _ready(self) -> bool:
         if self.proc is None or self.proc.poll() is not None:
