@@ -117,6 +117,7 @@ def _reason_kind(reason: str) -> str:
 def _solved_tasks(osworld: Any) -> list[dict[str, Any]]:
     """Our own tasks with scripted solutions: 0 before, 1 after, each through a real desktop."""
     from workers.envs import osworld_solutions as solutions
+    from workers.envs.base import EnvError
     from workers.envs.desktop import DesktopConfig, DesktopEnv
 
     out = []
@@ -132,12 +133,15 @@ def _solved_tasks(osworld: Any) -> list[dict[str, Any]]:
             if problems:
                 out.append({"id": task_id, "correct": False, "error": "; ".join(problems)})
                 continue
-            env = DesktopEnv(DesktopConfig(display_range=(400, 450), vnc=False, session_dir=session, apps=()))
+            env = DesktopEnv(DesktopConfig(display_range=(400, 450), vnc=False, session_dir=session))
             try:
                 env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
                 before = env.evaluate()
                 solutions.solve(env, task_id)
                 after = env.evaluate()
+            except EnvError as exc:
+                out.append({"id": task_id, "correct": False, "error": str(exc)})
+                continue
             finally:
                 env.close()
             out.append(

@@ -28,6 +28,7 @@ with that reason (sessions have no network).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -321,13 +322,32 @@ def _missing_tools(command: str | list[str]) -> list[str]:
     else:
         text = command
         words = set(re.findall(r"[A-Za-z][\w.-]*", text))
-    problems = []
+    problems = [
+        f"needs the GSettings schema {schema!r}, which is not installed here"
+        for schema in sorted(set(_GSETTINGS.findall(text if text else " ".join(map(str, command)))))
+        if shutil.which("gsettings") is not None and schema not in _installed_schemas()
+    ]
     for tool in sorted(words if isinstance(command, list) else words & set(_VM_TOOLS)):
         if tool and shutil.which(tool) is None:
             hint = _APT_HINT.get(tool)
             extra = f" (make osworld-apps DOMAINS={hint})" if hint else ""
             problems.append(f"needs {tool!r}, which is not installed here{extra}")
     return problems
+
+
+_GSETTINGS = re.compile(r"\bgsettings\s+(?:get|set|reset|range|list-keys)\s+([A-Za-z0-9_.-]+)")
+
+
+@functools.cache
+def _installed_schemas() -> frozenset[str]:
+    """The GSettings schemas of this host's /usr (the sandboxes see the same /usr)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["gsettings", "list-schemas"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return frozenset()
+    return frozenset(out.stdout.split())
 
 
 _FOCUS_STATEMENT = re.compile(

@@ -38,7 +38,8 @@ def no_action_check(
         return CheckOutcome("unsupported", "; ".join(problems))
     session = Path(tempfile.mkdtemp(prefix="flywheel-osworld-check-"))
     session.chmod(0o755)
-    env = DesktopEnv(DesktopConfig(display_range=display_range, vnc=False, session_dir=session, apps=()))
+    # The desktop an annotator or a rollout gets (its default apps), without VNC.
+    env = DesktopEnv(DesktopConfig(display_range=display_range, vnc=False, session_dir=session))
     try:
         try:
             env.reset(osworld.task_spec_from_json(task, kind="desktop", bundle_dir=bundle_dir))
