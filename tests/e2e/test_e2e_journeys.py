@@ -4,7 +4,9 @@ server, Celery workers, env host (Xvfb desktop, MiniWoB++), VNC proxy and policy
 - The annotator annotates a desktop task on the live desktop: accept, edit, override, take-over in
   and out with Alt+T, finish — and sees the stored result.
 - Two reviewers review a MiniWoB++ trajectory: one asks for a fix on a step, the annotator reads the
-  comment in the fix view, fixes the thought and resubmits, both approve the next round.
+  comment in the fix view, fixes the thought and resubmits, both approve the next round. A changed
+  action in the fix view re-executes as a branch that continues in the workspace and replaces the
+  original.
 - The admin imports a folder of task files from the pools page: a preview, the good files
   imported, the bad ones reported per file, why a task is unsupported, a task edited in place.
 
@@ -457,3 +459,87 @@ def test_admin_imports_a_folder_of_task_files_from_the_pools_page(
     assert tasks["e2e-pdf"]["supported"] is False and not tasks["e2e-pdf"]["enabled"]
     assert "e2e-bad" not in tasks and "e2e-j1" not in tasks
     assert not users.errors["admin"], users.errors
+
+
+def _needs_fix_via_api(stack: LiveStack, task: str) -> tuple[int, int]:
+    """A MiniWoB++ trajectory sent back for a fix on step 1, set up through the API: an override and a
+    finish by the annotator, a fix (with a suggested action) and an approve by the two reviewers."""
+    with stack.api("annotator") as api:
+        state = api.post("/api/annotation/sessions/", json={"task": _task_id(stack, task)}).json()
+        sid = state["id"]
+        deadline = time.monotonic() + 120
+        while state["candidates"]["status"] == "pending":
+            assert time.monotonic() < deadline, state["candidates"]
+            time.sleep(0.5)
+            state = api.get(f"/api/annotation/sessions/{sid}/").json()
+        w, h = state["observation"]["width"], state["observation"]["height"]
+        body = {"kind": "override", "obs_version": state["observation"]["obs_version"], "convention": "screen",
+                "thought": "Somewhere on the page.", "action_text": f"click(start_box='(5,{h - 5})')"}  # fmt: skip
+        state = api.post(f"/api/annotation/sessions/{sid}/decide/", json=body).json()["state"]
+        if not state["observation"]["env_done"]:
+            body = {
+                "kind": "finish",
+                "obs_version": state["observation"]["obs_version"],
+                "answer": "",
+                "thought": "Done.",
+            }
+            api.post(f"/api/annotation/sessions/{sid}/decide/", json=body).raise_for_status()
+        else:
+            api.post(f"/api/annotation/sessions/{sid}/submit/").raise_for_status()
+        tid = int(api.get(f"/api/annotation/sessions/{sid}/").json()["trajectory_id"])
+        steps = len(api.get(f"/api/annotation/sessions/{sid}/").json()["steps"])
+    for reviewer, verdict in (("reviewer", "fix"), ("reviewer2", "approve")):
+        with stack.api(reviewer) as api:
+            review = api.post("/api/review/take/", json={"trajectory": tid}).json()["review_id"]
+            step_verdicts = [{"index": i, "verdict": "approve", "comment": ""} for i in range(steps)]
+            if verdict == "fix":
+                step_verdicts[0] = {"index": 0, "verdict": "fix", "comment": "Click the middle of the page instead.",
+                                    "action_text": f"click(start_box='({w // 2},{h // 2})')"}  # fmt: skip
+            r = api.post(f"/api/review/reviews/{review}/submit/",
+                         json={"verdict": verdict, "comment": "", "step_verdicts": step_verdicts})  # fmt: skip
+            assert r.status_code == 200, r.text
+    return sid, tid
+
+
+def test_annotator_reexecutes_a_changed_action_as_a_branch(
+    live_stack: LiveStack, users: Users, shots: Path
+) -> None:
+    _sid, tid = _needs_fix_via_api(live_stack, "click-test")
+    page = users.page("annotator")
+    page.goto(f"{live_stack.base_url}/workspace/fix/{tid}/")
+    expect(page.get_by_test_id("fix-comments")).to_contain_text("Click the middle of the page instead.")
+    branch = page.get_by_test_id("fix-branch")
+    expect(branch).to_be_disabled()  # nothing changed yet
+    page.get_by_role("button", name="Use this action").click()  # the reviewer's suggested action
+    expect(branch).to_be_enabled()
+    suggested = page.get_by_test_id("fix-action").input_value()
+    page.get_by_test_id("fix-thought").fill("The reviewer is right: the middle of the page.")
+    page.screenshot(path=str(shots / "fix-branch-before.png"), full_page=True)
+    branch.click()
+    # The branch re-executes on a fresh environment and continues in the workspace.
+    expect(page).to_have_url(re.compile(r"/workspace/\d+/$"), timeout=120_000)
+    expect(page.get_by_test_id("step-0")).to_contain_text("overridden", timeout=30_000)
+    sid = int(page.url.rstrip("/").rsplit("/", 1)[1])
+    state = _state(live_stack, "annotator", sid)
+    assert state["steps"][0]["action_text"] == suggested
+    assert state["trajectory_id"] != tid
+    page.screenshot(path=str(shots / "fix-branch-workspace.png"))
+    if not state["observation"]["env_done"]:
+        page.get_by_role("button", name="Finish with answer").click()
+        page.locator("#ws-outcome-thought").fill("Fixed as the reviewer asked.")
+        page.get_by_test_id("outcome-finish").get_by_role("button", name="Finish").click()
+    else:
+        page.get_by_test_id("submit").click()
+    expect(page.get_by_test_id("result")).to_contain_text("final reward", timeout=120_000)
+    with live_stack.api("annotator") as api:
+        original = api.get(f"/api/annotation/fixes/{tid}/").json()["trajectory"]
+        fixed = api.get(f"/api/annotation/fixes/{state['trajectory_id']}/").json()["trajectory"]
+    assert original["review_state"] == "superseded" and original["superseded_by"] == state["trajectory_id"]
+    assert fixed["branch_of"] == tid and fixed["review_state"] == "pending"
+    # The fix view of the original says it was replaced and offers nothing to change.
+    page.goto(f"{live_stack.base_url}/workspace/fix/{tid}/")
+    expect(page.get_by_test_id("fix-head")).to_contain_text(
+        f"replaced by its branch #{state['trajectory_id']}"
+    )
+    expect(page.get_by_test_id("fix-resubmit-button")).to_be_disabled()
+    assert not users.errors["annotator"], users.errors
