@@ -1,6 +1,7 @@
 // The executed action drawn over a step's screenshot: an SVG whose viewBox is the screen's own
 // pixels, so it scales with the image at any size (filmstrip thumbnail or the large view).
 
+import { towardEdge } from "../workspace/geometry";
 import type { ActionJson } from "./types";
 
 const NS = "http://www.w3.org/2000/svg";
@@ -24,7 +25,7 @@ function s<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, s
  *  13 px of text when the screen is shown 600 px wide). */
 export function markScale(width: number, height: number): { r: number; stroke: number; font: number } {
   const unit = Math.max(width, height) / 100;
-  return { r: Math.max(3, unit * 3.2), stroke: Math.max(1, unit * 0.6), font: Math.max(6, unit * 2.2) };
+  return { r: Math.max(3, unit * 3.2), stroke: Math.max(1, unit * 0.6), font: Math.max(4, unit * 2.2) };
 }
 
 /** A label's text cut to fit `room` screen pixels at `font` (monospace-ish advance 0.62 em). */
@@ -88,8 +89,7 @@ export function actionOverlay(
       const [px, py] = a.point;
       const away = px < 0 || py < 0 || px >= width || py >= height;
       // A point outside the screen is drawn at the nearest edge and says so (never as if meant there).
-      const x = Math.min(Math.max(px, 0), width - 1);
-      const y = Math.min(Math.max(py, 0), height - 1);
+      const [x, y] = towardEdge([px, py], { width, height });
       if (away) svg.append(label(x + r, y - r - font, `off screen (${Math.round(px)}, ${Math.round(py)})`, font, colour, [width, height]));
       svg.append(
         s("circle", { cx: x, cy: y, r, fill: "none", stroke: colour, "stroke-width": stroke, class: "rv-mark" }),

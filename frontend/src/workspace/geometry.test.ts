@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { actionShapes, directionEnd, displayToScreen, fitSize, offScreen, screenToDisplay } from "./geometry";
+import { actionShapes, directionEnd, displayToScreen, fitSize, offScreen, screenToDisplay, towardEdge } from "./geometry";
 
 describe("fitSize", () => {
   it("scales a small screen up to fill the box, keeping the aspect ratio", () => {
@@ -70,12 +70,20 @@ describe("actionShapes", () => {
   });
   it("draws an off-screen point at the nearest edge and says where it was", () => {
     const [shape] = actionShapes([{ kind: "click", point: [5000, 50] }], base);
-    expect(shape).toEqual({ type: "marker", at: [198, 100], label: "2", variant: "click", offscreen: "off screen (5000, 50)" });
+    expect(shape).toMatchObject({ type: "marker", label: "2", variant: "click", offscreen: "off screen (5000, 50)" });
+    expect(shape?.type === "marker" && shape.at[0]).toBe(198); // on the right edge, level with the point
     const [drag] = actionShapes([{ kind: "drag", point: [10, 10], end_point: [10, -40] }], base);
-    expect(drag).toMatchObject({ type: "arrow", to: [20, 0], offscreen: "off screen (10, -40)" });
+    expect(drag).toMatchObject({ type: "arrow", offscreen: "off screen (10, -40)" });
+    expect(drag?.type === "arrow" && drag.to[1]).toBe(0); // on the top edge
     const [edge] = actionShapes([{ kind: "click", point: [99, 40] }], { ...base, clamped: true });
     expect(edge).toMatchObject({ offscreen: "off screen (shown at the edge)" });
     expect(offScreen([99, 99], base.screen)).toBe(false);
+    // Far off in two directions: two different edge points, not one corner.
+    const a = towardEdge([529, 1202], { width: 160, height: 210 });
+    const b = towardEdge([1118, 659], { width: 160, height: 210 });
+    expect(a[1]).toBe(209);
+    expect(b[0]).toBe(159);
+    expect(a).not.toEqual(b);
     expect(offScreen([100, 0], base.screen)).toBe(true);
   });
   it("direction ends go the right way", () => {

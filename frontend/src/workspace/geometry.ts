@@ -56,6 +56,18 @@ function onEdge(p: Point, screen: Size): boolean {
   return p[0] <= 0 || p[1] <= 0 || p[0] >= screen.width - 1 || p[1] >= screen.height - 1;
 }
 
+/** Where an off-screen point `p` is drawn: on the screen's border, in the direction of `p` from
+ *  the screen's centre (so points off in different directions do not pile up in one corner). */
+export function towardEdge(p: Point, screen: Size): Point {
+  if (!offScreen(p, screen)) return p;
+  const cx = (screen.width - 1) / 2;
+  const cy = (screen.height - 1) / 2;
+  const dx = p[0] - cx;
+  const dy = p[1] - cy;
+  const t = Math.min(dx === 0 ? Infinity : Math.abs(cx / dx), dy === 0 ? Infinity : Math.abs(cy / dy));
+  return ontoScreen([cx + dx * t, cy + dy * t], screen);
+}
+
 /** `p` moved onto the screen's nearest edge pixel. */
 export function ontoScreen(p: Point, screen: Size): Point {
   return [clamp(p[0], 0, screen.width - 1), clamp(p[1], 0, screen.height - 1)];
@@ -114,7 +126,7 @@ export interface ShapeOptions {
 /** The overlay shapes of one candidate's `screen_actions`, in display pixels. */
 export function actionShapes(actions: readonly ActionJson[], options: ShapeOptions): Shape[] {
   const { screen, display, label } = options;
-  const toDisplay = (p: [number, number]): Point => screenToDisplay(ontoScreen(p, screen), screen, display);
+  const toDisplay = (p: [number, number]): Point => screenToDisplay(towardEdge(p, screen), screen, display);
   const away = (...points: (Point | undefined)[]): { offscreen?: string } => {
     const p = points.find((q) => q !== undefined && offScreen(q, screen));
     if (p !== undefined) return { offscreen: `off screen (${Math.round(p[0])}, ${Math.round(p[1])})` };

@@ -65,9 +65,11 @@ function tag(at: Point, text: string, colour: string, cls = "ov-tag"): SVGGEleme
 }
 
 /** Where a marker drawn at the edge for an off-screen point says so: inside the screen from it. */
-function offscreenTag(at: Point, text: string, colour: string): SVGGElement {
+function offscreenTag(at: Point, text: string, colour: string, slot: number): SVGGElement {
   const width = 8 + Array.from(text).length * 7.3;
-  const inward: Point = [at[0] > bounds.width / 2 ? at[0] - width - 24 : at[0] + 24, at[1] > bounds.height / 2 ? at[1] - 44 : at[1] + 26];
+  // Inward from the edge, one row per candidate so notes near one another stay readable.
+  const row = 22 * (slot % 4);
+  const inward: Point = [at[0] > bounds.width / 2 ? at[0] - width - 24 : at[0] + 24, at[1] > bounds.height / 2 ? at[1] - 44 - row : at[1] + 26 + row];
   return tag(inward, text, colour, "ov-tag ov-offscreen");
 }
 
@@ -91,7 +93,7 @@ export function shapesGroup(shapes: readonly Shape[], colour: string, id: string
       const [x, y] = shape.at;
       const away = shape.offscreen !== undefined;
       group.append(s("circle", { cx: x, cy: y, r: 18, ...stroke, "stroke-width": 2, "stroke-dasharray": own || away ? "4 3" : "none", class: "ov-halo" }));
-      if (shape.offscreen !== undefined) group.append(offscreenTag(shape.at, shape.offscreen, colour));
+      if (shape.offscreen !== undefined) group.append(offscreenTag(shape.at, shape.offscreen, colour, slot));
       if (shape.variant === "double") group.append(s("circle", { cx: x, cy: y, r: 23, ...stroke, "stroke-width": 2 }));
       group.append(s("line", { x1: x - 4, y1: y, x2: x + 4, y2: y, stroke: colour, "stroke-width": 1.5 }));
       group.append(badge([x + offset[0], y + offset[1]], shape.label, colour, own));
@@ -106,7 +108,7 @@ export function shapesGroup(shapes: readonly Shape[], colour: string, id: string
       );
       if (shape.type === "scroll") group.append(tag([shape.to[0] + 6, shape.to[1] - 9], `scroll ${shape.direction}`, colour));
       else if (shape.variant === "swipe") group.append(tag([shape.to[0] + 6, shape.to[1] - 9], "swipe", colour));
-      if (shape.type === "arrow" && shape.offscreen !== undefined) group.append(offscreenTag(shape.to, shape.offscreen, colour));
+      if (shape.type === "arrow" && shape.offscreen !== undefined) group.append(offscreenTag(shape.to, shape.offscreen, colour, slot));
     } else {
       const prefix = shape.variant === "type" ? "⌨ " : shape.variant === "hotkey" ? "⌘ " : `${shape.label}: `;
       const text = shape.variant === "type" ? `“${clip(shape.text.replace(/\n/g, "⏎"))}”` : clip(shape.text);

@@ -382,7 +382,10 @@ export class SessionPage {
     if (canDecide(state) && c.status === "ready" && c.obs_version === state.observation.obs_version) {
       let noteRow = 0; // each candidate's corner notes below the ones before
       for (const cand of c.items) {
-        const shapes = actionShapes(cand.screen_actions, { screen, display, label: String(cand.index + 1), focus, noteRow, clamped: cand.clamped });
+        // A candidate flagged off screen: its own points when they are screen pixels (the server's
+        // screen_actions hold them moved onto the edge), so the marker says where they were.
+        const actions = cand.clamped && cand.convention === "screen" && cand.actions.length > 0 ? cand.actions : cand.screen_actions;
+        const shapes = actionShapes(actions, { screen, display, label: String(cand.index + 1), focus, noteRow, clamped: cand.clamped });
         noteRow += shapes.filter((sh) => sh.type === "text" && sh.pinned === true).length;
         layers.push({ index: cand.index, shapes });
       }
