@@ -12,6 +12,14 @@ from webapp.accounts.roles import Role, user_roles
 from webapp.store.models import ReviewState, Trajectory
 
 
+def _measured(version: str) -> str:
+    """The annotation model's measured success on its pool, in words ("" when never measured)."""
+    from webapp.store.checkpoints import checkpoint_success_note
+    from webapp.store.models import Checkpoint
+
+    return checkpoint_success_note(Checkpoint.objects.filter(version=version).first())
+
+
 def sessions_visible_to(user: Any) -> QuerySet[AnnotationSession]:
     qs = AnnotationSession.objects.select_related("task__pool", "trajectory", "user")
     if Role.ADMIN in user_roles(user):
@@ -63,6 +71,7 @@ def session_state(session: AnnotationSession) -> dict[str, Any]:
             "model": session.policy_model,
             "profile": session.policy_profile,
             "n": session.candidates_n,
+            "measured": _measured(session.policy_model),
         },
         "observation": {
             "obs_version": session.obs_version,

@@ -22,6 +22,10 @@ say "migrating"
 say "loading demo data"
 "$PY" manage.py demo_setup > "$VAR/demo_logins.txt"
 "$PY" manage.py policy_init --promote --tiny-vlm >/dev/null
+# The starter model (SFT on scripted-expert demonstrations, its success measured): trained once per
+# machine (a few CPU minutes, cached in FLYWHEEL_CACHE_DIR, default ~/.cache/flywheel), then copied.
+say "starter model (the first time: a few minutes of training)"
+"$PY" manage.py policy_starter > "$VAR/starter.json"
 
 # start NAME CMD...: run CMD in its own session with a pid file and a log; skip if already running.
 start() {

@@ -69,9 +69,19 @@ class RunSerializer(serializers.ModelSerializer):
 
 
 class RunDetailSerializer(RunSerializer):
+    serving = serializers.SerializerMethodField(
+        help_text="Where its policy is served now: {urls, own} (own: servers the run started itself; "
+        "none while it is paused or its servers are starting)."
+    )
+
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "config"]
+        fields = [*RunSerializer.Meta.fields, "config", "serving"]
         read_only_fields = fields
+
+    def get_serving(self, run: Run) -> dict[str, object]:
+        from rl_control.engine.serving import external_urls, serving_urls
+
+        return {"urls": serving_urls(run), "own": not external_urls(run)}
 
 
 class RunDetailWithLatestSerializer(RunDetailSerializer):

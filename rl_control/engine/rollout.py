@@ -256,6 +256,7 @@ def _store_step(
             "rl": {
                 "off_screen": env_error.startswith(OFF_SCREEN_PREFIX),
                 "version": version,
+                "served_by": _text(candidate.model_version or "")[:200],  # the server's label: run<id>-v<n>
                 "token_ids": list(candidate.token_ids or []),
                 "logprobs": list(candidate.token_logprobs or []),
                 "value": candidate.value,

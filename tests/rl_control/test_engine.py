@@ -76,13 +76,15 @@ def _miniwob_pool() -> TaskPool:
     return pool
 
 
-def _run(users: dict[str, Any], checkpoint: Checkpoint, *, max_updates: int, name: str = "engine") -> Run:
+def _run(
+    users: dict[str, Any], checkpoint: Checkpoint, *, max_updates: int, name: str = "engine", envs: int = 2
+) -> Run:
     """PPO (one value-pretraining update, then PPO): every completed rollout is trained on, so even
     the untrained model's all-zero rewards give updates (GRPO would skip such groups: no signal)."""
     return services.run_create(
         user=users["researcher"], name=name, algorithm="ppo", pool=_miniwob_pool(), start_checkpoint=checkpoint,
         config={
-            "env": {"parallel_envs": 2},
+            "env": {"parallel_envs": envs},
             "ppo": {"lr_policy": 1e-4, "value_pretrain_max_updates": 1, "minibatch_size": 4, "weight_ema": 0.9},
             "curation": {"step_cap": 2, "min_batch_trajectories": 2, "staleness_bound": 1},
             "budget": {"max_updates": max_updates, "max_minutes": 20},
@@ -281,3 +283,43 @@ def test_engine_loses_no_completed_trajectory_when_redis_restarts(
     for t in Trajectory.objects.filter(run=run).exclude(status="completed"):
         assert t.status in ("abandoned", "crashed", "failed"), t.status
         assert t.metadata.get("abandoned_reason") or t.metadata.get("engine", {}).get("error"), t.metadata
+
+
+def test_two_runs_at_once_keep_their_own_servers_versions_and_samples(
+    users, stack_factory, start_checkpoint
+) -> None:
+    """Issue 19: two runs training at once on one engine stack (one trainer worker, one env host):
+    each has its own policy server, and every sample of each carries only its own run's versions."""
+    stack = stack_factory(60.0)
+    stack.start()
+    runs = [_run(users, start_checkpoint, max_updates=3, name=f"both-{k}", envs=1) for k in range(2)]
+    for run in runs:
+        services.run_launch(run=run)
+    try:
+        wait_for("both runs to finish", lambda: all(
+            Run.objects.get(pk=r.pk).status != RunStatus.RUNNING for r in runs), 900)  # fmt: skip
+    except TimeoutError:
+        print(stack.logs())
+        raise
+    servers = []
+    for run in runs:
+        run.refresh_from_db()
+        assert run.status == RunStatus.FINISHED, (run.status, run.error, stack.logs())
+        steps = list(
+            Step.objects.filter(trajectory__run=run).exclude(rl={}).values_list("rl", "policy_version")
+        )
+        assert steps
+        for rl, version in steps:
+            assert rl["served_by"] == f"run{run.pk}-v{version}", (run.pk, rl["served_by"], version)
+            assert 0 <= int(version) <= run.policy_version
+        other = next(r for r in runs if r.pk != run.pk)
+        assert not Step.objects.filter(
+            trajectory__run=run, rl__served_by__startswith=f"run{other.pk}-"
+        ).exists()
+        served = {c.version for c in Checkpoint.objects.filter(run=run)}
+        assert served and all(v.startswith(f"run{run.pk}-v") for v in served)
+        servers.append({(e["url"], e["pid"]) for e in EngineState.objects.get(run=run).servers})
+    # finished: the servers are forgotten (and exit with their lifelines); while they ran they were distinct
+    assert servers == [set(), set()]
+    _check_record(runs[0])
+    _check_record(runs[1])

@@ -51,18 +51,23 @@ def test_register_endpoint_and_promote_roles(api) -> None:
 
 
 def test_promoting_an_embedded_checkpoint_hot_swaps_the_running_server(api, tmp_path) -> None:
+    from webapp.store.checkpoints import policy_weights_secret
     from workers.policy.embedded.policy import EmbeddedPolicy
     from workers.policy.server import start_server
 
     first = checkpoint_create_initial(version="v-a", seed=1)
     second = checkpoint_create_initial(version="v-b", seed=2)
+    # the server takes weights with the install's weights secret only (as `serve_policy` starts it)
     server, _ = start_server(
-        EmbeddedPolicy.from_pretrained(checkpoint_dir(first)), checkpoint=str(checkpoint_dir(first))
-    )
+        EmbeddedPolicy.from_pretrained(checkpoint_dir(first)), checkpoint=str(checkpoint_dir(first)),
+        weights_secret=policy_weights_secret(),
+    )  # fmt: skip
     try:
         with override_settings(POLICY_BASE_URL=server.url + "/v1"):
             assert api("admin").post(f"/api/checkpoints/{first.pk}/promote/").status_code == 200
             assert api("admin").post(f"/api/checkpoints/{second.pk}/promote/").status_code == 200
+        refused = httpx.post(server.url + "/v1/load_weights", json={"path": str(checkpoint_dir(first))})
+        assert refused.status_code == 403  # nobody else swaps the annotation model's weights
         models = httpx.get(server.url + "/v1/models").json()
         assert models["data"][0]["model_version"] == "v-b"
         assert list(

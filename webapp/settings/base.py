@@ -138,6 +138,8 @@ STATICFILES_DIRS = [d for d in [BASE_DIR / "frontend" / "dist"] if d.exists()]
 
 MEDIA_URL = env_str("MEDIA_URL", "/media/")
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
+# What one install computes once and every later install on the machine reuses (the starter model).
+FLYWHEEL_CACHE_DIR = Path(env_str("FLYWHEEL_CACHE_DIR", str(Path.home() / ".cache" / "flywheel")))
 # Media is served only after a permission check (webapp/store/media.py). Empty: Django sends the
 # bytes (`make up`); set (e.g. /internal-media/) when nginx serves MEDIA_ROOT at that `internal`
 # location: the view then answers with X-Accel-Redirect (docker-compose.yml, deploy/nginx.conf).

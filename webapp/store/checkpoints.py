@@ -129,3 +129,43 @@ def checkpoint_promote_annotation(*, checkpoint: Checkpoint, push_to: str | None
         if response.status_code != 200:
             raise CheckpointError(f"the policy server refused the weights: {response.text[:500]}")
     return checkpoint
+
+
+def checkpoint_install_starter(*, source: Path, figures: dict[str, Any], pool: str) -> Checkpoint:
+    """Register the starter model trained in `source` (workers.policy.starter, a cache outside the
+    media root) as checkpoint `source.name`, copied into media storage, with its measured success
+    on `pool` in its metrics; idempotent."""
+    import shutil
+
+    existing = Checkpoint.objects.filter(version=source.name).first()
+    if existing is not None:
+        return existing
+    relative = Path("checkpoints") / source.name
+    target = Path(settings.MEDIA_ROOT) / relative
+    if not (target / "model.safetensors").is_file():
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(source, target)
+    recipe = figures.get("recipe", {})
+    success = float(figures.get("success_mean", 0.0))
+    metrics = {
+        "success": success,
+        "success_pool": pool,
+        "success_episodes": figures.get("eval_episodes"),
+        "success_per_task": figures.get("success_per_task", {}),
+        "success_seeds": recipe.get("eval_seeds"),
+    }
+    notes = (
+        f"starter model: SFT ({recipe.get('sft_steps')} steps) of a fresh embedded policy on "
+        f"{figures.get('examples')} scripted-expert demonstration steps of the {pool} tasks; greedy "
+        f"success {100 * success:.0f} % on {figures.get('eval_episodes')} held-out episodes of {pool}"
+    )
+    return Checkpoint.objects.create(version=source.name, path=str(relative), metrics=metrics, notes=notes)
+
+
+def checkpoint_success_note(checkpoint: Checkpoint | None) -> str:
+    """ "38 % success on demo-miniwob (40 episodes)" from a checkpoint's measured success, "" if none."""
+    metrics = checkpoint.metrics if checkpoint is not None else {}
+    if not isinstance(metrics.get("success"), int | float) or not metrics.get("success_pool"):
+        return ""
+    episodes = f" ({metrics['success_episodes']} episodes)" if metrics.get("success_episodes") else ""
+    return f"{100 * metrics['success']:.0f} % success on {metrics['success_pool']}{episodes}"

@@ -94,8 +94,11 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
   const presetSel = h("select", { name: "preset", id: "f-preset", "data-testid": "field-preset", disabled: parent !== null }, ...presets.map((p) => h("option", { value: p.name, selected: parent?.preset === p.name }, p.title)));
   const presetDesc = h("p", { class: "muted", "data-testid": "preset-description" });
   const poolSel = h("select", { name: "pool", id: "f-pool", "data-testid": "field-pool", disabled: parent !== null }, h("option", { value: "" }, "— choose —"), ...pools.map((p) => h("option", { value: p.id, selected: parent?.pool === p.id }, `${p.name} (${p.task_count} tasks)`)));
-  const ckptSel = h("select", { name: "checkpoint", id: "f-checkpoint", "data-testid": "field-checkpoint" }, h("option", { value: "" }, "newest checkpoint of the run"), ...checkpoints.map((c) => h("option", { value: c.version, selected: params.get("checkpoint") === c.version }, c.version)));
-  const startSel = h("select", { name: "start_checkpoint", id: "f-start_checkpoint", "data-testid": "field-start-checkpoint" }, h("option", { value: "" }, "the checkpoint promoted to RL start (else a fresh model)"), ...allCheckpoints.map((c) => h("option", { value: c.version }, c.version)));
+  const ckptSel = h("select", { name: "checkpoint", id: "f-checkpoint", "data-testid": "field-checkpoint" }, h("option", { value: "" }, "newest checkpoint of the run"), ...checkpoints.map((c) => h("option", { value: c.version, selected: params.get("checkpoint") === c.version }, c.success_note ? `${c.version} — ${c.success_note}` : c.version)));
+  // Which checkpoint a run starts from and how well it does on its pool, measured (the starter model).
+  const described = (c: CheckpointRow): string => (c.success_note ? `${c.version} — ${c.success_note}` : c.version);
+  const rlStart = allCheckpoints.find((c) => c.is_rl_start);
+  const startSel = h("select", { name: "start_checkpoint", id: "f-start_checkpoint", "data-testid": "field-start-checkpoint" }, h("option", { value: "" }, rlStart ? `RL start: ${described(rlStart)}` : "a fresh, untrained model (no checkpoint is promoted to RL start)"), ...allCheckpoints.map((c) => h("option", { value: c.version }, described(c))));
   const launchNow = h("input", { type: "checkbox", name: "launch", checked: true, "data-testid": "field-launch" });
   const basicFields = h("div", { class: "rc-basic-fields", "data-testid": "section-basic-config" });
   const sections = h("div", { class: "rc-sections" });

@@ -111,6 +111,8 @@ export interface CheckpointRow {
   path: string;
   metrics: Record<string, unknown>;
   is_annotation_model: boolean;
+  is_rl_start?: boolean;
+  success_note?: string;
   created_at: string;
 }
 

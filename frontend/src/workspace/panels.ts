@@ -128,7 +128,7 @@ export function headerMeta(state: SessionState): Child[] {
     h("span", { class: "ws-chip", title: "task" }, state.task.external_id),
     h("span", { class: "ws-chip", title: "pool" }, state.task.pool),
     h("span", { class: "ws-chip", title: "environment" }, state.task.env_kind),
-    h("span", { class: "ws-chip", title: "annotation model" }, `model ${state.policy.model}`),
+    h("span", { class: "ws-chip", title: state.policy.measured ? `annotation model: ${state.policy.measured} (greedy, held-out seeds)` : "annotation model (never measured)", "data-testid": "model-chip" }, state.policy.measured ? `model ${state.policy.model} · ${state.policy.measured}` : `model ${state.policy.model}`),
     h("span", { class: "ws-chip", title: "track" }, state.track),
     badge(state.status, state.status === "active" ? "running" : state.status === "submitted" ? "succeeded" : "failed"),
     h("span", { class: "muted", "data-testid": "step-count" }, `${state.steps.length} step${state.steps.length === 1 ? "" : "s"}`),

@@ -93,7 +93,7 @@ export interface SessionState {
   task: { id: number; external_id: string; instruction: string; env_kind: string; pool: string };
   trajectory_id: number | null;
   track: string;
-  policy: { model: string; profile: string; n: number };
+  policy: { model: string; profile: string; n: number; measured?: string };
   observation: Observation;
   candidates: Candidates;
   steps: StepRecord[];

@@ -22,6 +22,7 @@ BENCHES: dict[str, str] = {
     "flywheel": "webapp.flywheel.bench:run_flywheel",
     "osworld": "webapp.store.bench_osworld:run_osworld",
     "vlm": "workers.policy.hf_vlm.bench:run_vlm",
+    "launch": "rl_control.launch_bench:run_launch",
 }
 
 

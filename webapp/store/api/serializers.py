@@ -82,6 +82,8 @@ class TrajectoryDetailSerializer(TrajectorySerializer):
 
 class CheckpointSerializer(serializers.ModelSerializer):
     parent = serializers.SlugRelatedField(slug_field="version", read_only=True, allow_null=True)
+    is_rl_start = serializers.SerializerMethodField(help_text="New RL runs start from it by default.")
+    success_note = serializers.SerializerMethodField(help_text="Its measured success on its pool, in words.")
 
     class Meta:
         model = Checkpoint
@@ -94,8 +96,22 @@ class CheckpointSerializer(serializers.ModelSerializer):
             "metrics",
             "notes",
             "is_annotation_model",
+            "is_rl_start",
+            "success_note",
             "created_at",
         ]
+
+    def get_is_rl_start(self, obj: Checkpoint) -> bool:
+        if "_rl_start_id" not in self.context:  # one query for a whole list (the context is shared)
+            from webapp.flywheel.selectors import rl_start_checkpoint
+
+            self.context["_rl_start_id"] = getattr(rl_start_checkpoint(), "pk", None)
+        return bool(obj.pk == self.context["_rl_start_id"])
+
+    def get_success_note(self, obj: Checkpoint) -> str:
+        from webapp.store.checkpoints import checkpoint_success_note
+
+        return checkpoint_success_note(obj)
 
 
 class ExportJobSerializer(serializers.ModelSerializer):

@@ -1,0 +1,117 @@
+"""`bench launch [--quick]` (issue 19): a researcher's launch on the running stack, timed as a browser
+sees it.
+
+Against the stack at FLYWHEEL_BENCH_URL (default PUBLIC_BASE_URL, i.e. the default `make up` stack):
+signs in as the demo `researcher` through the login form, POSTs the run form's request (GRPO preset,
+pool demo-miniwob, 2 environments, launched at once: the preflight, the run's own policy server, the
+rollouts and the trainer are the stack's own), opens the run's websocket as the dashboard does, and
+measures the seconds from the POST to the first `run.metrics` message, then the updates reached in
+the window (from the POST). The run is stopped at the end. Last line: JSON with `first_metric_s`,
+`updates`, `window_s`.
+
+Goals: first_metric_s ≤ 60 with --quick (2-minute window); ≥ 20 updates in the full 10-minute window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+# Small groups and short episodes: a first update after ~8 short episodes on 2 environments.
+CONFIG: dict[str, Any] = {
+    "env": {"parallel_envs": 2},
+    "grpo": {"rollouts_per_task": 2},
+    "curation": {"rollouts_max": 2, "step_cap": 4, "min_batch_trajectories": 4},
+}
+
+
+def _login(client: httpx.Client, username: str, password: str) -> None:
+    page = client.get("/login/")
+    match = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+    if match is None:
+        raise RuntimeError(f"no login form at {client.base_url}/login/")
+    done = client.post("/login/", data={"username": username, "password": password,
+                                        "csrfmiddlewaretoken": match.group(1)},
+                       headers={"Referer": f"{client.base_url}/login/"})  # fmt: skip
+    if "sessionid" not in client.cookies:
+        raise RuntimeError(f"login as {username} failed (HTTP {done.status_code})")
+
+
+async def _listen(url: str, cookie: str, origin: str, started: float, window_s: float) -> dict[str, Any]:
+    import websockets
+
+    first: float | None = None
+    updates = 0
+    messages = 0
+    async with websockets.connect(url, additional_headers={"Cookie": cookie, "Origin": origin},
+                                  max_size=None, open_timeout=60) as ws:  # fmt: skip
+        while True:
+            left = window_s - (time.perf_counter() - started)
+            if left <= 0:
+                break
+            try:
+                raw = await asyncio.wait_for(ws.recv(), timeout=left)
+            except TimeoutError:
+                break
+            event = json.loads(raw)
+            messages += 1
+            if event.get("type") == "run.metrics" and first is None:
+                first = time.perf_counter() - started
+            if event.get("type") == "run.status":
+                updates = max(updates, int(event.get("updates_done") or 0))
+                if event.get("status") not in ("running", "created"):
+                    break
+    return {"first_metric_s": None if first is None else round(first, 1), "updates_seen": updates,
+            "messages": messages}  # fmt: skip
+
+
+def run_launch(quick: bool) -> dict[str, Any]:
+    base = os.environ.get("FLYWHEEL_BENCH_URL", settings.PUBLIC_BASE_URL).rstrip("/")
+    window_s = 120.0 if quick else 600.0
+    client = httpx.Client(base_url=base, timeout=120, follow_redirects=True)
+    _login(client, "researcher", os.environ.get("FLYWHEEL_BENCH_PASSWORD", "researcher"))
+    csrf = {"X-CSRFToken": client.cookies.get("csrftoken", ""), "Referer": f"{base}/runs/new/"}
+    pools = client.get("/api/pools/").json()
+    pools = pools.get("results", pools) if isinstance(pools, dict) else pools
+    pool = next(p["id"] for p in pools if p["name"] == "demo-miniwob")
+    body = {"name": f"bench launch {time.strftime('%H:%M:%S')}", "preset": "grpo-dart", "pool": pool,
+            "launch": True, "config": {**CONFIG, "budget": {"max_updates": 10_000, "max_minutes": window_s / 60 + 2}}}  # fmt: skip
+    started = time.perf_counter()
+    created = client.post("/api/rl/runs/", json=body, headers=csrf)
+    post_s = time.perf_counter() - started
+    if created.status_code != 201:
+        raise RuntimeError(f"the launch was refused: HTTP {created.status_code} {created.text[:1000]}")
+    run_id = created.json()["id"]
+    cookie = "; ".join(f"{k}={v}" for k, v in client.cookies.items())
+    ws_url = base.replace("http", "ws", 1) + f"/ws/rl/runs/{run_id}/"
+    try:
+        seen = asyncio.run(_listen(ws_url, cookie, base, started, window_s))
+        run = client.get(f"/api/rl/runs/{run_id}/").json()
+    finally:
+        client.post(f"/api/rl/runs/{run_id}/stop/", headers=csrf)
+    return {
+        "quick": quick,
+        "base_url": base,
+        "run_id": run_id,
+        "first_metric_s": seen["first_metric_s"],
+        "updates": int(run.get("updates_done") or 0),
+        "window_s": window_s,
+        "post_s": round(post_s, 2),
+        "episodes": run.get("episodes_done"),
+        "policy_version": run.get("policy_version"),
+        "status_at_end": run.get("status"),
+        "error": run.get("error") or None,
+        "socket_messages": seen["messages"],
+        "config": CONFIG,
+        "goal_first_metric_s": 60.0,
+        "goal_updates_in_600_s": 20,
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "cores": os.cpu_count(),
+    }

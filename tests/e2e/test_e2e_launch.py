@@ -1,0 +1,145 @@
+"""A researcher's RL run on the platform as `make up` starts it (issue 19): launched from the form,
+trained by the real engine (the run's own policy server, rollout workers on the env host's Chromium,
+the trainer worker), its charts drawn from the trainer's metrics as they arrive, paused (its policy
+server stops), resumed from the same version, forked and stopped. Nothing is played by the test."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.e2e.live_stack import LiveStack
+
+pytestmark = [pytest.mark.e2e]
+
+FIRST_METRIC_S = 420  # a loaded 2-core machine: server start, trainer load, 4 short episodes, an update
+
+
+def _open_advanced(page: Page) -> None:
+    for summary in page.locator("summary").all():
+        if summary.is_visible() and "advanced" in (summary.text_content() or "").lower():
+            parent_open = summary.evaluate("el => el.parentElement.open")
+            if not parent_open:
+                summary.click()
+
+
+def _fill(page: Page, field: str, value: str) -> None:
+    page.get_by_test_id(f"field-{field}").fill(value)
+
+
+def _points(page: Page, metric: str) -> int:
+    return int(page.get_by_test_id(f"chart-{metric}").get_attribute("data-points") or 0)
+
+
+def _wait_points(page: Page, metric: str, more_than: int, timeout_s: float) -> int:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        n = _points(page, metric)
+        if n > more_than:
+            return n
+        page.wait_for_timeout(1000)
+    raise AssertionError(f"chart {metric} stayed at {more_than} points for {timeout_s:.0f} s")
+
+
+def _server_of(api: httpx.Client, run_id: int) -> str | None:
+    return (api.get(f"/api/rl/runs/{run_id}/").json().get("serving") or {}).get("urls", [None])[0]
+
+
+def test_researcher_launches_watches_pauses_resumes_forks_and_stops_a_run(
+    live_stack: LiveStack, browser: Browser, shots
+) -> None:
+    api = live_stack.api("researcher")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    live_stack.login(page, "researcher")
+    page.goto(f"{live_stack.base_url}/runs/new/")
+    expect(page.get_by_test_id("launch-form")).to_be_visible()
+    page.get_by_test_id("field-preset").select_option("grpo-dart")
+    # the form says which checkpoint a run starts from and how well it does on its pool
+    expect(page.get_by_test_id("field-start-checkpoint")).to_contain_text(
+        re.compile(r"RL start: starter-\w+ — \d+ % success on demo-miniwob")
+    )
+    page.get_by_test_id("field-name").fill("e2e live run")
+    page.get_by_test_id("field-pool").select_option(label=re.compile(r"^demo-miniwob"))
+    _open_advanced(page)
+    for field, value in {"env.parallel_envs": "2", "grpo.rollouts_per_task": "2", "curation.rollouts_max": "2",
+                         "curation.step_cap": "4", "curation.min_batch_trajectories": "4",
+                         "budget.max_updates": "500"}.items():  # fmt: skip
+        _fill(page, field, value)
+    page.screenshot(path=str(shots / "launch-form.png"), full_page=True)
+    started = time.monotonic()
+    page.get_by_test_id("launch-submit").click()
+    page.wait_for_url(re.compile(r"/runs/\d+/$"), timeout=60_000)
+    run_id = int(re.search(r"/runs/(\d+)/", page.url).group(1))
+    expect(page.get_by_test_id("run-status")).to_contain_text("running")
+    expect(page.get_by_test_id("link-state")).to_contain_text("live")
+
+    # the first metric point comes from the real trainer over the socket, without a reload
+    try:
+        _wait_points(page, "outcome/reward_mean", 0, FIRST_METRIC_S)
+    except AssertionError:
+        detail = api.get(f"/api/rl/runs/{run_id}/").json()
+        raise AssertionError(
+            f"no metric point: {detail.get('status')} {detail.get('error')}\n{live_stack.log('worker-train')}"
+        ) from None
+    first_metric_s = time.monotonic() - started
+    url = _server_of(api, run_id)
+    assert url, "the run names no policy server of its own"
+    models = httpx.get(url.removesuffix("/v1") + "/v1/models", timeout=10).json()["data"][0]
+    assert models["id"] == f"run{run_id}" and models["model_version"].startswith(f"run{run_id}-v")
+    points = _wait_points(page, "outcome/reward_mean", 1, FIRST_METRIC_S)  # charts move on their own
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(shots / "dashboard-live.png"), full_page=True)
+    print(f"first metric point after {first_metric_s:.0f} s; {points} points")
+
+    # pause: the trainer and rollouts stop, and so does the run's own policy server
+    page.get_by_test_id("action-pause").click()
+    expect(page.get_by_test_id("run-status")).to_contain_text("paused")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url.removesuffix("/v1") + "/v1/models", timeout=2)
+        except httpx.HTTPError:
+            break
+        time.sleep(1)
+    else:
+        raise AssertionError("the run's policy server kept serving after the pause")
+    time.sleep(5)  # let an update in flight land
+    paused = api.get(f"/api/rl/runs/{run_id}/").json()
+    paused_version, paused_points = paused["policy_version"], _points(page, "outcome/reward_mean")
+
+    # resume: a new server with the committed weights; training continues from the same version
+    page.get_by_test_id("action-resume").click()
+    expect(page.get_by_test_id("run-status")).to_contain_text("running")
+    _wait_points(page, "outcome/reward_mean", paused_points, FIRST_METRIC_S)
+    resumed = api.get(f"/api/rl/runs/{run_id}/").json()
+    assert resumed["policy_version"] > paused_version >= 1, (paused_version, resumed["policy_version"])
+    checkpoints = api.get(f"/api/rl/runs/{run_id}/checkpoints/").json()
+    versions = sorted(
+        int(c["version"].split("-v")[1]) for c in checkpoints if not c["version"].endswith("-ema")
+    )
+    assert versions == list(range(versions[0], versions[-1] + 1)), (
+        f"versions skipped or restarted: {versions}"
+    )
+    page.screenshot(path=str(shots / "dashboard-resumed.png"), full_page=True)
+
+    # fork from its newest checkpoint, launched at once; then stop both
+    page.get_by_test_id("action-fork").click()
+    expect(page.get_by_test_id("launch-form")).to_be_visible()
+    page.get_by_test_id("field-name").fill("e2e live fork")
+    page.get_by_test_id("launch-submit").click()
+    page.wait_for_url(lambda u: re.search(r"/runs/(\d+)/$", u) is not None and f"/runs/{run_id}/" not in u)
+    fork_id = int(re.search(r"/runs/(\d+)/", page.url).group(1))
+    expect(page.get_by_test_id("run-status")).to_contain_text("running")
+    expect(page.get_by_test_id("run-head")).to_contain_text(f"fork of #{run_id}")
+    fork = api.get(f"/api/rl/runs/{fork_id}/").json()
+    assert fork["start_checkpoint"].startswith(f"run{run_id}-v")
+    page.get_by_test_id("action-stop").click()
+    expect(page.get_by_test_id("run-status")).to_contain_text("stopped")
+    page.goto(f"{live_stack.base_url}/runs/{run_id}/")
+    page.get_by_test_id("action-stop").click()
+    expect(page.get_by_test_id("run-status")).to_contain_text("stopped")
+    assert api.get(f"/api/rl/runs/{run_id}/").json()["status"] == "stopped"
