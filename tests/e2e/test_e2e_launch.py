@@ -65,9 +65,9 @@ def test_researcher_launches_watches_pauses_resumes_forks_and_stops_a_run(
     page.get_by_test_id("field-name").fill("e2e live run")
     page.get_by_test_id("field-pool").select_option(label=re.compile(r"^demo-miniwob"))
     _open_advanced(page)
-    for field, value in {"env.parallel_envs": "2", "grpo.rollouts_per_task": "2", "curation.rollouts_max": "2",
-                         "curation.step_cap": "4", "curation.min_batch_trajectories": "4",
-                         "budget.max_updates": "500"}.items():  # fmt: skip
+    # the group size is asked once (grpo.rollouts_per_task, mirrored into curation.rollouts_max)
+    for field, value in {"env.parallel_envs": "2", "grpo.rollouts_per_task": "2", "curation.step_cap": "4",
+                         "curation.min_batch_trajectories": "4", "budget.max_updates": "500"}.items():  # fmt: skip
         _fill(page, field, value)
     page.screenshot(path=str(shots / "launch-form.png"), full_page=True)
     started = time.monotonic()

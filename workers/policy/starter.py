@@ -1,10 +1,10 @@
 """The starter model (issue 19 item 8): the embedded policy a fresh install proposes and trains with.
 
-Recipe (STARTER_RECIPE, the same start `bench learn` measures): scripted-expert demonstrations
-(workers.policy.expert) on a few seeds of each demo MiniWoB++ task, a short SFT of a fresh embedded
-model on them (workers.policy.sft), its thought then capped at 0 tokens (the short SFT cannot write
-a useful thought; capped, every candidate is its action), and greedy success measured on held-out
-seeds of every task (workers.policy.evaluate). A few CPU minutes once; the result is cached in a
+Recipe (STARTER_RECIPE): action-only scripted-expert demonstrations (workers.policy.expert) on a few
+seeds of each demo MiniWoB++ task, a short SFT of a fresh embedded model on them (workers.policy.sft),
+its thought capped at 0 tokens (a short SFT cannot write a useful thought; capped, every candidate
+is its action), and greedy success measured on held-out seeds of every task
+(workers.policy.evaluate). A few CPU minutes once; the result is cached in a
 directory named by the recipe's hash, so every later install on the machine copies it.
 
     python -m workers.policy.starter OUT_DIR     (what `manage.py policy_starter` calls)
@@ -25,8 +25,11 @@ STARTER_RECIPE: dict[str, Any] = {
     "tasks": ["click-test", "click-button", "click-link", "focus-text", "enter-text", "click-dialog",
               "click-tab", "click-checkboxes"],
     "demo_seeds": [0, 1, 2],
-    "demo_thoughts": True,
-    "sft_steps": 120,
+    # Action-only demonstrations learn in a few steps (docs/benchmarks.md: 33-36 % held-out after
+    # 10-70 steps, against 30 % after 120 steps with thoughts) and cost a third per step; the thought
+    # is capped at 0 tokens anyway. Measured here: ~4.4 s of CPU per step with thoughts.
+    "demo_thoughts": False,
+    "sft_steps": 20,
     "lr": 1e-3,
     "batch_size": 16,
     "seed": 0,
