@@ -12,6 +12,15 @@ from rl_control.selectors import MAX_POINTS, X_AXES
 from webapp.store.models import Checkpoint, TaskPool, Trajectory
 
 
+class RunServing(serializers.Serializer):
+    """Where a run's policy is served now."""
+
+    urls = serializers.ListField(
+        child=serializers.CharField(), help_text="…/v1 URLs its rollouts sample from."
+    )
+    own = serializers.BooleanField(help_text="Servers the run started itself (else external endpoints).")
+
+
 class RunAlertsSummary(serializers.Serializer):
     """{count, last_kind, last_step} of a run's alerts (the last two null without alerts)."""
 
@@ -78,6 +87,7 @@ class RunDetailSerializer(RunSerializer):
         fields = [*RunSerializer.Meta.fields, "config", "serving"]
         read_only_fields = fields
 
+    @extend_schema_field(RunServing)
     def get_serving(self, run: Run) -> dict[str, object]:
         from rl_control.engine.serving import external_urls, serving_urls
 
