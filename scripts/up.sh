@@ -25,7 +25,9 @@ say "loading demo data"
 # The starter model (SFT on scripted-expert demonstrations, its success measured): trained once per
 # machine (a few CPU minutes, cached in FLYWHEEL_CACHE_DIR, default ~/.cache/flywheel), then copied.
 say "starter model (the first time: a few minutes of training)"
-"$PY" manage.py policy_starter > "$VAR/starter.json"
+if ! "$PY" manage.py policy_starter > "$VAR/starter.json" 2> "$LOG_DIR/starter.log"; then
+  warn "the starter model could not be trained (see $LOG_DIR/starter.log): the untrained model stays"
+fi
 
 # start NAME CMD...: run CMD in its own session with a pid file and a log; skip if already running.
 start() {
