@@ -27,6 +27,8 @@ from rl_control.models import Run
 from webapp.store.models import Task
 from workers.policy.hf_vlm import VLM_MODEL_TYPES  # light: config.json only, no torch
 
+PREFLIGHT_INSPECT_S = 2.5
+
 
 def _tasks_missing(run: Run) -> str | None:
     kind = run.config["env"]["kind"]
@@ -60,10 +62,11 @@ def _envs_missing(kind: str) -> str | None:
 
 
 def _queues_served() -> set[str]:
-    """Queues some Celery worker consumes now (asked over the broker; ~1 s)."""
+    """Queues some Celery worker consumes now (asked over the broker; waits PREFLIGHT_INSPECT_S for
+    the replies: a busy worker's main process answers within it even on a loaded machine)."""
     from webapp.celery import app
 
-    replies: dict[str, Any] = app.control.inspect(timeout=1.0).active_queues() or {}
+    replies: dict[str, Any] = app.control.inspect(timeout=PREFLIGHT_INSPECT_S).active_queues() or {}
     return {q["name"] for queues in replies.values() for q in queues or [] if isinstance(q, dict)}
 
 

@@ -45,6 +45,24 @@ def _wait_points(page: Page, metric: str, more_than: int, timeout_s: float) -> i
     raise AssertionError(f"chart {metric} stayed at {more_than} points for {timeout_s:.0f} s")
 
 
+def _submit(page: Page) -> float:
+    """Press Create run; while the env host is still booting its browsers right after `make up`, the
+    preflight refuses and the form says so: press again, as a person would. Returns when it went."""
+    deadline = time.monotonic() + 240
+    while True:
+        started = time.monotonic()
+        page.get_by_test_id("launch-submit").click()
+        try:
+            page.wait_for_url(re.compile(r"/runs/\d+/$"), timeout=20_000)
+            return started
+        except Exception:
+            said = page.get_by_test_id("launch-form").inner_text()
+            if time.monotonic() > deadline or "can be leased" not in said:
+                page.screenshot(path="/tmp/launch-refused.png", full_page=True)
+                raise AssertionError(f"the launch was refused: {said[-2000:]}") from None
+            page.wait_for_timeout(5000)
+
+
 def _server_of(api: httpx.Client, run_id: int) -> str | None:
     return (api.get(f"/api/rl/runs/{run_id}/").json().get("serving") or {}).get("urls", [None])[0]
 
@@ -63,16 +81,17 @@ def test_researcher_launches_watches_pauses_resumes_forks_and_stops_a_run(
         re.compile(r"RL start: starter-\w+ — \d+ % success on demo-miniwob")
     )
     page.get_by_test_id("field-name").fill("e2e live run")
-    page.get_by_test_id("field-pool").select_option(label=re.compile(r"^demo-miniwob"))
+    pool = page.get_by_test_id("field-pool")
+    pool.select_option(
+        label=next(t for t in pool.locator("option").all_text_contents() if t.startswith("demo-miniwob"))
+    )
     _open_advanced(page)
-    # the group size is asked once (grpo.rollouts_per_task, mirrored into curation.rollouts_max)
-    for field, value in {"env.parallel_envs": "2", "grpo.rollouts_per_task": "2", "curation.step_cap": "4",
+    # the group size is asked once (curation.rollouts_max, mirrored into grpo.rollouts_per_task)
+    for field, value in {"env.parallel_envs": "2", "curation.rollouts_max": "2", "curation.step_cap": "4",
                          "curation.min_batch_trajectories": "4", "budget.max_updates": "500"}.items():  # fmt: skip
         _fill(page, field, value)
     page.screenshot(path=str(shots / "launch-form.png"), full_page=True)
-    started = time.monotonic()
-    page.get_by_test_id("launch-submit").click()
-    page.wait_for_url(re.compile(r"/runs/\d+/$"), timeout=60_000)
+    started = _submit(page)
     run_id = int(re.search(r"/runs/(\d+)/", page.url).group(1))
     expect(page.get_by_test_id("run-status")).to_contain_text("running")
     expect(page.get_by_test_id("link-state")).to_contain_text("live")
