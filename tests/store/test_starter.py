@@ -3,6 +3,7 @@ cache key; the training itself runs in `make up` (tests/test_smoke_stack.py, tes
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ def _trained(tmp_path: Path) -> Path:
     from workers.policy.embedded.tokenizer import FlywheelTokenizer
 
     source = tmp_path / "cache" / f"starter-{recipe_hash()}"
-    new_model(FlywheelPolicyConfig(flywheel_version=source.name), seed=0).save_pretrained(source)
+    new_model(FlywheelPolicyConfig(flywheel_version="trained-elsewhere"), seed=0).save_pretrained(source)
     FlywheelTokenizer().save_pretrained(source)
     return source
 
@@ -32,6 +33,8 @@ def test_the_starter_is_copied_into_media_with_its_measured_success(tmp_path: Pa
     checkpoint = checkpoint_install_starter(source=source, figures=figures, pool="demo-miniwob")
     assert checkpoint.version == source.name and not Path(checkpoint.path).is_absolute()
     assert (checkpoint_dir(checkpoint) / "model.safetensors").is_file()  # a copy, not the cache
+    config = json.loads((checkpoint_dir(checkpoint) / "config.json").read_text())
+    assert config["flywheel_version"] == checkpoint.version  # what the policy server reports
     assert checkpoint.metrics["success"] == 0.375 and checkpoint.metrics["success_pool"] == "demo-miniwob"
     assert checkpoint_success_note(checkpoint) == "38 % success on demo-miniwob (40 episodes)"
     assert "scripted-expert" in checkpoint.notes and "demo-miniwob" in checkpoint.notes

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,10 @@ def checkpoint_install_starter(*, source: Path, figures: dict[str, Any], pool: s
     if not (target / "model.safetensors").is_file():
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(source, target)
+        # the weights report the version they are registered under (the server labels candidates so)
+        config = json.loads((target / "config.json").read_text())
+        config["flywheel_version"] = source.name
+        (target / "config.json").write_text(json.dumps(config, indent=2))
     recipe = figures.get("recipe", {})
     success = float(figures.get("success_mean", 0.0))
     metrics = {

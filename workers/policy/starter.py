@@ -40,14 +40,18 @@ RESULT_FILE = "starter.json"
 
 
 def recipe_hash(recipe: dict[str, Any] = STARTER_RECIPE) -> str:
-    """Names the recipe and the model code it runs on (a change to either trains a new starter)."""
+    """Names the recipe and the code that decides what the model is and reads (the embedded package,
+    the embedded prompt and element list): a change to either trains a new starter; other edits of
+    the policy code keep the cache."""
+    import inspect
+
+    from workers.policy import prompts
+
     here = Path(__file__).resolve().parent
-    code = b"".join(
-        p.read_bytes()
-        for p in sorted(
-            [*(here / "embedded").glob("*.py"), here / "sft.py", here / "expert.py", here / "prompts.py"]
-        )
-    )
+    code = b"".join(p.read_bytes() for p in sorted((here / "embedded").glob("*.py")))
+    code += "".join(
+        inspect.getsource(f) for f in (prompts.build_embedded_prompt, prompts.format_elements)
+    ).encode()
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode() + code)
     return digest.hexdigest()[:12]
 
