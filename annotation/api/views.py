@@ -13,7 +13,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import selectors, services
-from annotation.api.schema import CREATED_RESPONSES, LIST_RESPONSES, OBJECT_RESPONSES
+from annotation.api.schema import (
+    LIST_RESPONSES,
+    OBJECT_RESPONSES,
+    SESSION_CREATED_RESPONSES,
+    SESSION_RESPONSES,
+)
 from annotation.models import AnnotationSession
 from annotation.services.decisions import DECISION_KINDS
 from webapp.accounts.permissions import _RolePermission
@@ -60,7 +65,7 @@ class SessionListStartView(APIView):
             ]
         )  # fmt: skip
 
-    @extend_schema(request=SessionStartInput, responses=CREATED_RESPONSES)
+    @extend_schema(request=SessionStartInput, responses=SESSION_CREATED_RESPONSES)
     def post(self, request: Request) -> Response:
         data = SessionStartInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -86,7 +91,7 @@ class SessionListStartView(APIView):
 class SessionDetailView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(responses=OBJECT_RESPONSES)
+    @extend_schema(responses=SESSION_RESPONSES)
     def get(self, request: Request, pk: int) -> Response:
         return Response(selectors.session_state(_session(request, pk)))
 
@@ -128,7 +133,7 @@ class SessionDecideView(APIView):
 class SessionSubmitView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(responses=OBJECT_RESPONSES)
+    @extend_schema(responses=SESSION_RESPONSES)
     def post(self, request: Request, pk: int) -> Response:
         session = _session(request, pk)
         try:
@@ -141,7 +146,7 @@ class SessionSubmitView(APIView):
 class SessionAbandonView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(responses=OBJECT_RESPONSES)
+    @extend_schema(responses=SESSION_RESPONSES)
     def post(self, request: Request, pk: int) -> Response:
         session = services.session_abandon(session=_session(request, pk), reason="abandoned by the annotator")
         return Response(selectors.session_state(session))
