@@ -1,22 +1,21 @@
-"""Session directories under pytest's tmp_path must be reachable by the sandbox's own uid, as the
-default ones (made in /tmp) are: let others traverse (not list) tmp_path and its parents."""
+"""Session directories must be reachable by a sandbox's own uid (bwrap resolves its bind sources as
+that uid), as the default ones, made in /tmp, are. pytest's tmp_path lies under
+/tmp/pytest-of-root, which pytest keeps at mode 0700 (and resets when another run starts), so the
+env tests get their tmp_path from /tmp directly."""
 
 from __future__ import annotations
 
-import os
-import stat
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 
-@pytest.fixture(autouse=True)
-def _traversable_tmp_path(request: pytest.FixtureRequest) -> None:
-    if "tmp_path" not in request.fixturenames:
-        return
-    tmp_path: Path = request.getfixturevalue("tmp_path")
-    for path in (tmp_path, *tmp_path.parents):
-        if path in (Path("/tmp"), Path("/")):
-            break
-        mode = stat.S_IMODE(path.stat().st_mode)
-        os.chmod(path, mode | stat.S_IXOTH | stat.S_IXGRP)
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="flywheel-envtest-"))
+    path.chmod(0o711)  # others may traverse, not list
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

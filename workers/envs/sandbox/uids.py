@@ -54,19 +54,27 @@ class UidLease:
 
 
 def uid_pids(uid: int) -> list[int]:
-    """Host pids of live (not zombie) processes whose real uid is `uid`."""
+    """Host pids of live (not zombie) processes whose real uid is `uid`.
+
+    /proc/<pid> belongs to the process's uid (one stat per process, not a read of every status
+    file: the host may run thousands); only the candidates' status is read."""
     pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = dict(
-                line.split(":", 1) for line in (entry / "status").read_text().splitlines() if ":" in line
-            )
-            if int(fields["Uid"].split()[0]) == uid and not fields["State"].strip().startswith("Z"):
-                pids.append(int(entry.name))
-        except (OSError, ValueError, KeyError):
-            continue  # exited while we looked
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                fields = dict(
+                    line.split(":", 1)
+                    for line in Path(entry.path, "status").read_text().splitlines()
+                    if ":" in line
+                )
+                if int(fields["Uid"].split()[0]) == uid and not fields["State"].strip().startswith("Z"):
+                    pids.append(int(entry.name))
+            except (OSError, ValueError, KeyError):
+                continue  # exited while we looked
     return pids
 
 
