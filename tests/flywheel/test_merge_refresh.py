@@ -101,3 +101,37 @@ def test_refresh_buckets_weights_and_history(tasks, pool) -> None:
     assert list(
         PoolRefresh.objects.filter(pool=pool).order_by("created_at").values_list("pk", flat=True)
     ) == [first.pk, second.pk]
+
+
+def test_merge_of_hf_vlm_checkpoints_loads_with_transformers(tmp_path) -> None:
+    """Two RL checkpoints of a run from the tiny Qwen2.5-VL (parent: the start checkpoint) merge into
+    a plain HF directory transformers loads and the policy server serves; kinds never mix."""
+    from transformers import AutoModelForImageTextToText
+
+    from webapp.store.models import Checkpoint
+    from workers.policy.hf_vlm.model import HFVLMPolicy
+    from workers.policy.hf_vlm.tiny import build_tiny_checkpoint
+
+    start = Checkpoint.objects.create(version="vlm-start", path=str(build_tiny_checkpoint(tmp_path / "s", seed=0)),
+                                      profile="hf-vlm")  # fmt: skip
+    a = Checkpoint.objects.create(version="vlm-rl-1", path=str(build_tiny_checkpoint(tmp_path / "a", seed=1)),
+                                  parent=start, profile="hf-vlm")  # fmt: skip
+    b = Checkpoint.objects.create(version="vlm-rl-2", path=str(build_tiny_checkpoint(tmp_path / "b", seed=2)),
+                                  parent=start, profile="hf-vlm")  # fmt: skip
+    merged = checkpoint_merge(checkpoints=[a, b], weights=[0.5, 0.5], version="vlm-m")
+    assert merged.parent == start and merged.profile == "hf-vlm"
+    wa, wb, wm = _weights(a), _weights(b), _weights(merged)
+    assert set(wm) == set(wa)
+    for key in wa:
+        torch.testing.assert_close(wm[key], 0.5 * wa[key] + 0.5 * wb[key], atol=1e-6, rtol=1e-5)
+    model = AutoModelForImageTextToText.from_pretrained(checkpoint_dir(merged))
+    assert type(model).__name__ == "Qwen2_5_VLForConditionalGeneration"
+    assert HFVLMPolicy.from_pretrained(checkpoint_dir(merged)).model_version == "vlm-m"
+    init = Checkpoint.objects.create(version="emb-child", path=str(tmp_path / "s"), parent=start)
+    from webapp.store.checkpoints import checkpoint_create_initial
+
+    emb = checkpoint_create_initial(version="emb-x")
+    init.path = str(checkpoint_dir(emb))
+    init.save()
+    with pytest.raises(TrainingError, match="cannot merge"):  # an embedded and an HF VLM checkpoint
+        checkpoint_merge(checkpoints=[a, init], weights=[0.5, 0.5])

@@ -198,17 +198,29 @@ def checkpoint_merge(*, checkpoints: list[Checkpoint], weights: list[float], ver
     parent = Checkpoint.objects.get(version=next(iter(roots.values())))
     version = version or _slug(f"merge-{uuid.uuid4().hex[:8]}")
     target, relative = _new_dir(version)
-    from workers.policy.embedded.policy import load_checkpoint
-    from workers.policy.sft import save_checkpoint
-
-    # The first checkpoint provides config and tokenizer; the merged weights replace its own.
-    model, _ = load_checkpoint(checkpoint_dir(checkpoints[0]))
-    try:
-        model.load_state_dict(merged)
-    except RuntimeError as exc:
-        raise TrainingError(f"merged weights do not fit the model: {exc}") from exc
     sources = dict(zip([c.version for c in checkpoints], alphas, strict=True))
-    save_checkpoint(model, target, version, parent.version, {"merge": sources})
+    from workers.policy.base import PolicyError
+    from workers.policy.hf_vlm import checkpoint_kind
+
+    try:
+        kinds = {checkpoint_kind(checkpoint_dir(c)) for c in checkpoints}
+    except PolicyError as exc:
+        raise TrainingError(str(exc)) from exc
+    if kinds == {"hf_vlm"}:
+        _save_merged_hf(checkpoint_dir(checkpoints[0]), target, merged, version, parent.version, sources)
+    elif kinds == {"embedded"}:
+        from workers.policy.embedded.policy import load_checkpoint
+        from workers.policy.sft import save_checkpoint
+
+        # The first checkpoint provides config and tokenizer; the merged weights replace its own.
+        model, _ = load_checkpoint(checkpoint_dir(checkpoints[0]))
+        try:
+            model.load_state_dict(merged)
+        except RuntimeError as exc:
+            raise TrainingError(f"merged weights do not fit the model: {exc}") from exc
+        save_checkpoint(model, target, version, parent.version, {"merge": sources})
+    else:
+        raise TrainingError(f"cannot merge checkpoints of different kinds: {sorted(kinds)}")
     metrics = {
         "merge": {
             "sources": [c.version for c in checkpoints],
@@ -223,6 +235,33 @@ def checkpoint_merge(*, checkpoints: list[Checkpoint], weights: list[float], ver
         )  # fmt: skip
     except CheckpointError as exc:
         raise TrainingError(str(exc)) from exc
+
+
+def _save_merged_hf(
+    first: Path, target: Path, merged: dict[str, Any], version: str, parent: str, sources: dict[str, float]
+) -> None:
+    """An HF vision-language merge: the merged tensors under the first checkpoint's names and file
+    layout (no model class involved), its config (new version, parent), tokenizer, image processor."""
+    import json
+    import shutil
+    import time
+
+    from safetensors.torch import save_file
+
+    target.mkdir(parents=True, exist_ok=True)
+    for item in first.iterdir():
+        if (
+            item.is_file()
+            and not item.name.endswith(".safetensors")
+            and item.name not in ("trainer_state.pt",)
+        ):
+            shutil.copy2(item, target / item.name)
+    save_file(merged, str(target / "model.safetensors"), metadata={"format": "pt"})
+    config = json.loads((target / "config.json").read_text())
+    config.update({"flywheel_version": version, "flywheel_parent": parent})
+    (target / "config.json").write_text(json.dumps(config, indent=2))
+    record = {"version": version, "parent": parent, "created": time.time(), "merge": sources}
+    (target / "flywheel_version.json").write_text(json.dumps(record, indent=2))
 
 
 def source_task_sets(checkpoints: list[Checkpoint]) -> dict[str, list[str]]:
