@@ -220,8 +220,9 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
             else loose.push(`${key}: ${messages.join(" ")}`);
           }
           render(status, notice("error", `Fix the fields marked in red.${loose.length ? ` ${loose.join("; ")}` : ""}`));
-          const first = [...errorEls.values()].find((el) => el.textContent !== "");
-          if (first && advanced.contains(first)) advanced.open = true;
+          const marked = [...errorEls.values()].filter((el) => el.textContent !== "");
+          if (marked.some((el) => advanced.contains(el))) advanced.open = true;
+          const first = marked[0];
           first?.scrollIntoView({ block: "center" });
         } else {
           render(status, notice("error", err instanceof Error ? err.message : String(err)));
