@@ -462,7 +462,7 @@ def _run_step(
         return  # the VM's focusing click; sessions here start focused
     if kind in {"execute", "command"}:
         command = _rewrite_command(params["command"], runner)
-        result = runner.run_command(command, shell=bool(params.get("shell", False)), timeout_s=60.0)
+        result = runner.run_command(*_as_osworld_shell(command, params.get("shell")), timeout_s=60.0)
         if result.timed_out:
             raise OSWorldError(f"step {index}: {kind} timed out")
         # OSWorld ignores set-up exit codes (commands like `rm -f` or `pkill` often 'fail'); so do we.
@@ -633,6 +633,16 @@ def _rewrite_command(command: str | list[str], runner: CommandRunner) -> str | l
     return parts
 
 
+def _as_osworld_shell(command: str | list[str], shell: Any) -> tuple[str | list[str], bool]:
+    """OSWorld's VM server runs `shell: true` commands with Python's subprocess, i.e. /bin/sh (dash),
+    whose `echo` and quoting differ from bash's; tasks depend on that, so do the same here."""
+    if shell and isinstance(command, str):
+        return ["/bin/sh", "-c", command], False
+    if shell:
+        return ["/bin/sh", "-c", " ".join(command)], False
+    return command, False
+
+
 def _session_path(runner: CommandRunner, path: str) -> Path:
     """A set-up path ('/home/user/x', '~/x' or relative) as a real path in the session directory."""
     from workers.envs.terminal.paths import confine
@@ -732,7 +742,7 @@ def _get(
         command = _rewrite_command(getter.get("command", ""), runner)
         # OSWorld's getters return stdout (vm_command_line) or stderr (vm_command_error), never both.
         result = runner.run_command(
-            command, shell=bool(getter.get("shell", False)), timeout_s=30.0, separate_stderr=True
+            *_as_osworld_shell(command, getter.get("shell")), timeout_s=30.0, separate_stderr=True
         )
         if result.timed_out:
             raise OSWorldError("result command timed out")

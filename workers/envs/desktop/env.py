@@ -383,8 +383,34 @@ class DesktopEnv:
         write_config(self._wm_dir)
         x_socket = f"/tmp/.X11-unix/X{display_number}"
         box.ro_binds.update({x_socket: Path(x_socket), CONFIG_INSIDE: self._wm_dir})
+        from workers.envs.osworld import pyautogui_dir
+
+        if (py_dir := pyautogui_dir()) is not None:  # OSWorld's pyautogui set-up steps (osworld-apps)
+            box.ro_binds[PY_INSIDE] = py_dir
         box.env["DISPLAY"] = f":{display_number}"
         box.start(self.config.boot_timeout_s)
+        self._start_session_bus(box)
+
+    def _start_session_bus(self, box: Sandbox) -> None:
+        """The session's own D-Bus (so gsettings / dconf read and write the session's settings, in
+        its home, never the host's), when dbus-daemon is installed."""
+        self._bus = None
+        if shutil.which("dbus-daemon") is None:
+            return
+        proc = box.spawn(
+            ["dbus-daemon", "--session", f"--address={SESSION_BUS}", "--nofork", "--nopidfile"],
+            env={"HOME": SANDBOX_HOME, "XDG_RUNTIME_DIR": "/run/user/1000"},
+            log_path=self._log_dir / "dbus.log",
+        )
+        self._apps.append(proc)
+        probe = ["/bin/sh", "-c", "test -S /run/user/1000/bus"]
+        deadline = time.monotonic() + self.config.boot_timeout_s
+        while time.monotonic() < deadline:
+            if box.run(probe, limits=Limits(timeout_s=5.0)).ok:
+                self._bus = SESSION_BUS
+                return
+            time.sleep(0.05)
+        log.warning("the session's D-Bus did not start (see %s)", self._log_dir / "dbus.log")
 
     def _spawn_in_box(self, argv: list[str], log_name: str = "openbox.log") -> subprocess.Popen[bytes]:
         assert self._box is not None
