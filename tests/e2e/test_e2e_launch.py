@@ -32,7 +32,10 @@ def _fill(page: Page, field: str, value: str) -> None:
 
 
 def _points(page: Page, metric: str) -> int:
-    return int(page.get_by_test_id(f"chart-{metric}").get_attribute("data-points") or 0)
+    """Points drawn on the metric's chart (0 while the chart is not there yet: charts appear with
+    their first series)."""
+    chart = page.get_by_test_id(f"chart-{metric}")
+    return int(chart.get_attribute("data-points") or 0) if chart.count() else 0
 
 
 def _wait_points(page: Page, metric: str, more_than: int, timeout_s: float) -> int:
@@ -67,6 +70,8 @@ def _server_of(api: httpx.Client, run_id: int) -> str | None:
     return (api.get(f"/api/rl/runs/{run_id}/").json().get("serving") or {}).get("urls", [None])[0]
 
 
+# Real training on 2 cores (and `make up` when this test starts the session's stack): minutes.
+@pytest.mark.timeout(1500)
 def test_researcher_launches_watches_pauses_resumes_forks_and_stops_a_run(
     live_stack: LiveStack, browser: Browser, shots
 ) -> None:
