@@ -445,16 +445,17 @@ class DesktopEnv:
         if self._vnc is not None:
             self._vnc.stop()
             self._vnc = None
-        if self._x is not None:
-            self._x.stop()
-            self._x = None
         if self._box is not None:
-            # Whatever the session started, however it started it (and Xvfb, which ran as its uid).
+            # Whatever the session started, however it started it, ends at once (and Xvfb, which
+            # runs as the session's uid); stopping the apps one by one first costs seconds.
             self._box.close()
             self._box = None
         for proc in self._apps:
             stop(proc)  # reaps the host-side nsenter of each (already ended with the box)
         self._apps.clear()
+        if self._x is not None:
+            self._x.stop()
+            self._x = None
         self._input = None
         self._task = None
         self._steps = 0

@@ -180,11 +180,8 @@ class Sandbox:
             os.kill(s.init_pid, signal.SIGKILL)  # pid 1 of the box: the kernel kills the rest
         except ProcessLookupError:
             pass
-        try:
-            s.holder.wait(timeout=2.0)
-        except subprocess.TimeoutExpired:
-            kill_group(s.holder.pid)
-            s.holder.wait()
+        kill_group(s.holder.pid)  # bwrap's monitor outside: it would take its time to notice
+        s.holder.wait()
         for stream in (s.holder.stdout, s.holder.stderr):
             if stream is not None:
                 stream.close()

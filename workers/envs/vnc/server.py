@@ -88,6 +88,7 @@ class X11Vnc:
             self._display,
             "-rfbport",
             "0",
+            "-noipv6",  # else it still listens on [::]:5900 (as a non-root user)
             "-unixsock",
             str(self._socket),
             "-forever",
