@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
@@ -62,6 +63,25 @@ def users(browser: Browser, live_stack: LiveStack) -> Iterator[Users]:
     yield made
     for ctx in made.contexts:
         ctx.close()
+
+
+def _policy_ready(stack: LiveStack, timeout: float = 240) -> None:
+    """Wait until the stack's policy server answers (it loads its model after `make up` returns);
+    a proposal asked before that fails, which the workspace shows, but this journey wants them."""
+    base = stack.env.get("POLICY_BASE_URL", "").rstrip("/")
+    if not base:
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{base}/models", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, (
+            f"the policy server did not answer in {timeout} s\n{stack.log('policy')}"
+        )
+        time.sleep(1)
 
 
 def _task_id(stack: LiveStack, external_id: str) -> int:
@@ -151,6 +171,7 @@ def _steps(stack: LiveStack, user: str, sid: int) -> list[dict[str, Any]]:
 def test_annotator_annotates_a_desktop_task_live_and_sees_the_result(
     live_stack: LiveStack, users: Users, shots: Path
 ) -> None:
+    _policy_ready(live_stack)
     page = users.page("annotator")
     page.goto(f"{live_stack.base_url}/workspace/")
     # fw-os-001-make-dirs: "Create a directory named 'projects' in my home directory, with a
@@ -315,6 +336,7 @@ def _review(
 def test_two_reviewers_send_a_step_back_the_annotator_fixes_it_and_both_approve(
     live_stack: LiveStack, users: Users, shots: Path
 ) -> None:
+    _policy_ready(live_stack)
     annotator = users.page("annotator")
     _sid, tid, label = _annotate_miniwob(live_stack, annotator, "click-button", shots)
     accepted_at = 0  # the edited step
