@@ -30,7 +30,8 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tests.e2e.live_stack import LiveStack
 
-pytestmark = pytest.mark.e2e
+# A journey is minutes long, and its first test also waits for `make up` (minutes on a loaded machine).
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 VIEWPORT = {"width": 1440, "height": 960}
 # Left clicks and hovers anywhere on the demo desktop only focus or select: safe to accept from a
@@ -473,6 +474,7 @@ def test_admin_imports_a_folder_of_task_files_from_the_pools_page(
     importance.press("Tab")
     page.get_by_test_id("enabled-e2e-good").uncheck()
     expect(browser_box).to_contain_text("saved")
+    expect(page.get_by_test_id("enabled-e2e-good").locator("xpath=ancestor::tr")).to_contain_text("disabled")
     page.screenshot(path=str(shots / "pools-import-done.png"), full_page=True)
     with live_stack.api("admin") as api:
         tasks = {t["external_id"]: t for t in api.get("/api/tasks/?page_size=200").json()["results"]}

@@ -32,6 +32,9 @@ function saveTask(t: Task, body: Partial<Pick<Task, "enabled" | "importance">>, 
       else input.value = String(saved.importance);
       status.textContent = "saved";
       status.className = "muted pool-saved";
+      // The row's State column follows what was saved.
+      const state = input.closest("tr")?.querySelector("td:last-child");
+      if (state !== null && state !== undefined) state.replaceChildren(stateCell(t));
     })
     .catch((error: unknown) => {
       status.textContent = errorText(error);
