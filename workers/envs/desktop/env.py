@@ -129,14 +129,15 @@ class DesktopEnv:
             )
             self._x.start_xvfb(cfg.boot_timeout_s)
             assert self._x.conn is not None
-            self._start_box(self._box, self._x.number)
-            if cfg.vnc:
+            if cfg.vnc:  # x11vnc starts while the sandbox and its window manager come up
                 self._vnc = X11Vnc(
                     self._x.display, cfg.vnc_socket_dir or self._log_dir, self._log_dir, user=self._box.uid
                 )
+                self._vnc.spawn()
+            self._start_box(self._box, self._x.number)
             self._x.start_wm(self._spawn_in_box, cfg.boot_timeout_s)
             if self._vnc is not None:
-                self._vnc.start(cfg.boot_timeout_s)
+                self._vnc.wait_ready(cfg.boot_timeout_s)
             self._input = XInput(self._x.conn, cfg.width, cfg.height)
             self._grabber = ScreenGrabber(self._x.display, cfg.jpeg_quality)
             if cfg.settle_quiet_s > 0:

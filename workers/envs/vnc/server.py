@@ -46,11 +46,18 @@ class X11Vnc:
 
     def start(self, timeout_s: float) -> VncTarget:
         """Start x11vnc and wait until its socket accepts connections."""
+        self.spawn()
+        return self.wait_ready(timeout_s)
+
+    def spawn(self) -> None:
+        """Start x11vnc without waiting (a desktop boots its window manager meanwhile)."""
         self._socket.unlink(missing_ok=True)
         self._dir.mkdir(mode=0o700, exist_ok=True)
         if self._user is not None:
             os.chown(self._dir, self._user, self._user)
         self.proc = spawn(self._argv(), log=self._log, user=self._user)
+
+    def wait_ready(self, timeout_s: float) -> VncTarget:
         try:
             wait_until(self._ready, timeout_s, f"x11vnc on {self._socket}", 0.02)
         except EnvError:
