@@ -209,18 +209,14 @@ def run_episode(
 
 
 def _judge(
-    run: Run, trajectory: Trajectory, task: Any, lease: Any, env_reward: float
+    run: Run, trajectory: Trajectory, task: Any, final_screen: bytes, env_reward: float
 ) -> dict[str, Any] | None:
-    """The run's LLM judge's verdict when it scores this task (rl_control.engine.judging), else None."""
+    """The run's LLM judge's verdict when it scores this task (rl_control.engine.judging), else None.
+    `final_screen` is the screen after the episode's last action."""
     if not judging.judge_applies(run.config, task):
         return None
-    final = observation_from_wire(fleet.env_call(lease=lease, op="observe")["observation"])
     return judging.judge_episode(
-        config=run.config,
-        trajectory=trajectory,
-        task=task,
-        final_screen=final.screenshot,
-        env_reward=env_reward,
+        config=run.config, trajectory=trajectory, task=task, final_screen=final_screen, env_reward=env_reward
     )
 
 

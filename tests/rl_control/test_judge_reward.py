@@ -116,6 +116,14 @@ def test_the_judge_scores_a_task_without_a_verifier(users, judge_server, api) ->
     assert sum(p["type"] == "image_url" for p in parts) == 2  # the last two screens: step 2 and the final one
     assert "Environment reward" not in text  # nothing to report for a task without a verifier
 
+    # What the rollout calls at the end of an episode, with the screen after its last action.
+    from rl_control.engine.rollout import _judge
+
+    assert _judge(run, good, scored, png(GREEN), 1.0) is None  # a verifier scores this task
+    via_rollout = _judge(run, good, open_task, png(GREEN), 0.0)
+    assert via_rollout is not None and via_rollout["reward"] == 1.0 and via_rollout["env_reward"] == 0.0
+    assert _judge(run, good, open_task, png(RED), 0.0)["reward"] == 0.0
+
     bad = _episode(open_task, run)
     verdict = judging.judge_episode(config=run.config, trajectory=bad, task=open_task,
                                     final_screen=png(RED), env_reward=0.0)  # fmt: skip
