@@ -84,8 +84,14 @@ def job_files(
 
 
 def submit_command(directory: Path, ray_address: str) -> list[str]:
+    """`ray job submit`: the job directory as working dir, this repository's `flywheel_verl` and
+    `workers` shipped as py_modules (FLYWHEEL_URL / FLYWHEEL_TOKEN / FLYWHEEL_RUN_ID and the
+    install's DATABASE_URL / REDIS_URL come from the cluster's environment, never the command line)."""
+    repo = Path(__file__).resolve().parent.parent
+    runtime = {"py_modules": [str(repo / "flywheel_verl"), str(repo / "workers")]}
     overrides = (directory / "overrides.txt").read_text().split()
     return ["ray", "job", "submit", "--address", ray_address, "--working-dir", str(directory),
+            "--runtime-env-json", json.dumps(runtime),
             "--", "python", "-m", "flywheel_verl.main", *overrides]  # fmt: skip
 
 
