@@ -31,10 +31,12 @@ def checkpoint_kind(directory: str | Path) -> str:
     """ "hf_vlm" for a Qwen2.5-VL-family checkpoint, "embedded" for the project's own model (from
     config.json alone); PolicyError when there is no readable config or another model type."""
     path = Path(directory) / "config.json"
+    if not path.is_file():
+        raise PolicyError(f"no checkpoint at {path.parent} (config.json missing)")
     try:
         config = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise PolicyError(f"no checkpoint at {path.parent} ({exc})") from exc
+        raise PolicyError(f"config.json of {path.parent} is unreadable ({type(exc).__name__})") from exc
     model_type = config.get("model_type") if isinstance(config, dict) else None
     if model_type in VLM_MODEL_TYPES:
         return "hf_vlm"
