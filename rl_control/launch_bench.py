@@ -83,9 +83,14 @@ def run_launch(quick: bool) -> dict[str, Any]:
     pool = next(p["id"] for p in pools if p["name"] == "demo-miniwob")
     body = {"name": f"bench launch {time.strftime('%H:%M:%S')}", "preset": "grpo-dart", "pool": pool,
             "launch": True, "config": {**CONFIG, "budget": {"max_updates": 10_000, "max_minutes": window_s / 60 + 2}}}  # fmt: skip
-    started = time.perf_counter()
-    created = client.post("/api/rl/runs/", json=body, headers=csrf)
-    post_s = time.perf_counter() - started
+    ready_by = time.monotonic() + 300
+    while True:  # right after `make up` the env host may still be booting its browsers
+        started = time.perf_counter()
+        created = client.post("/api/rl/runs/", json=body, headers=csrf)
+        post_s = time.perf_counter() - started
+        if created.status_code != 400 or "can be leased" not in created.text or time.monotonic() > ready_by:
+            break
+        time.sleep(5)
     if created.status_code != 201:
         raise RuntimeError(f"the launch was refused: HTTP {created.status_code} {created.text[:1000]}")
     run_id = created.json()["id"]

@@ -29,6 +29,7 @@ import logging
 import math
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -120,15 +121,30 @@ def _load_trainer(run: Run, state: EngineState) -> PolicyTrainer:
     return trainer
 
 
+def _in_thread(fn: Any, *args: Any) -> Any:
+    """Run `fn` in a pool thread with its own database connection, closed afterwards."""
+    from django.db import connection
+
+    try:
+        return fn(*args)
+    finally:
+        connection.close()
+
+
 def _chunk(run: Run, state: EngineState, chunk: int) -> str:
     _beat(state, chunk)
-    trainer = _load_trainer(run, state)
     serving = Path(state.trainer_dir) if state.trainer_dir else start_dir(run)
     # The run's own servers: started with these weights if they are not up (pause, a new machine),
     # else given them again (a trainer that crashed after pushing an update it never committed).
+    # They start while the trainer loads (two processes: a first launch waits for the slower one).
     t0 = time.perf_counter()
-    fresh = serving_ensure(run, state, serving, state.version)
-    serving_push(run, state, serving, state.version, skip=fresh)
+    labelled = state.version
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        starting = pool.submit(_in_thread, serving_ensure, run, state, serving, labelled)
+        trainer = _load_trainer(run, state)
+        fresh = starting.result()
+    # A start checkpoint that names its own version (a fork) relabels what was started as v0.
+    serving_push(run, state, serving, state.version, skip=fresh if state.version == labelled else set())
     sync_s = time.perf_counter() - t0
     checked = time.monotonic()
     curator = curator_of(run, state)
