@@ -23,8 +23,8 @@ pytestmark = pytest.mark.e2e
 NAV = {
     "annotator": ["Home", "Workspace"],
     "reviewer": ["Home", "Review"],
-    "researcher": ["Home", "Runs", "Task pools", "Flywheel"],
-    "admin": ["Home", "Workspace", "Review", "Runs", "Task pools", "Flywheel"],
+    "researcher": ["Home", "Runs", "Task pools", "Flywheel", "Fleet"],
+    "admin": ["Home", "Workspace", "Review", "Runs", "Task pools", "Flywheel", "Fleet"],
 }
 USERNAMES = {"annotator": "ann", "reviewer": "rev", "researcher": "res", "admin": "adm"}
 
