@@ -4,7 +4,8 @@ source "$(dirname "$0")/lib.sh"
 shopt -s nullglob
 for pidfile in "$RUN_DIR"/*.pid; do
   name=$(basename "$pidfile" .pid)
-  pid=$(cat "$pidfile")
+  # A run's policy server removes its own pid file when its run stops: it may be gone by now.
+  pid=$(cat "$pidfile" 2>/dev/null) || continue
   if kill -0 "$pid" 2>/dev/null; then
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
