@@ -257,3 +257,24 @@ def test_tools_the_vm_has_but_this_host_lacks_are_named() -> None:
         }
     )
     assert any("'zsh'" in p for p in osworld.check_supported(task)) or shutil.which("zsh")
+
+
+@pytest.mark.skipif(
+    shutil.which("dbus-daemon") is None
+    or shutil.which("gsettings") is None
+    or osworld.pyautogui_dir() is None,
+    reason="make osworld-apps DOMAINS=os (dbus, gsettings, pyautogui)",
+)
+def test_desktop_session_has_its_own_bus_and_pyautogui(tmp_path: Path) -> None:
+    """What OSWorld set-up steps and getters rely on: gsettings writes go to the session's own dconf
+    database (in its home, over its own D-Bus), and the sandbox's python3 imports pyautogui."""
+    env = DesktopEnv(DesktopConfig(display_range=(120, 130), vnc=False, session_dir=tmp_path, apps=()))
+    try:
+        env.boot()
+        key = "org.gnome.desktop.interface text-scaling-factor"
+        assert env.run_command(["/bin/sh", "-c", f"gsettings set {key} 1.25"]).ok
+        assert env.run_command(["/bin/sh", "-c", f"gsettings get {key}"]).output.strip() == "1.25"
+        assert (tmp_path / ".config" / "dconf" / "user").is_file()
+        assert env.run_command(["python3", "-c", "import pyautogui; print(pyautogui.size())"]).ok
+    finally:
+        env.close()
