@@ -209,3 +209,19 @@ def test_preview_reads_everything_and_writes_nothing(api: Any) -> None:
     files = [_upload("t.json", json.dumps(osworld("t")).encode())]
     denied = api("annotator").post(URL + "preview/", {"pool": "prev", "file": files}, format="multipart")
     assert denied.status_code == 403
+
+
+def test_command_imports_the_good_files_of_a_folder_and_reports_the_bad_ones(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text(json.dumps(osworld("a")))
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.json").write_text(json.dumps(osworld("b")))
+    bad = osworld("c")
+    bad["evaluator"].pop("func")
+    (tmp_path / "sub" / "c.json").write_text(json.dumps(bad))
+    (tmp_path / "d.json").write_text("{not json")
+    out, err = StringIO(), StringIO()
+    call_command("import_tasks", str(tmp_path), "--pool", "mixed", "--create-pool", stdout=out, stderr=err)
+    assert "2 created" in out.getvalue() and "2 file(s) refused" in out.getvalue()
+    assert f"{tmp_path / 'sub' / 'c.json'}: evaluator.func: missing" in err.getvalue()
+    assert f"{tmp_path / 'd.json'}: invalid JSON" in err.getvalue()
+    assert sorted(Task.objects.filter(pool__name="mixed").values_list("external_id", flat=True)) == ["a", "b"]

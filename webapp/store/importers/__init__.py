@@ -9,6 +9,7 @@ from webapp.store.importers.services import (
     FileReport,
     records_by_file,
     records_collect,
+    task_import_by_file,
     task_import_run,
     tasks_import,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "TaskRecord",
     "records_by_file",
     "records_collect",
+    "task_import_by_file",
     "task_import_run",
     "tasks_import",
 ]

@@ -286,3 +286,29 @@ def tasks_set_enabled(*, task_ids: list[int], enabled: bool) -> tuple[int, int]:
         return qs.update(enabled=False, updated_at=timezone.now()), 0
     skipped = qs.filter(supported=False).count()
     return qs.filter(supported=True).update(enabled=True, updated_at=timezone.now()), skipped
+
+
+def task_import_by_file(
+    *,
+    pool_name: str,
+    create_pool: bool = False,
+    paths: Iterable[Path] = (),
+    fmt: str = "auto",
+    miniwob: list[str] | None = None,
+) -> tuple[ImportResult, list[ImportIssue]]:
+    """Import the good files of `paths` (folders walked, archives opened) and return the issues of
+    the bad ones, per file; raises TaskImportError (nothing written) only when no file is good.
+    `manage.py import_tasks` uses it, as the import API does with `records_by_file`."""
+    if fmt not in FORMATS:
+        raise TaskImportError(
+            [ImportIssue("format", "format", f"{fmt!r} is not one of {', '.join(FORMATS)}")]
+        )
+    files, issues = read_paths(list(paths), _wanted(fmt))
+    reports = records_by_file(files, fmt)
+    records = [rec for r in reports if r.ok for rec in r.records]
+    issues += [issue for r in reports if not r.ok for issue in r.issues]
+    if miniwob is not None:
+        records += records_collect(miniwob=miniwob)
+    if not records:
+        raise TaskImportError(issues or [ImportIssue("import", "", "nothing to import")])
+    return tasks_import(pool_name=pool_name, create_pool=create_pool, records=records), issues

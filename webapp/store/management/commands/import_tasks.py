@@ -7,14 +7,15 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from webapp.store.importers import FORMATS, TaskImportError, task_import_run
+from webapp.store.importers import FORMATS, TaskImportError, task_import_by_file
 
 
 class Command(BaseCommand):
     help = (
         "Import tasks into a pool from OSWorld JSON files, folders (recursive) or archives (.zip, .tar.gz), "
-        "JSONL / CSV task lists, and MiniWoB++ tasks from the installed wheel. All-or-nothing: any problem "
-        "imports nothing and every problem is printed. Re-importing an id updates that task."
+        "JSONL / CSV task lists, and MiniWoB++ tasks from the installed wheel. Each file is imported whole or "
+        "refused: the good files are imported, the bad ones are printed with their issues (nothing is imported "
+        "when no file is good). Re-importing an id updates that task."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -42,7 +43,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            result = task_import_run(
+            result, refused = task_import_by_file(
                 pool_name=options["pool"],
                 create_pool=options["create_pool"],
                 paths=options["paths"],
@@ -59,6 +60,13 @@ class Command(BaseCommand):
                 f"pool {options['pool']!r}{pool_note}: {result.created} created, {result.updated} updated"
             )
         )
+        if refused:
+            files = sorted({issue.file.split("[")[0] for issue in refused})
+            for issue in refused:
+                self.stderr.write(str(issue))
+            self.stdout.write(
+                self.style.WARNING(f"{len(files)} file(s) refused, {len(refused)} issue(s) listed on stderr")
+            )
         if result.unsupported:
             self.stdout.write(
                 self.style.WARNING(
