@@ -1,7 +1,10 @@
 """Task importers (SPEC §5): OSWorld JSON, MiniWoB++ from the wheel, JSONL / CSV task lists.
 
-All-or-nothing: every input is read and validated first; only then is anything written, in one
-transaction. Problems come back as `ImportIssue(file, field, reason)` inside `TaskImportError`.
+Every input is read and validated first; only then is anything written, in one transaction.
+`task_import_run` is all-or-nothing; `records_by_file` (the API) and `task_import_by_file`
+(`manage.py import_tasks`) take each file whole or refuse it, writing the good files' tasks.
+Problems come back as `ImportIssue(file, field, reason)` (inside `TaskImportError` when nothing is
+written).
 """
 
 from webapp.store.importers.services import (
