@@ -83,6 +83,29 @@ export function poolTaskColumns(admin: boolean): Column<Task>[] {
   ];
 }
 
+/** Admins: queue the no-action check of the pool's enabled OSWorld tasks (docs/osworld.md); tasks
+ * that already pass with no action, or whose set-up fails, end up disabled with the reason. */
+function osworldCheck(pool: Pool): HTMLElement {
+  const status = h("span", { class: "muted", role: "status", "data-testid": "osworld-check-status" });
+  const button = h("button", { type: "button", class: "btn btn-secondary btn-small", "data-testid": "osworld-check", title: "Set each enabled OSWorld task up on a real desktop and evaluate it with no action" }, "Check OSWorld tasks");
+  button.addEventListener("click", () => {
+    button.disabled = true;
+    api<{ queued: number }>(`/api/pools/${pool.id}/osworld-check/`, { method: "POST" })
+      .then((got) => {
+        status.textContent = got.queued === 0 ? " no enabled OSWorld task to check" : ` ${got.queued} task(s) queued for the no-action check; reload to see their state`;
+        status.className = "muted";
+      })
+      .catch((error: unknown) => {
+        status.textContent = ` ${errorText(error)}`;
+        status.className = "pool-error";
+      })
+      .finally(() => {
+        button.disabled = false;
+      });
+  });
+  return h("span", { class: "pool-osworld-check" }, " ", button, status);
+}
+
 export const poolBrowserWidget: Widget = async (el) => {
   const admin = el.dataset.admin === "true";
   // An import on this page shows its pool afterwards (a new pool appears as a tab).
@@ -108,7 +131,7 @@ export const poolBrowserWidget: Widget = async (el) => {
     for (const link of tabs.querySelectorAll("a")) {
       link.classList.toggle("active", link.dataset.poolId === String(pool.id));
     }
-    render(heading, pool.name, " ", h("span", { class: "muted" }, `${pool.task_count} tasks · ${pool.validation_mode} validation`));
+    render(heading, pool.name, " ", h("span", { class: "muted" }, `${pool.task_count} tasks · ${pool.validation_mode} validation`), admin ? osworldCheck(pool) : null);
     if (push) history.replaceState(null, "", `?pool=${pool.id}`);
     pagedTable<Task>(tasks, `/api/tasks/?pool=${pool.id}`, poolTaskColumns(admin)).catch((error: unknown) => {
       render(tasks, notice("error", error instanceof Error ? error.message : String(error)));
