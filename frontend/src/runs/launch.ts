@@ -26,6 +26,7 @@ const SECTION_TITLES: Record<string, string> = {
   entropulse: "Entropulse (RL ↔ SFT)",
   judge: "LLM judge",
   serving: "Policy serving",
+  vlm: "Vision-language start model (LoRA)",
   run: "Run",
 };
 
