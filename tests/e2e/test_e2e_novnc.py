@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 
 from webapp.fleet import services as fleet
@@ -65,7 +66,7 @@ def stack(tmp_path: Path) -> Iterator[dict[str, str]]:
     )  # fmt: skip
     proxy = subprocess.Popen(
         [sys.executable, "-m", "workers.envs.vnc.proxy", "--listen", f"127.0.0.1:{proxy_port}",
-         "--redis-url", "redis://127.0.0.1:6379/15"],
+         "--redis-url", settings.REDIS_URL],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     site = tmp_path / "site"
