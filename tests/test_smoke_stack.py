@@ -60,7 +60,9 @@ def test_make_up_serves_login_and_api(tmp_path: Path) -> None:
         assert me.json() == {"username": "researcher", "roles": ["researcher"]}
         pools = httpx.get(f"{base}/api/pools/", headers={"Authorization": f"Token {token['token']}"}).json()
         assert {"demo-miniwob", "demo-osworld"} <= {p["name"] for p in pools["results"]}
-        assert httpx.get(f"{base}/api/docs/").status_code == 200
+        # behind login (issue 21): anonymous callers go to the login page
+        docs = httpx.get(f"{base}/api/docs/")
+        assert docs.status_code == 302 and docs.headers["location"].startswith("/login/"), docs.headers
 
         again = subprocess.run(["make", "up"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
         assert again.returncode == 0 and "already running" in again.stdout, (
