@@ -96,6 +96,8 @@ class X11Vnc:
             "-rfbport",
             "0",
             "-noipv6",  # else it still listens on [::]:5900 (as a non-root user)
+            "-rfbportv6",  # and -noipv6 alone did not always stop that listener (seen in the security test)
+            "-1",
             "-unixsock",
             str(self._socket),
             "-forever",
