@@ -21,12 +21,8 @@ class PathOutsideSession(EnvError):
     """A path that resolves outside the session directory (via '..', an absolute path or a symlink)."""
 
 
-def confine(root: Path, user_path: str) -> Path:
-    """The real path for `user_path` under `root`.
-
-    Relative paths are relative to the root; absolute paths are accepted only under the sandbox's
-    view of it (/home/session/...), or '~/...'.
-    """
+def _session_relative(user_path: str) -> PurePosixPath:
+    """`user_path` relative to the session root: relative as given, '~/...', or under /home/session."""
     if not isinstance(user_path, str) or not user_path or "\x00" in user_path:
         raise PathOutsideSession(f"bad path {user_path!r}")
     pure = PurePosixPath(user_path)
@@ -37,6 +33,16 @@ def confine(root: Path, user_path: str) -> Path:
             pure = pure.relative_to(SANDBOX_HOME)
         except ValueError as exc:
             raise PathOutsideSession(f"{user_path!r} is outside the session directory") from exc
+    return pure
+
+
+def confine(root: Path, user_path: str) -> Path:
+    """The real path for `user_path` under `root`.
+
+    Relative paths are relative to the root; absolute paths are accepted only under the sandbox's
+    view of it (/home/session/...), or '~/...'.
+    """
+    pure = _session_relative(user_path)
     real_root = root.resolve()
     candidate = (real_root / pure).resolve()
     if candidate != real_root and real_root not in candidate.parents:
@@ -83,16 +89,7 @@ def open_beneath(
 
 def _relative_parts(user_path: str) -> list[str]:
     """`user_path` as path components below the session root (see `confine` for the forms)."""
-    if not isinstance(user_path, str) or not user_path or "\x00" in user_path:
-        raise PathOutsideSession(f"bad path {user_path!r}")
-    pure = PurePosixPath(user_path)
-    if user_path == "~" or user_path.startswith("~/"):
-        pure = PurePosixPath(user_path[2:] or ".")
-    elif pure.is_absolute():
-        try:
-            pure = pure.relative_to(SANDBOX_HOME)
-        except ValueError as exc:
-            raise PathOutsideSession(f"{user_path!r} is outside the session directory") from exc
+    pure = _session_relative(user_path)
     # '..' is taken lexically: the walk never follows a symlink, so that is what it means here.
     normal = posixpath.normpath(str(pure))
     if normal == ".." or normal.startswith("../"):
