@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 import tarfile
-import types
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -14,7 +12,7 @@ from typing import Any
 import pytest
 
 from webapp.store.importers import SourceFile, TaskImportError, task_import_run
-from webapp.store.importers.osworld import _fallback_check_supported, check_supported, osworld_task_json
+from webapp.store.importers.osworld import check_supported, osworld_task_json
 from webapp.store.models import Task, TaskPool
 from webapp.store.services import task_difficulty_score
 
@@ -322,19 +320,11 @@ def test_same_id_in_another_pool_is_a_separate_task(tmp_path: Path) -> None:
     assert Task.objects.filter(external_id="t").count() == 2
 
 
-def test_fallback_rule_marks_gui_setup_and_file_getters_unsupported() -> None:
-    assert _fallback_check_supported(shell_task("ok")) == []
-    reasons = _fallback_check_supported(CHROME_TASK)
-    assert any("chrome_open_tabs" in r for r in reasons)
-    assert any("default_search_engine" in r for r in reasons)
-    assert any("match_in_list" in r for r in reasons)
+def test_check_supported_is_the_environment_checker() -> None:
+    from workers.envs import osworld
 
-
-def test_check_supported_uses_the_environment_checker_when_installed(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = types.ModuleType("workers.envs.osworld")
-    fake.check_supported = lambda task: [f"checked {task['id']}"]  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "workers.envs.osworld", fake)
-    assert check_supported(shell_task("x")) == ["checked x"]
+    for task in (shell_task("ok"), CHROME_TASK):
+        assert check_supported(task) == osworld.check_supported(task)
 
 
 def test_stored_task_rebuilds_the_original_osworld_json(tmp_path: Path) -> None:

@@ -29,43 +29,12 @@ from webapp.store.models import Task
 
 OSWORLD_DEFAULT_STEPS = 10
 
-# SPEC §5: what the local desktop runs. Used only when workers.envs.osworld is not installed.
-_FALLBACK_CONFIG_TYPES = {"execute", "command", "launch", "sleep"}
-_FALLBACK_GETTERS = {"vm_command_line"}
-_FALLBACK_FUNCS = {"exact_match", "check_include_exclude", "infeasible"}
-
-
-def _fallback_check_supported(task: dict[str, Any]) -> list[str]:
-    reasons: list[str] = []
-    evaluator = task.get("evaluator") or {}
-    steps = [("config", s) for s in task.get("config") or []]
-    steps += [("evaluator.postconfig", s) for s in evaluator.get("postconfig") or []]
-    for where, step in steps:
-        if step.get("type") not in _FALLBACK_CONFIG_TYPES:
-            reasons.append(f"{where}: setup step type {step.get('type')!r} is not supported locally")
-    funcs = evaluator.get("func")
-    for func in funcs if isinstance(funcs, list) else [funcs]:
-        if func not in _FALLBACK_FUNCS:
-            reasons.append(f"evaluator.func: metric {func!r} is not supported locally")
-    results = evaluator.get("result")
-    for result in results if isinstance(results, list) else [results]:
-        if isinstance(result, dict) and result.get("type") not in _FALLBACK_GETTERS:
-            reasons.append(f"evaluator.result: getter {result.get('type')!r} is not supported locally")
-    return reasons
-
 
 def check_supported(task: dict[str, Any]) -> list[str]:
-    """Reasons the local desktop cannot run `task` ([] = supported), from the env's own checker.
+    """Reasons the local desktop cannot run `task` ([] = supported), from the env's own checker
+    (imported lazily: the desktop env module is only needed when OSWorld tasks are imported)."""
+    from workers.envs.osworld import check_supported as env_check_supported
 
-    Imported lazily so the import code works before the OSWorld environment module exists; only a
-    missing module falls back to the SPEC §5 rule above, any other import error surfaces.
-    """
-    try:
-        from workers.envs.osworld import check_supported as env_check_supported
-    except ModuleNotFoundError as exc:
-        if exc.name not in {"workers.envs.osworld", "workers.envs"}:
-            raise
-        return _fallback_check_supported(task)
     return list(env_check_supported(task))
 
 
