@@ -40,13 +40,6 @@ def profile_for(name: str) -> ModelProfile:
         raise PolicyError(f"unknown policy profile {name!r}; known: {sorted(PROFILES)}") from None
 
 
-def server_root(base_url: str) -> str:
-    """Settings name the OpenAI-style base URL (`…/v1`, as vLLM documents it); the client wants the
-    server root and adds `/v1/...` itself."""
-    root = base_url.rstrip("/")
-    return root[: -len("/v1")] if root.endswith("/v1") else root
-
-
 def candidates_request(*, session: AnnotationSession) -> None:
     """Mark the current observation's candidates pending and enqueue their computation."""
     from annotation.tasks import propose_candidates
@@ -126,9 +119,7 @@ def candidates_propose(*, session_id: int, obs_version: int) -> bool:
     started = time.perf_counter()
     try:
         profile = profile_for(session.policy_profile)
-        policy = OpenAIPolicy(
-            base_url=server_root(session.policy_base_url), model=session.policy_model, profile=profile
-        )
+        policy = OpenAIPolicy(base_url=session.policy_base_url, model=session.policy_model, profile=profile)
         proposed = policy.propose(
             _observation(session), _history(session, profile.max_screenshots - 1), None,
             n=session.candidates_n, temperature=1.0,

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 
 from webapp.store.models import Checkpoint
+from workers.policy.openai_client import server_root
 
 
 class CheckpointError(RuntimeError):
@@ -117,7 +118,7 @@ def checkpoint_promote_annotation(*, checkpoint: Checkpoint, push_to: str | None
     checkpoint.is_annotation_model = True
     checkpoint.save(update_fields=["is_annotation_model"])
     if push_to and not checkpoint.endpoint_url:
-        root = push_to.rstrip("/").removesuffix("/v1")
+        root = server_root(push_to)
         try:
             response = httpx.post(
                 f"{root}/v1/load_weights",

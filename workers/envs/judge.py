@@ -154,8 +154,7 @@ class LLMJudge:
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"the judge needs an http(s) URL, got {base_url!r}")
-        root = base_url.rstrip("/").removesuffix("/v1")
-        self.client = OpenAIClient(root, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries)
+        self.client = OpenAIClient(base_url, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries)
         self.model = model
         self.max_screenshots = max_screenshots
 

@@ -54,6 +54,12 @@ class ChatResult:
     attempts: int
 
 
+def server_root(base_url: str) -> str:
+    """The server root of an OpenAI-style base URL: settings and checkpoints name `…/v1` (as vLLM
+    documents it) or the root; the client adds `/v1/...` itself."""
+    return base_url.rstrip("/").removesuffix("/v1")
+
+
 def _server_message(response: httpx.Response) -> str:
     try:
         body = response.json()
@@ -68,7 +74,8 @@ def _server_message(response: httpx.Response) -> str:
 
 
 class OpenAIClient:
-    """Thin synchronous client; one `httpx.Client` (connection pooling) per instance."""
+    """Thin synchronous client; one `httpx.Client` (connection pooling) per instance. `base_url` is
+    the server root or its `/v1` URL."""
 
     def __init__(
         self,
@@ -80,7 +87,7 @@ class OpenAIClient:
         max_backoff_s: float = 8.0,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s)
+        self.http = httpx.Client(base_url=server_root(base_url), headers=headers, timeout=timeout_s)
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s

@@ -94,10 +94,9 @@ def open_policy(
     if checkpoint.endpoint_url:
         from annotation.services.candidates import PROFILES
 
-        return OpenAIPolicy(checkpoint.endpoint_url.rstrip("/").removesuffix("/v1"), checkpoint.version,
-                            PROFILES[checkpoint.profile])  # fmt: skip
+        return OpenAIPolicy(checkpoint.endpoint_url, checkpoint.version, PROFILES[checkpoint.profile])
     if policy_url:
-        return OpenAIPolicy(policy_url.rstrip("/").removesuffix("/v1"), checkpoint.version, EMBEDDED)
+        return OpenAIPolicy(policy_url, checkpoint.version, EMBEDDED)
     from workers.policy.embedded.policy import EmbeddedPolicy
 
     policy = EmbeddedPolicy.from_pretrained(checkpoint_dir(checkpoint), seed=seed)
