@@ -154,7 +154,7 @@ class SubmitView(APIView):
                 comment=data.validated_data.get("comment", ""),
             )
         except services.ReviewInvalid as exc:
-            return _error(exc, status.HTTP_400_BAD_REQUEST)
+            return Response({"detail": str(exc), **exc.errors}, status=status.HTTP_400_BAD_REQUEST)
         except services.ReviewConflict as exc:
             return _error(exc, status.HTTP_409_CONFLICT)
         trajectory = Trajectory.objects.select_related("task", "task__pool").get(pk=review.trajectory_id)

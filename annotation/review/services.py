@@ -22,6 +22,7 @@ from annotation.review import agreement
 from annotation.review.selectors import QUEUE_STATES, review_queue, review_radius_px, reviews_required
 from webapp.store import services as store
 from webapp.store.models import ReviewState, Step, Trajectory
+from workers.actions.coords import OffScreen, actions_on_screen
 from workers.actions.parse import parse_response
 from workers.actions.types import Convention
 
@@ -34,7 +35,12 @@ class ReviewConflict(RuntimeError):
 
 
 class ReviewInvalid(ValueError):
-    """The submitted review is malformed (unknown verdict, steps missing or inconsistent)."""
+    """The submitted review is malformed (unknown verdict, steps missing or inconsistent).
+    `errors`, where given, names the field as DRF does: {"step_verdicts": [{}, {"action_text": [...]}]}."""
+
+    def __init__(self, message: str, errors: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.errors = errors or {}
 
 
 def review_assign(*, reviewer: Any, trajectory_id: int | None = None) -> Review | None:
@@ -87,12 +93,19 @@ def review_assign(*, reviewer: Any, trajectory_id: int | None = None) -> Review 
     return None
 
 
-def _parse_fix(index: int, text: str) -> list[dict[str, Any]]:
-    """A reviewer's corrected action, in the UI-TARS grammar with screen-pixel coordinates."""
+def _parse_fix(index: int, text: str, screen: tuple[int | None, int | None]) -> list[dict[str, Any]]:
+    """A reviewer's corrected action, in the UI-TARS grammar with screen-pixel coordinates; a point
+    outside the step's screen is refused as a decision's is (never clamped onto the edge)."""
     parsed = parse_response(text if "Action:" in text else f"Action: {text}", convention=Convention.SCREEN)
     if parsed.error is not None or not parsed.actions:
         reason = parsed.error.message if parsed.error else "no action"
-        raise ReviewInvalid(f"step {index}: the corrected action does not parse ({reason})")
+        raise ValueError(f"step {index}: the corrected action does not parse ({reason})")
+    width, height = screen
+    if width and height:
+        try:
+            actions_on_screen(parsed.actions, Convention.SCREEN, width, height)
+        except OffScreen as exc:
+            raise ValueError(f"step {index}: the corrected action is refused: {exc}") from None
     return [a.to_json() for a in parsed.actions]
 
 
@@ -101,9 +114,15 @@ def _clean_step_verdicts(
 ) -> list[dict[str, Any]]:
     if verdict not in Verdict.values:
         raise ReviewInvalid(f"unknown verdict {verdict!r}; expected one of {Verdict.values}")
-    indices = list(Step.objects.filter(trajectory_id=review.trajectory_id).values_list("index", flat=True))
+    screens = {
+        index: (w, h)
+        for index, w, h in Step.objects.filter(trajectory_id=review.trajectory_id).values_list(
+            "index", "screen_width", "screen_height"
+        )
+    }
+    indices = list(screens)
     given: dict[int, dict[str, Any]] = {}
-    for item in step_verdicts:
+    for position, item in enumerate(step_verdicts):
         index = int(item["index"])
         if index in given:
             raise ReviewInvalid(f"step {index} is judged twice")
@@ -116,7 +135,12 @@ def _clean_step_verdicts(
             if item["verdict"] != Verdict.FIX:
                 raise ReviewInvalid(f"step {index}: a corrected action goes with the verdict fix")
             given[index]["action_text"] = item["action_text"].strip()
-            given[index]["action"] = _parse_fix(index, given[index]["action_text"])
+            try:
+                given[index]["action"] = _parse_fix(index, given[index]["action_text"], screens[index])
+            except ValueError as exc:
+                named: list[dict[str, Any]] = [{} for _ in step_verdicts]
+                named[position] = {"action_text": [str(exc)]}
+                raise ReviewInvalid(str(exc), {"step_verdicts": named}) from None
     missing = sorted(set(indices) - set(given))
     if missing:
         raise ReviewInvalid(f"every step needs a verdict; missing: {missing}")

@@ -22,7 +22,7 @@ from annotation.services.common import (
 from annotation.services.sessions import session_abandon, session_submit
 from webapp.fleet import services as fleet
 from webapp.store import services as store
-from workers.actions.coords import action_from_screen, action_to_screen, off_screen_error
+from workers.actions.coords import OffScreen, action_from_screen, actions_on_screen
 from workers.actions.parse import parse_response
 from workers.actions.serialize import format_response
 from workers.actions.types import TERMINAL_KINDS, Action, Convention
@@ -119,15 +119,13 @@ def _choose(session: AnnotationSession, kind: str, data: dict[str, Any]) -> _Cho
 def _to_screen(chosen: _Chosen, session: AnnotationSession) -> list[Action]:
     """The chosen actions in screen pixels; a point outside the screen is refused (never clamped
     onto the edge, which would execute and record a click nobody meant)."""
-    w, h = session.current_width, session.current_height
     model_w, model_h = chosen.model_size or (None, None)
-    out = []
-    for action in chosen.actions:
-        mapped = action_to_screen(action, chosen.convention, w, h, model_w, model_h)
-        if mapped.clamped:
-            raise DecisionInvalid(off_screen_error(action, chosen.convention, w, h))
-        out.append(mapped.action)
-    return out
+    try:
+        return actions_on_screen(
+            chosen.actions, chosen.convention, session.current_width, session.current_height, model_w, model_h
+        )
+    except OffScreen as exc:
+        raise DecisionInvalid(str(exc)) from None
 
 
 def _stored_text(

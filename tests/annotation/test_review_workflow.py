@@ -282,6 +282,13 @@ def test_both_fix_the_same_step_with_agreeing_corrections(reviewers, users) -> N
             {"index": 1, "verdict": "fix", "comment": "submit is lower left", "action_text": "click(point='<point>44 176</point>')"}]  # fmt: skip
     bad = [fix1[0], {**fix1[1], "action_text": "click(start_box='(40,"}]
     assert "does not parse" in submit(reviewers["c1"], r1, "fix", bad).json()["detail"]
+    # a corrected point off the step's 160x210 screen is refused as a decision's is, naming the field
+    far = [fix1[0], {**fix1[1], "action_text": "click(start_box='(40,900)')"}]
+    refused = submit(reviewers["c1"], r1, "fix", far)
+    assert refused.status_code == 400
+    body = refused.json()
+    assert "outside the 160x210 screen" in body["detail"]
+    assert body["step_verdicts"][0] == {} and "off screen" in body["step_verdicts"][1]["action_text"][0]
     approve_with_action = [fix1[0], {**fix1[1], "verdict": "reject"}]
     assert (
         "goes with the verdict fix"

@@ -17,7 +17,7 @@ screen_w, one pixel past the last one; landing on that last pixel is not reporte
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -223,6 +223,30 @@ def off_screen_error(action: Action, convention: Convention, screen_w: int, scre
         f"{OFF_SCREEN_PREFIX} {action.kind} at {where} in {Convention(convention).value} coordinates lies outside "
         f"the {screen_w}x{screen_h} screen; nothing was executed"
     )
+
+
+class OffScreen(ValueError):
+    """An action points outside the screen; the message is `off_screen_error`'s."""
+
+
+def actions_on_screen(
+    actions: Iterable[Action],
+    convention: Convention,
+    screen_w: int,
+    screen_h: int,
+    model_w: int | None = None,
+    model_h: int | None = None,
+) -> list[Action]:
+    """The actions in screen pixels, or OffScreen for the first one with a point outside the screen:
+    the one check for actions a person chose (decisions, a reviewer's corrected action), which are
+    refused rather than clamped onto the edge."""
+    out = []
+    for action in actions:
+        mapped = action_to_screen(action, convention, screen_w, screen_h, model_w, model_h)
+        if mapped.clamped:
+            raise OffScreen(off_screen_error(action, convention, screen_w, screen_h))
+        out.append(mapped.action)
+    return out
 
 
 def _rounded(point: Point) -> Point:
