@@ -10,6 +10,7 @@ from annotation.models import AnnotationSession, Assignment, AssignmentStatus, R
 from annotation.review.selectors import decision_number
 from webapp.accounts.roles import Role, user_roles
 from webapp.store.models import ReviewState, Trajectory
+from webapp.timestamps import iso_utc
 
 
 def _measured(version: str) -> str:
@@ -167,8 +168,8 @@ def annotator_workload() -> list[dict[str, Any]]:
                 "task_external_id": session.task.external_id,
                 "instruction": session.task.instruction[:200],
                 "steps": session.n_steps,
-                "started_at": session.created_at.isoformat(),
-                "updated_at": session.updated_at.isoformat(),
+                "started_at": iso_utc(session.created_at),
+                "updated_at": iso_utc(session.updated_at),
             }
         )
     return [{"active_sessions": [], **entry} for _, entry in sorted(counts.items())]

@@ -22,6 +22,7 @@ from annotation.review import agreement
 from annotation.review.selectors import QUEUE_STATES, review_queue, review_radius_px, reviews_required
 from webapp.store import services as store
 from webapp.store.models import ReviewState, Step, Trajectory
+from webapp.timestamps import now_utc
 from workers.actions.coords import OffScreen, actions_on_screen
 from workers.actions.parse import parse_response
 from workers.actions.types import Convention
@@ -207,7 +208,7 @@ def review_conclude(*, trajectory_id: int) -> str | None:
                     "disagreeing_steps": steps.disagreeing,
                     "flagged_steps": steps.flagged,
                     "fix_agreement": [asdict(f) for f in fixes],
-                    "decided_at": timezone.now().isoformat(),
+                    "decided_at": now_utc(),
                 },
             },
         )
@@ -238,7 +239,7 @@ def executability_request(*, trajectory: Trajectory) -> dict[str, Any]:
             raise ReviewConflict(f"a replay of trajectory {trajectory.pk} is already {current['status']}")
         if locked.num_steps == 0:
             raise ReviewConflict(f"trajectory {trajectory.pk} has no steps to replay")
-        state = {"status": "queued", "at": timezone.now().isoformat()}
+        state = {"status": "queued", "at": now_utc()}
         locked.metadata = {**locked.metadata, "executability": state}
         locked.save(update_fields=["metadata"])
         queue = str(getattr(settings, "REVIEW_REPLAY_QUEUE", "default"))
@@ -251,7 +252,7 @@ def executability_record(*, trajectory_id: int, result: dict[str, Any]) -> dict[
     metadata keys are kept)."""
     with transaction.atomic():
         locked = Trajectory.objects.select_for_update().get(pk=trajectory_id)
-        state = {**result, "at": timezone.now().isoformat()}
+        state = {**result, "at": now_utc()}
         locked.metadata = {**locked.metadata, "executability": state}
         locked.save(update_fields=["metadata"])
     return state

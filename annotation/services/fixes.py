@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
 from annotation.models import AnnotationSession, SessionStatus
 from annotation.review.selectors import step_screen_actions
@@ -24,6 +23,7 @@ from annotation.services.sessions import session_abandon, session_activate, sess
 from webapp.fleet import services as fleet
 from webapp.store import services as store
 from webapp.store.models import ReviewState, Step, Trajectory, TrajectoryStatus
+from webapp.timestamps import now_utc
 from workers.actions.types import TERMINAL_KINDS
 
 # Step fields a branch copies from the original for the steps before the changed one.
@@ -53,9 +53,7 @@ def fix_step_thought(*, trajectory_id: int, index: int, thought: str) -> Step:
         if step is None:
             raise DecisionInvalid(f"trajectory {trajectory_id} has no step {index}")
         history = list((step.decision_meta or {}).get("fix_history") or [])
-        history.append(
-            {"thought": step.thought, "round": trajectory.review_round, "at": timezone.now().isoformat()}
-        )
+        history.append({"thought": step.thought, "round": trajectory.review_round, "at": now_utc()})
         step.thought = text
         step.decision_meta = {**(step.decision_meta or {}), "fix_history": history}
         step.save(update_fields=["thought", "decision_meta"])
@@ -72,7 +70,7 @@ def fix_resubmit(*, trajectory_id: int) -> Trajectory:
         trajectory.review_round += 1
         trajectory.metadata = {
             **trajectory.metadata,
-            "resubmitted": [*trajectory.metadata.get("resubmitted", []), timezone.now().isoformat()],
+            "resubmitted": [*trajectory.metadata.get("resubmitted", []), now_utc()],
         }
         trajectory.save(update_fields=["review_state", "review_round", "metadata"])
         AnnotationSession.objects.filter(trajectory=trajectory, status=SessionStatus.NEEDS_FIX).update(

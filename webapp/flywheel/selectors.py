@@ -15,6 +15,7 @@ from webapp.flywheel.models import (
     PromotionTarget,
 )
 from webapp.store.models import Checkpoint, TaskPool, Trajectory, TrajectorySource
+from webapp.timestamps import iso_utc
 from workers.rl.curation import CURRICULUM_BUCKETS
 
 
@@ -27,7 +28,7 @@ def dataset_json(ds: DatasetIteration) -> dict[str, Any]:
     return {
         "id": ds.pk, "version": ds.version, "name": ds.name, "filters": ds.filters, "sft": ds.sft_count,
         "ct": ds.ct_count, "prefixes": ds.prefix_count, "v1_rate": ds.v1_rate, "card": ds.card,
-        "created_at": ds.created_at.isoformat(),
+        "created_at": iso_utc(ds.created_at),
     }  # fmt: skip
 
 
@@ -37,8 +38,8 @@ def job_json(job: FlywheelJob) -> dict[str, Any]:
         "done_units": job.done_units, "total_units": job.total_units, "params": job.params,
         "result": job.result, "error": job.error,
         "checkpoint": job.checkpoint.version if job.checkpoint_id else None,
-        "created_at": job.created_at.isoformat(),
-        "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+        "created_at": iso_utc(job.created_at),
+        "finished_at": iso_utc(job.finished_at),
     }  # fmt: skip
 
 
@@ -47,7 +48,7 @@ def checkpoint_json(c: Checkpoint | None) -> dict[str, Any] | None:
         return None
     return {"id": c.pk, "version": c.version, "parent": c.parent.version if c.parent_id else None,
             "metrics": c.metrics, "notes": c.notes, "is_annotation_model": c.is_annotation_model,
-            "created_at": c.created_at.isoformat()}  # fmt: skip
+            "created_at": iso_utc(c.created_at)}  # fmt: skip
 
 
 def pool_difficulty(pool: TaskPool) -> dict[str, Any]:
@@ -61,7 +62,7 @@ def pool_difficulty(pool: TaskPool) -> dict[str, Any]:
         "history": [
             {
                 "id": r.pk,
-                "created_at": r.created_at.isoformat(),
+                "created_at": iso_utc(r.created_at),
                 "buckets": r.buckets,
                 "mean_success": r.mean_success,
             }

@@ -186,6 +186,12 @@ REST_FRAMEWORK = {
     ],
     "EXCEPTION_HANDLER": "webapp.api_input.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # One timestamp format in every response: UTC, 6 fractional digits (webapp/timestamps.py).
+    "DATETIME_FORMAT": "%Y-%m-%dT%H:%M:%S.%f+00:00",
+    "DEFAULT_RENDERER_CLASSES": [
+        "webapp.timestamps.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
     # `?format=` selects an export format (jsonl, sharegpt, ...), not a DRF renderer.
     "URL_FORMAT_OVERRIDE": None,
 }

@@ -24,6 +24,9 @@ describe("format", () => {
     expect(ago("2025-12-01T00:00:00Z", now)).toBe("2025-12-01");
     expect(ago(null, now)).toBe("—");
     expect(ago("garbage", now)).toBe("—");
+    // the API's one format (webapp/timestamps.py): UTC, 6 fractional digits, +00:00
+    expect(ago("2026-03-10T11:15:00.000000+00:00", now)).toBe("45 min ago");
+    expect(new Date("2026-03-10T11:15:00.123456+00:00").getTime()).toBe(Date.UTC(2026, 2, 10, 11, 15, 0, 123));
   });
   it("truncate", () => {
     expect(truncate("short", 10)).toBe("short");

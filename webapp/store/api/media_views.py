@@ -8,11 +8,11 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.permissions import IsAuthenticated
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from webapp.store.media import media_name_clean, media_readable_by, media_response
+from webapp.timestamps import JSONRenderer
 
 
 class MediaView(APIView):

@@ -7,12 +7,12 @@ read through a server-side cursor; rows are grouped by trajectory as they arrive
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 from django.db.models import QuerySet
 
 from webapp.store.models import Trajectory
+from webapp.timestamps import iso_utc
 
 TRAJECTORY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("id", "id"),
@@ -76,12 +76,6 @@ _N_TRAJ = len(TRAJECTORY_COLUMNS)
 _TRAJ_KEYS = [name for name, _ in TRAJECTORY_COLUMNS]
 _STEP_KEYS = [name for name, _ in STEP_COLUMNS]
 _SCREENSHOT_AT = _STEP_KEYS.index("screenshot")
-
-
-def iso_utc(value: datetime | None) -> str | None:
-    """UTC ISO 8601 with exactly 6 fractional digits (what Python 3.10's fromisoformat reads, and
-    what the SQL path's to_char writes), or None."""
-    return value.astimezone(UTC).isoformat(timespec="microseconds") if value is not None else None
 
 
 def iter_trajectory_records(

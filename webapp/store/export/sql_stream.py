@@ -23,7 +23,7 @@ _STEP_FIELDS = [
     "reward", "done", "rl",
 ]  # fmt: skip
 
-# UTC with exactly 6 fractional digits, as records.iso_utc writes it.
+# UTC with exactly 6 fractional digits, as webapp.timestamps.iso_utc writes it.
 _ISO = """to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"""
 
 _TRAJ_FIELDS = {
