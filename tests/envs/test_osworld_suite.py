@@ -11,8 +11,8 @@ import openpyxl
 import pytest
 
 from workers.envs import osworld
-from workers.envs import osworld_solutions as solutions
 from workers.envs.desktop import DesktopConfig, DesktopEnv
+from workers.envs.osworld import solutions
 
 
 @pytest.mark.slow

@@ -137,7 +137,7 @@ def test_unsupported_features_are_named() -> None:
         {"type": "launch", "parameters": {"command": ["no-such-program-here", "--x"]}},
     ]
     task["evaluator"] = {
-        "func": ["compare_table", "exact_match", "no_such_metric", "compare_docx_files"],
+        "func": ["compare_table", "exact_match", "no_such_metric", "compare_image_text"],
         "result": [
             {"type": "vm_file", "path": "/home/user/a.xlsx", "dest": "a.xlsx"},
             {"type": "vm_command_line", "command": "true"},
@@ -159,7 +159,7 @@ def test_unsupported_features_are_named() -> None:
         "'chrome_open_tabs'",
         "'no-such-program-here', which is not installed",
         "metric 'no_such_metric' is not one of OSWorld's metrics",
-        "needs the Python package 'easyocr'",  # docs metrics: not installed (docs/osworld.md)
+        "metric 'compare_image_text' (docs) needs easyocr",  # the one docs metric easyocr runs
         "getter 'accessibility_tree' is not supported",
         "conj",
     ):

@@ -1,4 +1,4 @@
-"""The seam for real VMs (workers/envs/osworld_vm.py): our actions become pyautogui code that really
+"""The seam for real VMs (workers/envs/osworld/vm.py): our actions become pyautogui code that really
 drives a desktop; OSWorld task specs become DesktopEnv task configs; a host without desktop-env's
 VM dependencies is refused with the reason, and the default backend stays the Xvfb desktop."""
 
@@ -14,7 +14,7 @@ from workers.envs import osworld
 from workers.envs.base import EnvError, Environment
 from workers.envs.desktop import DesktopConfig, DesktopEnv
 from workers.envs.factory import make_desktop
-from workers.envs.osworld_vm import OSWorldVMEnv, osworld_task_config, pyautogui_code
+from workers.envs.osworld.vm import OSWorldVMEnv, osworld_task_config, pyautogui_code
 
 
 def test_actions_map_to_osworld_pyautogui_space() -> None:

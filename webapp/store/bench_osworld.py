@@ -33,7 +33,7 @@ def run_osworld(quick: bool, examples: str | None = None) -> dict[str, Any]:
     from webapp.store.importers.osworld import osworld_task_json, parse_osworld
     from webapp.store.importers.types import SourceFile
     from workers.envs import osworld
-    from workers.envs.osworld_check import no_action_check
+    from workers.envs.osworld.check import no_action_check
 
     if not examples:
         raise ValueError("bench osworld needs --examples DIR (OSWorld's evaluation_examples folder)")
@@ -116,9 +116,9 @@ def _reason_kind(reason: str) -> str:
 
 def _solved_tasks(osworld: Any) -> list[dict[str, Any]]:
     """Our own tasks with scripted solutions: 0 before, 1 after, each through a real desktop."""
-    from workers.envs import osworld_solutions as solutions
     from workers.envs.base import EnvError
     from workers.envs.desktop import DesktopConfig, DesktopEnv
+    from workers.envs.osworld import solutions
 
     out = []
     for task_id in solutions.SOLUTIONS:

@@ -26,10 +26,10 @@ def make_desktop() -> Environment:
     """FLYWHEEL_VNC_SOCKET_DIR: where x11vnc's sockets go when the token proxy runs in another
     container (a volume both share, never mounted in a sandbox); unset, each session's private dir.
     FLYWHEEL_DESKTOP_BACKEND: 'xvfb' (the default) or 'osworld-vm' (OSWorld's own VMs through
-    desktop-env's providers, for hosts that have them: workers/envs/osworld_vm.py)."""
+    desktop-env's providers, for hosts that have them: workers/envs/osworld/vm.py)."""
     backend = os.environ.get("FLYWHEEL_DESKTOP_BACKEND", "xvfb")
     if backend == "osworld-vm":
-        from workers.envs.osworld_vm import OSWorldVMEnv
+        from workers.envs.osworld.vm import OSWorldVMEnv
 
         return OSWorldVMEnv()
     if backend != "xvfb":

@@ -1,5 +1,5 @@
 """The no-action check for imported OSWorld tasks (issue 22): each enabled, supported task is set up
-on a real desktop and evaluated with no action (`workers.envs.osworld_check`). One that already
+on a real desktop and evaluated with no action (`workers.envs.osworld.check`). One that already
 scores success is disabled as "passes without action"; one whose set-up fails is disabled with the
 error. Both are marked unsupported with the reason, so they cannot be enabled by mistake; importing
 the task again (after fixing its files or the host) clears the mark and the check can run again.
@@ -28,7 +28,7 @@ class TaskCheck:
 
 def osworld_tasks_check(*, task_ids: Iterable[int]) -> list[TaskCheck]:
     """Run the no-action check on the enabled, supported OSWorld tasks among `task_ids`."""
-    from workers.envs.osworld_check import no_action_check
+    from workers.envs.osworld.check import no_action_check
 
     checks: list[TaskCheck] = []
     tasks = Task.objects.filter(pk__in=list(task_ids), source="osworld", enabled=True, supported=True)

@@ -15,7 +15,7 @@ module imports here (its Python dependencies are installed) — `metric_problem(
 getter is available when it needs only what the adapter provides (`GETTERS`).
 
 Getters that reach OSWorld's VM over HTTP (`vm_command_line` & co.) or download from the web
-(`cloud_file`) are the platform's own (`workers.envs.osworld`): commands run in the sandbox, and
+(`cloud_file`) are the platform's own (`workers.envs.osworld.evaluate`): commands run in the sandbox, and
 files come from the task's bundle or the admin's local mirror, never the network.
 """
 
@@ -96,16 +96,41 @@ def _namespace(sub: str) -> str:
     return name
 
 
+# Packages a metric module imports at the top but only one of its functions uses; the module loads
+# without them and the functions that name them stay unsupported, with the reason.
+FUNCTION_ONLY_IMPORTS = {
+    "easyocr": "easyocr, which is not installed here (it needs torchvision; the registry has CUDA builds only)",
+}
+
+
+class _Absent(types.ModuleType):
+    """Stands in for a FUNCTION_ONLY_IMPORTS package while its module loads; any use raises."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise VocabularyMissing(f"needs {FUNCTION_ONLY_IMPORTS[self.__name__]}")
+
+
 @cache
 def _module(sub: str, name: str) -> types.ModuleType | str:
     """The module, or why it cannot load (a missing dependency, named)."""
+    absent: list[str] = []
     try:
-        return importlib.import_module(f"{_namespace(sub)}.{name}")
+        while True:
+            try:
+                return importlib.import_module(f"{_namespace(sub)}.{name}")
+            except ImportError as exc:
+                missing = getattr(exc, "name", None) or str(exc)
+                if missing not in FUNCTION_ONLY_IMPORTS or missing in absent:
+                    return f"needs the Python package {missing!r}, which is not installed here"
+                absent.append(missing)
+                sys.modules[missing] = _Absent(missing)
     except VocabularyMissing as exc:
         return str(exc)
-    except ImportError as exc:
-        missing = getattr(exc, "name", None) or str(exc)
-        return f"needs the Python package {missing!r}, which is not installed here"
+    finally:
+        for missing in absent:  # only the loaded module keeps its placeholder
+            sys.modules.pop(missing, None)
 
 
 def _functions(module: types.ModuleType) -> dict[str, Callable[..., Any]]:
@@ -128,9 +153,26 @@ def _metric_index() -> dict[str, tuple[str, Callable[..., Any] | None, str | Non
             for fn in _defined_names(root / f"{name}.py"):
                 index.setdefault(fn, (name, None, loaded))
             continue
+        uses = _absent_uses(root / f"{name}.py", loaded)
         for fn, obj in _functions(loaded).items():
-            index[fn] = (name, obj, None)
+            index[fn] = (name, None, uses[fn]) if fn in uses else (name, obj, None)
     return index
+
+
+def _absent_uses(path: Path, loaded: types.ModuleType) -> dict[str, str]:
+    """function -> why not, for the functions that use a package the module loaded without."""
+    import ast
+
+    absent = {k for k, v in vars(loaded).items() if isinstance(v, _Absent)}
+    if not absent:
+        return {}
+    out = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef):
+            used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & absent
+            for pkg in sorted(used):
+                out[node.name] = f"needs {FUNCTION_ONLY_IMPORTS[pkg]}"
+    return out
 
 
 def _defined_names(path: Path) -> list[str]:

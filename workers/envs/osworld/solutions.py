@@ -13,7 +13,7 @@ import openpyxl
 
 from workers.actions.types import Action, Point
 
-TASKS_DIR = Path(__file__).resolve().parents[2] / "tests" / "envs" / "osworld_tasks"
+TASKS_DIR = Path(__file__).resolve().parents[3] / "tests" / "envs" / "osworld_tasks"
 
 # task id -> [(action, pause in seconds after it)]
 SOLUTIONS: dict[str, list[tuple[Action, float]]] = {

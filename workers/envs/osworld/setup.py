@@ -1,0 +1,134 @@
+"""Running OSWorld's set-up (and postconfig) steps in the session's sandbox."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from workers.envs.osworld.commands import _as_osworld_shell, _is_focus_click, _opener, _rewrite_command
+from workers.envs.osworld.common import MAX_SLEEP_S, CommandRunner, OSWorldError
+from workers.envs.osworld.files import (
+    _bundle_file,
+    _copy_into_session,
+    _local,
+    _session_path,
+    _url_problems,
+    local_copy,
+)
+from workers.envs.osworld.support import _step_problems
+
+
+def run_setup(steps: list[dict[str, Any]], runner: CommandRunner, bundle_dir: Path | None = None) -> None:
+    """Run set-up steps in order on `runner`; a failing step raises OSWorldError. Local files come
+    only from `bundle_dir` (see the module docstring)."""
+    # OSWorld's VM user has a ~/Desktop that many tasks write to.
+    from workers.envs.terminal.paths import open_beneath
+
+    os.close(open_beneath(runner.session_dir, "Desktop", os.O_RDONLY | os.O_DIRECTORY, make_parents=True))
+    for i, step in enumerate(steps):
+        problems = _step_problems(step, bundle_dir)
+        if problems:
+            raise OSWorldError(f"step {i}: {problems[0]}")
+        _run_step(step["type"], step.get("parameters", {}), runner, i, bundle_dir)
+
+
+def _run_step(
+    kind: str, params: dict[str, Any], runner: CommandRunner, index: int, bundle_dir: Path | None
+) -> None:
+    if kind in {"execute", "command"} and _is_focus_click(params["command"]):
+        return  # the VM's focusing click; sessions here start focused
+    if kind in {"execute", "command"}:
+        command = _rewrite_command(params["command"], runner)
+        result = runner.run_command(*_as_osworld_shell(command, params.get("shell")), timeout_s=60.0)
+        if result.timed_out:
+            raise OSWorldError(f"step {index}: {kind} timed out")
+        # OSWorld ignores set-up exit codes (commands like `rm -f` or `pkill` often 'fail'); so do we.
+    elif kind == "launch":
+        command = _rewrite_command(params["command"], runner)
+        if "libreoffice" in str(command) or "soffice" in str(command):
+            _prepare_libreoffice(runner)
+        runner.spawn_command(command, shell=bool(params.get("shell", False)))
+    elif kind == "sleep":
+        seconds = float(params.get("seconds", 0))
+        if not 0 <= seconds <= MAX_SLEEP_S:
+            raise OSWorldError(f"step {index}: sleep of {seconds}s is outside 0..{MAX_SLEEP_S:g}")
+        time.sleep(seconds)
+    elif kind == "download":
+        for item in params.get("files", []):
+            url = str(item.get("url", ""))
+            if _local(url):
+                source = _bundle_file(bundle_dir, url, index)
+            else:
+                found = local_copy(url, bundle_dir)
+                if found is None:
+                    raise OSWorldError(f"step {index}: download of {_url_problems(url, bundle_dir)[0]}")
+                source = found
+            _copy_into_session(runner, source, str(item.get("path", "")))
+    elif kind == "open":
+        path = _session_path(runner, params["path"])
+        inside = f"{runner.command_home}/{path.relative_to(runner.session_dir.resolve())}"
+        opener = _opener(path)
+        if opener[0] == "libreoffice":
+            _prepare_libreoffice(runner)
+        runner.spawn_command([*opener, inside])
+        _wait_for_file_window(runner, path)
+    elif kind in {"activate_window", "close_window"}:
+        flag = "-a" if kind == "activate_window" else "-c"
+        argv = [
+            "wmctrl",
+            *(["-x"] if params.get("by_class") else []),
+            *(["-F"] if params.get("strict") else []),
+        ]
+        deadline = time.monotonic() + 10.0
+        while True:  # the window may still be mapping (OSWorld's server retries as well)
+            result = runner.run_command([*argv, flag, str(params["window_name"])], timeout_s=10.0)
+            if result.ok or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        if not result.ok:
+            raise OSWorldError(f"step {index}: {kind}: no window named {params['window_name']!r}")
+
+
+# OSWorld's VM image has LibreOffice set up: no first-start wizard or tip, and saving in a
+# Microsoft format without the "keep current format?" question (its tasks save .xlsx with Ctrl+S).
+_LIBREOFFICE_PROFILE = """<?xml version="1.0" encoding="UTF-8"?>
+<oor:items xmlns:oor="http://openoffice.org/2001/registry" xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+<item oor:path="/org.openoffice.Office.Common/Save/Document"><prop oor:name="WarnAlienFormat" oor:op="fuse"><value>false</value></prop></item>
+<item oor:path="/org.openoffice.Setup/Office"><prop oor:name="ooSetupInstCompleted" oor:op="fuse"><value>true</value></prop></item>
+<item oor:path="/org.openoffice.Office.Common/Misc"><prop oor:name="FirstRun" oor:op="fuse"><value>false</value></prop></item>
+<item oor:path="/org.openoffice.Office.Common/Misc"><prop oor:name="ShowTipOfTheDay" oor:op="fuse"><value>false</value></prop></item>
+<item oor:path="/org.openoffice.Office.Recovery/RecoveryInfo"><prop oor:name="Enabled" oor:op="fuse"><value>false</value></prop></item>
+</oor:items>
+"""
+
+
+def _prepare_libreoffice(runner: CommandRunner) -> None:
+    """The session's LibreOffice profile as OSWorld's VM has it (kept if the session has one)."""
+    from workers.envs.terminal.paths import open_beneath
+
+    relative = ".config/libreoffice/4/user/registrymodifications.xcu"
+    try:
+        fd = open_beneath(
+            runner.session_dir, relative, os.O_WRONLY | os.O_CREAT | os.O_EXCL, make_parents=True
+        )
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as out:
+        owner = runner.session_dir.stat()
+        os.fchown(out.fileno(), owner.st_uid, owner.st_gid)
+        out.write(_LIBREOFFICE_PROFILE)
+
+
+def _wait_for_file_window(runner: CommandRunner, path: Path, timeout_s: float = 60.0) -> None:
+    """OSWorld's `open` returns once the file's window shows; wait for a window whose title names it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = runner.run_command(["wmctrl", "-l"], timeout_s=5.0)
+        if not result.ok:
+            return  # no wmctrl: nothing to wait on
+        if path.name in result.output or path.stem in result.output:
+            return
+        time.sleep(0.5)
+    raise OSWorldError(f"open {path.name}: no window showed it within {timeout_s:g}s")
