@@ -12,6 +12,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from webapp.store.events import ExportJobProgress, publish_export_progress
+from webapp.store.jobs import job_cancel, job_claim, job_end
 from webapp.store.models import (
     TERMINAL_JOB_STATUSES,
     UNTRAINABLE_REVIEW_STATES,
@@ -273,13 +274,9 @@ def _publish(job: ExportJob) -> None:
 
 def export_job_claim(*, job_id: int) -> ExportJob | None:
     """Move a queued job to running; returns None unless exactly this call claimed it."""
-    claimed = ExportJob.objects.filter(pk=job_id, status=JobStatus.QUEUED).update(
-        status=JobStatus.RUNNING, started_at=timezone.now()
-    )
-    if claimed != 1:
-        return None
-    job = ExportJob.objects.get(pk=job_id)
-    _publish(job)
+    job = job_claim(ExportJob, job_id=job_id)
+    if job is not None:
+        _publish(job)
     return job
 
 
@@ -298,21 +295,17 @@ def export_job_progress(*, job: ExportJob, done: int, total: int) -> bool:
 def export_job_finish(*, job: ExportJob, status: str, archive_name: str = "", error: str = "") -> ExportJob:
     if status not in TERMINAL_JOB_STATUSES:
         raise StoreError(f"{status!r} is not a terminal job status")
-    fields: dict[str, Any] = {"status": status, "error": error[:5000], "finished_at": timezone.now()}
+    fields: dict[str, Any] = {}
     if archive_name:
         fields["archive"] = archive_name
     if status == JobStatus.SUCCEEDED:
         fields["progress"] = 100.0
-    ExportJob.objects.filter(pk=job.pk).exclude(status__in=TERMINAL_JOB_STATUSES).update(**fields)
-    job.refresh_from_db()
+    job_end(job, status=status, error=error, **fields)
     _publish(job)
     return job
 
 
 def export_job_cancel(*, job: ExportJob) -> ExportJob:
-    ExportJob.objects.filter(pk=job.pk).exclude(status__in=TERMINAL_JOB_STATUSES).update(
-        status=JobStatus.CANCELLED, finished_at=timezone.now(), error="cancelled by user"
-    )
-    job.refresh_from_db()
+    job_cancel(job)
     _publish(job)
     return job

@@ -25,12 +25,11 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import QuerySet
-from django.utils import timezone
 
 from webapp.store import services as store
 from webapp.store.checkpoints import checkpoint_dir, checkpoint_register
+from webapp.store.jobs import job_cancel, job_claim, job_end
 from webapp.store.models import (
-    TERMINAL_JOB_STATUSES,
     Checkpoint,
     JobStatus,
     SftJob,
@@ -305,25 +304,15 @@ def sft_job_create(
     return job
 
 
-def sft_job_claim(*, job_id: int) -> SftJob | None:
-    changed = SftJob.objects.filter(pk=job_id, status=JobStatus.QUEUED).update(
-        status=JobStatus.RUNNING, started_at=timezone.now()
-    )
-    return SftJob.objects.select_related("base").get(pk=job_id) if changed else None
-
-
 def sft_job_cancel(*, job: SftJob) -> SftJob:
-    SftJob.objects.filter(pk=job.pk).exclude(status__in=TERMINAL_JOB_STATUSES).update(
-        status=JobStatus.CANCELLED, finished_at=timezone.now()
-    )
-    job.refresh_from_db()
-    return job
+    """Training stops at its next step; the partial checkpoint is still registered."""
+    return job_cancel(job)
 
 
 def sft_job_run(*, job_id: int) -> SftJob | None:
     """Run a queued job to a terminal state (the Celery task's body). Cancelling a running job stops
     training at the next step; the partial checkpoint is still registered."""
-    job = sft_job_claim(job_id=job_id)
+    job = job_claim(SftJob, job_id=job_id)
     if job is None:
         return None
 
@@ -340,18 +329,10 @@ def sft_job_run(*, job_id: int) -> SftJob | None:
         )  # fmt: skip
     except Exception as exc:
         log.exception("sft job %s failed", job_id)
-        SftJob.objects.filter(pk=job.pk).update(
-            status=JobStatus.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000], finished_at=timezone.now()
-        )
-    else:
-        SftJob.objects.filter(pk=job.pk).exclude(status=JobStatus.CANCELLED).update(
-            status=JobStatus.SUCCEEDED, finished_at=timezone.now()
-        )
-        SftJob.objects.filter(pk=job.pk).update(
-            result=checkpoint, examples=checkpoint.metrics["sft"]["examples"]
-        )
-    job.refresh_from_db()
-    return job
+        return job_end(job, status=JobStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+    # A job cancelled while training stays cancelled, with the partial checkpoint it produced.
+    SftJob.objects.filter(pk=job.pk).update(result=checkpoint, examples=checkpoint.metrics["sft"]["examples"])
+    return job_end(job, status=JobStatus.SUCCEEDED)
 
 
 __all__ = [

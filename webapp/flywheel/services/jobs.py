@@ -7,10 +7,10 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import F
-from django.utils import timezone
 
 from webapp.flywheel.events import publish_job
 from webapp.flywheel.models import DatasetIteration, FlywheelJob, JobKind
+from webapp.store import jobs as store_jobs
 from webapp.store.models import TERMINAL_JOB_STATUSES, Checkpoint, JobStatus, Task, TaskPool
 
 
@@ -95,15 +95,9 @@ def job_create(
 
 def job_claim(*, job_id: int) -> FlywheelJob | None:
     """queued → running; None unless exactly this call claimed it."""
-    if (
-        FlywheelJob.objects.filter(pk=job_id, status=JobStatus.QUEUED).update(
-            status=JobStatus.RUNNING, started_at=timezone.now()
-        )
-        != 1
-    ):
-        return None
-    job = FlywheelJob.objects.get(pk=job_id)
-    publish_job(job)
+    job = store_jobs.job_claim(FlywheelJob, job_id=job_id)
+    if job is not None:
+        publish_job(job)
     return job
 
 
@@ -140,22 +134,18 @@ def job_finish(
 ) -> FlywheelJob:
     if status not in TERMINAL_JOB_STATUSES:
         raise JobError(f"{status!r} is not a terminal job status")
-    fields: dict[str, Any] = {"status": status, "error": error[:5000], "finished_at": timezone.now()}
+    fields: dict[str, Any] = {}
     if result is not None:
         fields["result"] = {**FlywheelJob.objects.get(pk=job.pk).result, **result}
     if status == JobStatus.SUCCEEDED:
         fields["progress"] = 100.0
-    FlywheelJob.objects.filter(pk=job.pk).exclude(status__in=TERMINAL_JOB_STATUSES).update(**fields)
-    job.refresh_from_db()
+    store_jobs.job_end(job, status=status, error=error, **fields)
     publish_job(job)
     return job
 
 
 def job_cancel(*, job: FlywheelJob) -> FlywheelJob:
     """Running chunks notice at their next episode and stop."""
-    FlywheelJob.objects.filter(pk=job.pk).exclude(status__in=TERMINAL_JOB_STATUSES).update(
-        status=JobStatus.CANCELLED, finished_at=timezone.now(), error="cancelled by user"
-    )
-    job.refresh_from_db()
+    store_jobs.job_cancel(job)
     publish_job(job)
     return job
