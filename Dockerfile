@@ -9,7 +9,7 @@ RUN npm run build
 FROM python:3.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=webapp.settings.prod
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      xvfb x11vnc openbox xterm mousepad x11-utils websockify chromium espeak-ng sox bubblewrap curl \
+      xvfb x11vnc openbox xterm mousepad x11-utils websockify chromium espeak-ng sox bubblewrap slirp4netns nftables curl \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml ./

@@ -20,7 +20,7 @@ as_root() {
 
 # Debian packages the platform runs on (SPEC §11).
 DEB_PACKAGES=(postgresql redis-server xvfb x11vnc openbox xterm websockify chromium espeak-ng sox
-  mousepad x11-utils bubblewrap python3-venv)
+  mousepad x11-utils bubblewrap slirp4netns nftables python3-venv)
 
 missing_debs() {
   local missing=()

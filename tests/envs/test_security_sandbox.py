@@ -208,10 +208,93 @@ def test_host_redis_is_unreachable_from_a_session(desktop: DesktopEnv) -> None:
     probe = "import socket; socket.create_connection(('127.0.0.1', 6379), timeout=1)"
     result = desktop.run_command(["python3", "-c", probe], separate_stderr=True)
     assert result.returncode != 0 and "ConnectionRefusedError" in result.stderr
-    with pytest.raises(Exception, match="network"):
-        desktop.reset(
-            TaskSpec(task_id="n", instruction="", kind="desktop", source="test", setup={"network": True})
+
+
+@pytest.fixture
+def outside() -> Iterator[str]:
+    """An HTTP server standing in for the internet: in a network namespace of its own, behind a veth
+    pair on 198.18.0.0/15 (the benchmarking range, no private range), reached by routing like any
+    outside host. Yields its address as host:port."""
+    tag = f"fwe{os.getpid() % 100000}"
+    ns, host_if, ns_if = f"{tag}-out", f"{tag}h", f"{tag}n"
+    net = f"198.18.{os.getpid() % 250}"
+
+    def ip(*args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True)
+
+    ip("netns", "add", ns)
+    server = None
+    try:
+        ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if)
+        ip("link", "set", ns_if, "netns", ns)
+        ip("addr", "add", f"{net}.1/30", "dev", host_if)
+        ip("link", "set", host_if, "up")
+        ip("-n", ns, "addr", "add", f"{net}.2/30", "dev", ns_if)
+        ip("-n", ns, "link", "set", ns_if, "up")
+        server = subprocess.Popen(
+            ["ip", "netns", "exec", ns, sys.executable, "-m", "http.server", "--bind", f"{net}.2", "8080"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((f"{net}.2", 8080), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield f"{net}.2:8080"
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+        subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def _host_addresses() -> list[str]:
+    """This host's own IPv4 addresses, loopback included."""
+    out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=True).stdout
+    return [line.split()[3].split("/")[0] for line in out.splitlines()]
+
+
+def test_network_task_reaches_outside_but_no_service_of_the_host(desktop: DesktopEnv, outside: str) -> None:
+    from workers.envs.sandbox import egress
+
+    task = TaskSpec(
+        task_id="n", instruction="", kind="desktop", source="test", setup={"network": True, "apps": []}
+    )
+    if (reason := egress.unavailable()) is not None:  # no slirp4netns / nftables here: refused, saying why
+        with pytest.raises(Exception, match="network") as refused:
+            desktop.reset(task)
+        assert reason in str(refused.value)
+        pytest.skip(f"no egress on this host: {reason}")
+    # A service of the host listening on every address, as a careless one would.
+    listener = socket.create_server(("0.0.0.0", 0))
+    port = listener.getsockname()[1]
+    try:
+        desktop.reset(task)
+        host, out_port = outside.split(":")
+        get = "printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3; head -1 <&3"
+        reached = desktop.run_command(f"exec 3<>/dev/tcp/{host}/{out_port} && {get}", timeout_s=10)
+        assert reached.ok and "HTTP/1.0 200" in reached.output, reached.output
+        targets = [f"{address}/{port}" for address in _host_addresses()]  # eth0, the veth, 127.0.0.1
+        targets += [f"{address}/{service}" for address in _host_addresses() for service in (5432, 6379)]
+        targets += ["10.0.2.2/6379", "10.0.2.2/5432", f"10.0.2.2/{port}"]  # slirp's alias of the host
+        for target in targets:
+            probe = desktop.run_command(
+                f"timeout 5 bash -c 'exec 3<>/dev/tcp/{target}' && echo OPEN", timeout_s=10
+            )
+            assert "OPEN" not in probe.output, f"{target} reachable from a network session"
+        assert listener.getsockname()[1] == port
+    finally:
+        listener.close()
+    # A session of a task without network has none.
+    desktop.reset(TaskSpec(task_id="m", instruction="", kind="desktop", source="test", setup={"apps": []}))
+    offline = desktop.run_command(
+        f"timeout 5 bash -c 'exec 3<>/dev/tcp/{outside.replace(':', '/')}' && echo OPEN"
+    )
+    assert "OPEN" not in offline.output and "unreachable" in offline.output
 
 
 def test_box_survives_its_starting_thread_and_dies_with_its_process(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from workers.envs.desktop.settle import ScreenSettler
 from workers.envs.desktop.wm import CONFIG_INSIDE, write_config, write_menu
 from workers.envs.desktop.xinput import XInput
 from workers.envs.desktop.xserver import XServer
-from workers.envs.sandbox import SANDBOX_HOME, CommandResult, Limits, Sandbox, SandboxPolicy
+from workers.envs.sandbox import SANDBOX_HOME, CommandResult, Limits, Sandbox, SandboxError, SandboxPolicy
 from workers.envs.vnc.server import VncTarget, X11Vnc
 
 log = logging.getLogger(__name__)
@@ -114,15 +114,15 @@ class DesktopEnv:
 
     # lifecycle -------------------------------------------------------------------------------
 
-    def boot(self) -> float:
+    def boot(self, network: bool = False) -> float:
         """Start Xvfb, the session's sandbox with openbox in it, and (optionally) x11vnc; return the
-        boot time in seconds."""
+        boot time in seconds. `network`: the sandbox gets filtered egress (`SandboxPolicy.network`)."""
         if self._x is not None:
             return self.boot_s or 0.0
         t0 = time.monotonic()
         cfg = self.config
         self.session_dir.mkdir(parents=True, exist_ok=True)
-        self._box = Sandbox(self.session_dir, policy=cfg.policy)
+        self._box = Sandbox(self.session_dir, policy=replace(cfg.policy, network=network))
         try:
             self._x = XServer(
                 cfg.width, cfg.height, cfg.display_range, self._log_dir, user=self._box.prepare()
@@ -156,15 +156,18 @@ class DesktopEnv:
         """
         if task.kind != "desktop":
             raise EnvError(f"DesktopEnv cannot run a {task.kind!r} task")
-        if self._x is not None and (self._steps > 0 or self._task is not None):
+        network = bool(task.setup.get("network"))
+        used = self._steps > 0 or self._task is not None
+        if self._x is not None and (used or self._box is None or self._box.policy.network != network):
             self._shutdown()
             if self._owns_dir:
                 shutil.rmtree(self.session_dir, ignore_errors=True)
-        if task.setup.get("network"):
-            from workers.envs.sandbox import NETWORK_REFUSED
-
-            raise EnvError(f"task {task.task_id} asks for the network: {NETWORK_REFUSED}")
-        self.boot()
+        try:
+            self.boot(network=network)
+        except SandboxError as exc:
+            if network:
+                raise EnvError(f"task {task.task_id} asks for the network: {exc}") from exc
+            raise
         self._task = task
         self._steps = 0
         self.last_action_kind = None

@@ -6,8 +6,10 @@ lives) that is uid 1000 "user" inside; a root file system of read-only /usr, a s
 entries, a private /proc, /dev, /tmp and /dev/shm, and the session directory as /home/session
 (alias /home/user). The project tree, var/, /etc/shadow, the host's sockets and other sessions do
 not exist in that view. The network namespace holds only its own loopback, so the host's
-127.0.0.1 services (Redis, PostgreSQL, the web app) are unreachable; tasks that ask for network
-egress are refused (`box.NETWORK_REFUSED`). Limits: RLIMIT_NPROC on the box's uid and, where the
+127.0.0.1 services (Redis, PostgreSQL, the web app) are unreachable. A task that asks for the
+network gets egress through slirp4netns, filtered on the host so that no address of the host and no
+private range is reachable (`egress`); where this host cannot filter it, the task is refused with
+the reason (`box.NETWORK_REFUSED`). Limits: RLIMIT_NPROC on the box's uid and, where the
 host lets us make cgroups, pids / memory / CPU limits (`cgroups.SandboxCgroup`); per command
 `run.Limits` (wall time, output, CPU time, file size, address space).
 

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workers.envs.base import EnvError
+from workers.envs.sandbox import egress
 from workers.envs.sandbox.cgroups import SandboxCgroup
+from workers.envs.sandbox.egress import Slirp
 from workers.envs.sandbox.run import SANDBOX_HOME, CommandResult, Limits, kill_group, run_collect
 from workers.envs.sandbox.spawner import popen_tied
 from workers.envs.sandbox.uids import UidLease
@@ -54,8 +56,7 @@ ETC_VISIBLE = (
 )
 NETWORK_REFUSED = (
     "this host cannot give a sandboxed session network egress that keeps the host's own services "
-    "(Redis, PostgreSQL, the web app on 127.0.0.1) out of reach, so tasks that need the network are "
-    "refused; sessions get a private network namespace with only its own loopback"
+    "(Redis, PostgreSQL, the web app) out of reach, so tasks that need the network are refused"
 )
 
 
@@ -71,7 +72,9 @@ class SandboxPolicy:
     - memory_mb: the cgroup memory limit (where cgroups are writable here).
     - cpus: the cgroup CPU quota, in cores.
     - tmp_mb: size of the private /tmp and /dev/shm.
-    - network: must stay False (a private network namespace with only loopback); see NETWORK_REFUSED.
+    - network: False: a private network namespace with only its own loopback. True: egress through
+      slirp4netns, filtered so that no address of this host and no private range is reachable
+      (`egress`); refused with NETWORK_REFUSED and the reason where this host cannot filter it.
     """
 
     processes: int = 1024
@@ -87,6 +90,7 @@ class _Started:
     cgroup: SandboxCgroup
     holder: subprocess.Popen[bytes]
     init_pid: int
+    slirp: Slirp | None = None
     started_at: float = field(default_factory=time.monotonic)
 
 
@@ -109,8 +113,8 @@ class Sandbox:
     ) -> None:
         self.home = home
         self.policy = policy or SandboxPolicy()
-        if self.policy.network:
-            raise SandboxError(NETWORK_REFUSED)
+        if self.policy.network and (reason := egress.unavailable()) is not None:
+            raise SandboxError(f"{NETWORK_REFUSED}: {reason}")
         self.ro_binds = dict(ro_binds or {})
         self.env = {
             "PATH": PATH,
@@ -176,6 +180,8 @@ class Sandbox:
         if s is None:
             self._release()  # prepared, never started
             return
+        if s.slirp is not None:
+            s.slirp.stop()
         try:
             os.kill(s.init_pid, signal.SIGKILL)  # pid 1 of the box: the kernel kills the rest
         except ProcessLookupError:
@@ -370,7 +376,15 @@ class Sandbox:
             raise
         finally:
             os.close(info_r)
-        return _Started(lease, cgroup, holder, init_pid)
+        started = _Started(lease, cgroup, holder, init_pid)
+        if self.policy.network:
+            try:
+                started.slirp = Slirp(init_pid, lease.uid, preexec, timeout_s)
+            except BaseException:
+                kill_group(holder.pid)
+                holder.wait()
+                raise
+        return started
 
     def _bwrap_args(self, fds: list[int]) -> list[str]:
         """The box's file system and namespaces. Paths are handed to bwrap as open fds, because the
@@ -404,7 +418,7 @@ class Sandbox:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         # Fontconfig's system cache: without it every app of a fresh box scans all fonts (seconds).
         args += ["--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig"]
-        for name, text in _etc_files().items():
+        for name, text in _etc_files(self.policy.network).items():
             args += ["--ro-bind-data", str(_data_fd(text, fds)), f"/etc/{name}"]
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--size", tmp, "--tmpfs", "/dev/shm", "--size", tmp, "--tmpfs", "/tmp"]
@@ -417,8 +431,10 @@ class Sandbox:
         return args
 
 
-def _etc_files() -> dict[str, str]:
+def _etc_files(network: bool) -> dict[str, str]:
+    dns = {"resolv.conf": f"nameserver {egress.RESOLVER}\n"} if network else {}
     return {
+        **dns,
         "passwd": f"user:x:{INSIDE_UID}:{INSIDE_UID}:user:{SANDBOX_HOME}:/bin/bash\n"
         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
         "group": f"user:x:{INSIDE_UID}:\nnogroup:x:65534:\n",
