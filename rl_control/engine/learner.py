@@ -374,8 +374,9 @@ def _update(
         metrics["policy/lr_scale"] = lr_scale
         metrics.update(entropulse_after_update(run, trainer))
         step_stats = trainer.last_step_stats
-    else:
-        trainer.version += 1  # nothing to learn from: the version still moves so the batch closes
+    # Nothing to learn from (every rollout stale or without signal): the groups still close below, but the
+    # weights did not change, so neither does the version. Moving it would make every rollout in flight
+    # one version staler and, under a tight staleness bound, leave the next batches empty too.
     version = trainer.version
     out_dir = Path(settings.RL_CHECKPOINT_ROOT) / f"run{run.pk}" / f"u{state.updates + 1:06d}-v{version}"
     trainer.save(out_dir, version, curation_state=curator.to_dict())
