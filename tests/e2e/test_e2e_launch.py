@@ -66,6 +66,17 @@ def _submit(page: Page) -> float:
             page.wait_for_timeout(5000)
 
 
+def _wait_run(api: httpx.Client, run_id: int, ok, timeout_s: float, what: str) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        run = api.get(f"/api/rl/runs/{run_id}/").json()
+        if ok(run):
+            return run
+        if time.monotonic() > deadline or run["status"] not in ("running", "created", "paused"):
+            raise AssertionError(f"no {what} in {timeout_s:.0f} s: {run}")
+        time.sleep(2)
+
+
 def _server_of(api: httpx.Client, run_id: int) -> str | None:
     return (api.get(f"/api/rl/runs/{run_id}/").json().get("serving") or {}).get("urls", [None])[0]
 
@@ -118,6 +129,9 @@ def test_researcher_launches_watches_pauses_resumes_forks_and_stops_a_run(
     page.wait_for_timeout(500)
     page.screenshot(path=str(shots / "dashboard-live.png"), full_page=True)
     print(f"first metric point after {first_metric_s:.0f} s; {points} points")
+    # Something trains: an update whose batch had a learning signal makes a new version (an update with
+    # nothing to train on keeps it, so the rollouts in flight stay fresh and later batches train).
+    trained = _wait_run(api, run_id, lambda r: r["policy_version"] >= 1, FIRST_METRIC_S, "a trained version")
 
     # pause: the trainer and rollouts stop, and so does the run's own policy server
     page.get_by_test_id("action-pause").click()
@@ -133,19 +147,24 @@ def test_researcher_launches_watches_pauses_resumes_forks_and_stops_a_run(
         raise AssertionError("the run's policy server kept serving after the pause")
     time.sleep(5)  # let an update in flight land
     paused = api.get(f"/api/rl/runs/{run_id}/").json()
-    paused_version, paused_points = paused["policy_version"], _points(page, "outcome/reward_mean")
+    paused_points = _points(page, "outcome/reward_mean")
+    assert paused["policy_version"] >= trained["policy_version"] and paused["updates_done"] >= 1, paused
 
-    # resume: a new server with the committed weights; training continues from the same version
+    # resume: a new server with the committed weights; training continues from the same version and
+    # the update count keeps growing
     page.get_by_test_id("action-resume").click()
     expect(page.get_by_test_id("run-status")).to_contain_text("running")
     _wait_points(page, "outcome/reward_mean", paused_points, FIRST_METRIC_S)
-    resumed = api.get(f"/api/rl/runs/{run_id}/").json()
-    assert resumed["policy_version"] > paused_version >= 1, (paused_version, resumed["policy_version"])
+    more = lambda r: r["updates_done"] > paused["updates_done"]  # noqa: E731
+    resumed = _wait_run(api, run_id, more, FIRST_METRIC_S, "an update after resume")
+    assert resumed["policy_version"] >= paused["policy_version"], (paused, resumed)
+    assert resumed["updates_done"] >= resumed["policy_version"]  # an update trains at most one version
+    # every trained version is a checkpoint of the run, numbered on from the start without a gap or restart
     checkpoints = api.get(f"/api/rl/runs/{run_id}/checkpoints/").json()
     versions = sorted(
         int(c["version"].split("-v")[1]) for c in checkpoints if not c["version"].endswith("-ema")
     )
-    assert versions == list(range(versions[0], versions[-1] + 1)), (
+    assert versions == list(range(1, versions[-1] + 1)) and versions[-1] >= resumed["policy_version"], (
         f"versions skipped or restarted: {versions}"
     )
     page.screenshot(path=str(shots / "dashboard-resumed.png"), full_page=True)
