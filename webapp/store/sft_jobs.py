@@ -175,33 +175,122 @@ def trajectories_for_sft(filters: dict[str, Any]) -> QuerySet[Trajectory]:
     return filterset.qs.select_related("task")
 
 
-def sft_examples_from(trajectories: QuerySet[Trajectory]) -> list[Any]:
-    """One SFTExample per step that has a screenshot, an element list and an action; the prompt's
-    history holds every earlier step's action, as at inference time."""
+def trajectory_sft_examples(trajectory: Trajectory, *, limit: int | None = None) -> list[Any]:
+    """One SFTExample per step (of the first `limit` steps) that has a screenshot, an element list
+    and an action, the prompt rebuilt as the policy builds it at inference time: its history holds
+    every earlier step's action. Other steps cannot be re-prompted and are skipped."""
     from workers.envs.base import Element, Observation
     from workers.policy.base import HistoryItem
     from workers.policy.sft import example_from_step
 
     examples = []
-    for trajectory in trajectories.prefetch_related("steps").iterator(chunk_size=100):
-        instruction = trajectory.episode_instruction
-        history: list[Any] = []
-        for step in sorted(trajectory.steps.all(), key=lambda s: s.index):
-            elements = (step.rl or {}).get("elements")
-            if step.screenshot and isinstance(elements, list) and step.action_text:
-                with default_storage.open(step.screenshot.name, "rb") as fh:
-                    image = fh.read()
-                obs = Observation(
-                    screenshot=image,
-                    width=step.screen_width or 0,
-                    height=step.screen_height or 0,
-                    instruction=instruction,
-                    elements=tuple(Element(**e) for e in elements),
-                )
-                target = f"Thought: {step.thought}\nAction: {step.action_text}"
-                examples.append(example_from_step(obs, history, target))
-            history.append(HistoryItem(step.thought, step.action_text))
+    history: list[Any] = []
+    for step in sorted(trajectory.steps.all(), key=lambda s: s.index):
+        if limit is not None and step.index >= limit:
+            break
+        elements = (step.rl or {}).get("elements")
+        if step.screenshot and isinstance(elements, list) and step.action_text:
+            with default_storage.open(step.screenshot.name, "rb") as fh:
+                image = fh.read()
+            obs = Observation(
+                screenshot=image,
+                width=step.screen_width or 0,
+                height=step.screen_height or 0,
+                instruction=(step.rl or {}).get("instruction") or trajectory.episode_instruction,
+                elements=tuple(Element(**e) for e in elements),
+            )
+            target = f"Thought: {step.thought}\nAction: {step.action_text}"
+            examples.append(example_from_step(obs, history, target))
+        history.append(HistoryItem(step.thought, step.action_text))
     return examples
+
+
+def sft_examples_from(trajectories: QuerySet[Trajectory]) -> list[Any]:
+    """`trajectory_sft_examples` of every trajectory, in order."""
+    examples = []
+    for trajectory in trajectories.prefetch_related("steps").iterator(chunk_size=100):
+        examples += trajectory_sft_examples(trajectory)
+    return examples
+
+
+def writable_examples(examples: list[Any], checkpoint_path: Any) -> tuple[list[Any], int]:
+    """The examples whose target the checkpoint's grammar can write, and how many it cannot (e.g. a
+    sampled thought longer than the model's thought cap, or an action outside its subset): one such
+    step is left out of the SFT instead of failing it."""
+    from workers.policy.embedded.configuration import FlywheelPolicyConfig
+    from workers.policy.embedded.grammar import Grammar, GrammarError
+    from workers.policy.embedded.tokenizer import FlywheelTokenizer
+
+    config = FlywheelPolicyConfig.from_pretrained(checkpoint_path)
+    grammar = Grammar(FlywheelTokenizer.from_pretrained(checkpoint_path), config.max_thought, config.max_text)
+    kept = []
+    for example in examples:
+        try:
+            grammar.encode_response(example.target)
+        except GrammarError:
+            continue
+        kept.append(example)
+    return kept, len(examples) - len(kept)
+
+
+def checkpoint_sft(
+    *,
+    parent: Checkpoint,
+    examples: list[Any],
+    version: str,
+    about: dict[str, Any],
+    notes: str,
+    steps: int = 200,
+    lr: float = 1e-3,
+    batch_size: int = 16,
+    seed: int = 0,
+    progress: Callable[[dict[str, float]], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> Checkpoint:
+    """The one SFT path: fine-tune `parent` on the `examples` its grammar can write with
+    `workers.policy.sft.sft_train` and register `version` as its child. `about` (what the examples
+    were selected by) is kept in the child's `metrics["sft"]` beside the training figures."""
+    from workers.policy.base import PolicyError
+    from workers.policy.sft import sft_train
+
+    if parent.endpoint_url or not parent.path:
+        raise SftError(f"checkpoint {parent.version} is an external endpoint; SFT needs local weights")
+    if steps < 1:
+        raise SftError("steps must be >= 1")
+    kept, skipped = writable_examples(examples, checkpoint_dir(parent))
+    if not kept:
+        raise SftError(
+            "no SFT examples with screenshots and elements"
+            + (f" that the model can write ({skipped} cannot)" if skipped else "")
+        )
+    relative = Path("checkpoints") / version
+    target = Path(settings.MEDIA_ROOT) / relative
+    if target.exists():
+        raise SftError(f"{target} exists already")
+    try:
+        result = sft_train(
+            checkpoint_dir(parent), kept, target, steps=steps, lr=lr, batch_size=batch_size, seed=seed,
+            version=version, progress_callback=progress, should_stop=should_stop,
+        )  # fmt: skip
+    except PolicyError as exc:
+        raise SftError(str(exc)) from exc
+    metrics = {
+        "sft": {
+            **about,
+            "examples": len(kept),
+            "skipped_examples": skipped,
+            "steps": result["steps"],
+            "stopped": result["stopped"],
+            "lr": lr,
+            "batch_size": batch_size,
+            "loss_first": result["loss_first"],
+            "loss_last": result["loss_last"],
+            "seconds": round(result["seconds"], 2),
+        }
+    }
+    return checkpoint_register(
+        version=version, path=str(relative), parent=parent, metrics=metrics, notes=notes
+    )
 
 
 def checkpoint_sft_from_store(
@@ -216,52 +305,19 @@ def checkpoint_sft_from_store(
     progress: Callable[[dict[str, float]], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> Checkpoint:
-    """Fine-tune `base` on the selected trajectories and register `version` as its child."""
-    from workers.policy.base import PolicyError
-    from workers.policy.sft import sft_train
-
+    """`checkpoint_sft` of `base` on the trajectories selected by the export API's filters."""
     if not VERSION_RE.match(version):
         raise SftError("version: 1-100 characters of letters, digits, '.', '_' or '-'")
     if Checkpoint.objects.filter(version=version).exists():
         raise SftError(f"a checkpoint {version!r} exists already")
-    if base.endpoint_url or not base.path:
-        raise SftError(f"checkpoint {base.version} is an external endpoint; SFT needs local weights")
-    if steps < 1:
-        raise SftError("steps must be >= 1")
     examples = sft_examples_from(trajectories_for_sft(filters))
     if not examples:
         raise SftError(f"no trajectory steps with screenshot and element list match {filters}")
-    relative = Path("checkpoints") / version
-    target = Path(settings.MEDIA_ROOT) / relative
-    if target.exists():
-        raise SftError(f"{target} exists already")
-    try:
-        result = sft_train(
-            checkpoint_dir(base), examples, target, steps=steps, lr=lr, batch_size=batch_size, seed=seed,
-            version=version, progress_callback=progress, should_stop=should_stop,
-        )  # fmt: skip
-    except PolicyError as exc:
-        raise SftError(str(exc)) from exc
-    metrics = {
-        "sft": {
-            "filters": filters,
-            "examples": len(examples),
-            "steps": result["steps"],
-            "stopped": result["stopped"],
-            "lr": lr,
-            "batch_size": batch_size,
-            "loss_first": result["loss_first"],
-            "loss_last": result["loss_last"],
-            "seconds": round(result["seconds"], 2),
-        }
-    }
-    return checkpoint_register(
-        version=version,
-        path=str(relative),
-        parent=base,
-        metrics=metrics,
-        notes=f"SFT of {base.version} on {len(examples)} stored steps",
-    )
+    return checkpoint_sft(
+        parent=base, examples=examples, version=version, about={"filters": filters},
+        notes=f"SFT of {base.version} on {len(examples)} stored steps", steps=steps, lr=lr,
+        batch_size=batch_size, seed=seed, progress=progress, should_stop=should_stop,
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------ jobs
@@ -337,6 +393,7 @@ def sft_job_run(*, job_id: int) -> SftJob | None:
 
 __all__ = [
     "SftError",
+    "checkpoint_sft",
     "checkpoint_sft_from_store",
     "demos_collect",
     "sft_examples_from",
@@ -344,4 +401,6 @@ __all__ = [
     "sft_job_create",
     "sft_job_run",
     "trajectories_for_sft",
+    "trajectory_sft_examples",
+    "writable_examples",
 ]

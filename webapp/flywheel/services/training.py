@@ -10,63 +10,30 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.files.storage import default_storage
 
 from webapp.flywheel.models import DatasetIteration, Split
 from webapp.store.checkpoints import CheckpointError, checkpoint_dir, checkpoint_register
-from webapp.store.models import Checkpoint, Step
+from webapp.store.models import Checkpoint
+from webapp.store.sft_jobs import SftError, trajectory_sft_examples
+from webapp.store.sft_jobs import checkpoint_sft as store_sft
 
 
 class TrainingError(ValueError):
     """Training or merging was refused; the message says why."""
 
 
-def _elements(step: Step) -> list[dict[str, Any]] | None:
-    """The element list the policy read at this step (stored in `Step.rl["elements"]` by rollouts,
-    rejection sampling and expert demonstrations)."""
-    elements = (step.rl or {}).get("elements")
-    return elements if isinstance(elements, list) else None
-
-
 def dataset_sft_examples(*, dataset: DatasetIteration, include_prefixes: bool = True) -> list[Any]:
     """One `SFTExample` per step of the SFT split (plus the judge-marked correct prefixes of CT
-    failures). Steps without a stored screenshot or element list cannot be re-prompted and are skipped."""
-    from workers.envs.base import Element, Observation
-    from workers.policy.base import HistoryItem
-    from workers.policy.sft import example_from_step
-
-    members = dataset.members.select_related("trajectory__task")
+    failures), by `webapp.store.sft_jobs.trajectory_sft_examples`."""
+    members = dataset.members.select_related("trajectory__task").prefetch_related("trajectory__steps")
     if not include_prefixes:
         members = members.filter(split=Split.SFT)
     examples = []
     for member in members.iterator(chunk_size=200):
         if member.split == Split.SFT:
-            limit = None
+            examples += trajectory_sft_examples(member.trajectory)
         elif member.sft_prefix_steps:
-            limit = member.sft_prefix_steps
-        else:
-            continue
-        trajectory = member.trajectory
-        history: list[Any] = []
-        for step in trajectory.steps.order_by("index"):
-            if limit is not None and step.index >= limit:
-                break
-            elements = _elements(step)
-            if not step.screenshot or elements is None or not step.action_text:
-                history.append(HistoryItem(step.thought, step.action_text))
-                continue
-            with default_storage.open(step.screenshot.name, "rb") as fh:
-                image = fh.read()
-            obs = Observation(
-                screenshot=image,
-                width=step.screen_width or 160,
-                height=step.screen_height or 210,
-                instruction=(step.rl or {}).get("instruction") or trajectory.episode_instruction,
-                elements=tuple(Element(**e) for e in elements),
-            )
-            target = f"Thought: {step.thought}\nAction: {step.action_text}"
-            examples.append(example_from_step(obs, history, target))
-            history.append(HistoryItem(step.thought, step.action_text))
+            examples += trajectory_sft_examples(member.trajectory, limit=member.sft_prefix_steps)
     return examples
 
 
@@ -91,59 +58,18 @@ def checkpoint_sft(
     progress: Callable[[dict[str, float]], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> Checkpoint:
-    """Fine-tune `parent` on the dataset's SFT examples with `workers.policy.sft.sft_train` and
-    register the result as a child of `parent`."""
-    from workers.policy.sft import sft_train
-
-    if parent.endpoint_url or not parent.path:
-        raise TrainingError(f"checkpoint {parent.version} is an external endpoint; SFT needs local weights")
-    examples, skipped = writable_examples(dataset_sft_examples(dataset=dataset), checkpoint_dir(parent))
-    if not examples:
-        raise TrainingError(
-            f"dataset v{dataset.version} has no SFT examples with screenshots and elements"
-            + (f" that the model can write ({skipped} cannot)" if skipped else "")
-        )
+    """Fine-tune `parent` on the dataset's SFT examples (`webapp.store.sft_jobs.checkpoint_sft`, the
+    one SFT path) and register the result as a child of `parent`."""
+    examples = dataset_sft_examples(dataset=dataset)
     version = version or _slug(f"sft-d{dataset.version}-{uuid.uuid4().hex[:6]}")
-    target, relative = _new_dir(version)
-    result = sft_train(
-        checkpoint_dir(parent), examples, target, steps=steps, lr=lr, batch_size=batch_size, seed=seed,
-        version=version, progress_callback=progress, should_stop=should_stop,
-    )  # fmt: skip
-    metrics = {
-        "sft": {
-            "dataset": dataset.version,
-            "examples": len(examples),
-            "skipped_examples": skipped,
-            "steps": result["steps"],
-            "loss_first": result["loss_first"],
-            "loss_last": result["loss_last"],
-            "seconds": round(result["seconds"], 2),
-        }
-    }
-    return checkpoint_register(
-        version=version, path=relative, parent=parent, metrics=metrics,
-        notes=f"SFT on dataset v{dataset.version} ({len(examples)} examples)",
-    )  # fmt: skip
-
-
-def writable_examples(examples: list[Any], checkpoint_path: Any) -> tuple[list[Any], int]:
-    """The examples whose target the checkpoint's grammar can write, and how many it cannot (e.g. a
-    sampled thought longer than the model's thought cap, or an action outside its subset): one such
-    step is left out of the SFT instead of failing it."""
-    from workers.policy.embedded.configuration import FlywheelPolicyConfig
-    from workers.policy.embedded.grammar import Grammar, GrammarError
-    from workers.policy.embedded.tokenizer import FlywheelTokenizer
-
-    config = FlywheelPolicyConfig.from_pretrained(checkpoint_path)
-    grammar = Grammar(FlywheelTokenizer.from_pretrained(checkpoint_path), config.max_thought, config.max_text)
-    kept = []
-    for example in examples:
-        try:
-            grammar.encode_response(example.target)
-        except GrammarError:
-            continue
-        kept.append(example)
-    return kept, len(examples) - len(kept)
+    try:
+        return store_sft(
+            parent=parent, examples=examples, version=version, about={"dataset": dataset.version},
+            notes=f"SFT on dataset v{dataset.version} ({len(examples)} examples)", steps=steps, lr=lr,
+            batch_size=batch_size, seed=seed, progress=progress, should_stop=should_stop,
+        )  # fmt: skip
+    except SftError as exc:
+        raise TrainingError(f"dataset v{dataset.version}: {exc}") from exc
 
 
 def sft_root(checkpoint: Checkpoint) -> Checkpoint | None:
