@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import csv
 import io
-import struct
 import uuid
 
 import pytest
 from django.test import override_settings
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from rl_control import services
-from rl_control.api import tfevents
 from tests.factories import TaskFactory
 from webapp.fleet import services as fleet
 from webapp.store import services as store
@@ -137,61 +134,28 @@ def test_csv_export_holds_every_recorded_point(api, make_run) -> None:
     assert int(entropy[7]["samples"]) == 224 and int(entropy[7]["policy_version"]) == 7
 
 
-def _event_class():
-    """The tensorflow.Event message built from its descriptor by the protobuf runtime: an
-    independent decoder for the hand-written encoder."""
-    f = descriptor_pb2.FileDescriptorProto(name="event_test.proto", package="tbtest", syntax="proto3")
-    T = descriptor_pb2.FieldDescriptorProto
-    value = f.message_type.add(name="Value")
-    value.field.add(name="tag", number=1, type=T.TYPE_STRING, label=T.LABEL_OPTIONAL)
-    value.field.add(name="simple_value", number=2, type=T.TYPE_FLOAT, label=T.LABEL_OPTIONAL)
-    summary = f.message_type.add(name="Summary")
-    summary.field.add(
-        name="value", number=1, type=T.TYPE_MESSAGE, type_name=".tbtest.Value", label=T.LABEL_REPEATED
-    )
-    event = f.message_type.add(name="Event")
-    event.field.add(name="wall_time", number=1, type=T.TYPE_DOUBLE, label=T.LABEL_OPTIONAL)
-    event.field.add(name="step", number=2, type=T.TYPE_INT64, label=T.LABEL_OPTIONAL)
-    event.field.add(name="file_version", number=3, type=T.TYPE_STRING, label=T.LABEL_OPTIONAL)
-    event.field.add(
-        name="summary", number=5, type=T.TYPE_MESSAGE, type_name=".tbtest.Summary", label=T.LABEL_OPTIONAL
-    )
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(f)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tbtest.Event"))
+def test_tensorboard_export_is_read_by_tensorboards_own_loader(api, make_run, tmp_path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-
-def test_crc32c_known_vector() -> None:
-    assert tfevents.crc32c(b"123456789") == 0xE3069283  # RFC 3720 check value
-    assert tfevents.crc32c(b"") == 0
-
-
-def test_tensorboard_export_parses_as_event_records(api, make_run) -> None:
     run = make_run()
     _record(run, 12)
     response = api("researcher").get(f"/api/rl/runs/{run.pk}/export.tfevents")
     assert response.status_code == 200 and "events.out.tfevents." in response["Content-Disposition"]
-    data = b"".join(response.streaming_content)
-    Event = _event_class()
-    events, pos = [], 0
-    while pos < len(data):
-        (length,) = struct.unpack_from("<Q", data, pos)
-        (len_crc,) = struct.unpack_from("<I", data, pos + 8)
-        assert len_crc == tfevents.masked_crc(data[pos : pos + 8])
-        body = data[pos + 12 : pos + 12 + length]
-        (body_crc,) = struct.unpack_from("<I", data, pos + 12 + length)
-        assert body_crc == tfevents.masked_crc(body)
-        events.append(Event.FromString(body))
-        pos += 12 + length + 4
+    path = tmp_path / response["Content-Disposition"].split('filename="')[1].rstrip('"')
+    path.write_bytes(b"".join(response.streaming_content))
+    # The raw loader checks every record's length and CRC32C, and decodes every Event.
+    events = list(EventFileLoader(str(path)).Load())
     assert events[0].file_version == "brain.Event:2"
-    scalars = [
-        (e.step, e.summary.value[0].tag, e.summary.value[0].simple_value, e.wall_time) for e in events[1:]
-    ]
-    assert len(scalars) == 24
-    entropy = [s for s in scalars if s[1] == "policy/entropy"]
-    assert [s[0] for s in entropy] == list(range(12))
-    assert entropy[5][2] == pytest.approx(0.95, rel=1e-6)
-    assert entropy[5][3] - entropy[0][3] == pytest.approx(2.5)
+    assert len(events) == 1 + 24
+    # What TensorBoard's scalar dashboard reads.
+    board = EventAccumulator(str(tmp_path))
+    board.Reload()
+    assert set(board.Tags()["scalars"]) == {"policy/entropy", "outcome/reward_mean"}
+    entropy = board.Scalars("policy/entropy")
+    assert [e.step for e in entropy] == list(range(12))
+    assert entropy[5].value == pytest.approx(0.95, rel=1e-6)
+    assert entropy[5].wall_time - entropy[0].wall_time == pytest.approx(2.5)
 
 
 def test_fleet_panel_shows_the_runs_leases(api, make_run) -> None:
