@@ -10,7 +10,7 @@ declare -A DOMAIN_DEBS=(
   [gimp]="gimp"
   [vlc]="vlc"
   [thunderbird]="thunderbird"
-  [chrome]="chromium"
+  [chrome]="chromium socat jq"
 )
 
 domains="${DOMAINS:-${*:-}}"

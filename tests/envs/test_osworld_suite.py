@@ -5,6 +5,7 @@ check (set up and evaluate with no action scores 0). Real applications, so `slow
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import openpyxl
@@ -71,5 +72,67 @@ def test_os_task_settings_and_files_end_to_end(tmp_path: Path) -> None:
         assert [m.func for m in report.metrics] == ["check_include_exclude", "diff_text_file"]
         # The setting is the session's own (its dconf database, in its home), not the host's.
         assert (session / ".config" / "dconf" / "user").is_file()
+    finally:
+        env.close()
+
+
+def _session_with_bundle(tmp_path: Path, task_id: str) -> tuple[dict, Path, Path]:
+    task = solutions.load(task_id)
+    bundle, session = tmp_path / "bundle", tmp_path / "session"
+    bundle.mkdir()
+    session.mkdir()
+    solutions.BUNDLES[task_id](bundle)
+    return task, bundle, session
+
+
+@pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("chromium", "socat", "wmctrl")),
+    reason="make osworld-apps DOMAINS=chrome (chromium, socat, wmctrl)",
+)
+def test_chrome_task_tabs_end_to_end(tmp_path: Path) -> None:
+    """launch `google-chrome --remote-debugging-port` (Chromium in the sandbox, OSWorld's profile
+    path) + socat, chrome_open_tabs / chrome_close_tabs over DevTools inside the sandbox, getters
+    open_tabs_info and enable_do_not_track (the profile's Preferences), OSWorld's is_expected_tabs."""
+    task, bundle, session = _session_with_bundle(tmp_path, "fw-chrome-201-open-tab")
+    assert osworld.check_supported(task, "desktop", bundle) == []
+    # A tab of a web site needs the network: refused with the reason.
+    web = {
+        **task,
+        "config": [{"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["https://a.example"]}}],
+    }
+    assert "needs the network" in " ".join(osworld.check_supported(web, "desktop", bundle))
+    env = DesktopEnv(DesktopConfig(display_range=(190, 200), vnc=False, session_dir=session, apps=()))
+    try:
+        env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 0.0, report  # the no-action check
+        assert "notes-b.html" in str(report.metrics[0].result)
+        assert "scratch.html" not in str(report.metrics[0].result)  # closed by set-up
+        solutions.solve(env, task["id"])
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 1.0, report
+        # The profile lies where OSWorld's Chrome getters read it.
+        assert (session / ".config" / "google-chrome" / "Default" / "Preferences").is_file()
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("gimp") is None, reason="make osworld-apps DOMAINS=gimp")
+def test_gimp_infeasible_task(tmp_path: Path) -> None:
+    """GIMP launched on a bundle image in the sandbox; OSWorld's infeasible evaluator: 0 with no
+    action, 1 once the agent gives up (call_user, OSWorld's FAIL)."""
+    task, bundle, session = _session_with_bundle(tmp_path, "fw-gimp-301-infeasible")
+    assert osworld.check_supported(task, "desktop", bundle) == []
+    env = DesktopEnv(DesktopConfig(display_range=(200, 210), vnc=False, session_dir=session, apps=()))
+    try:
+        env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
+        assert env.evaluate() == 0.0
+        deadline = time.monotonic() + 120
+        while "GIMP" not in env.run_command(["wmctrl", "-l"]).output:
+            assert time.monotonic() < deadline, "GIMP showed no window"
+            time.sleep(1.0)
+        solutions.solve(env, task["id"])
+        assert env.evaluate() == 1.0
     finally:
         env.close()

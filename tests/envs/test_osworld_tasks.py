@@ -156,7 +156,7 @@ def test_unsupported_features_are_named() -> None:
     for needle in (
         "'https://example.org/setup.sh' needs the network",
         "'https://example.org/gold.xlsx' needs the network",
-        "'chrome_open_tabs'",
+        "opens the web page 'https://example.org', a live site",
         "'no-such-program-here', which is not installed",
         "metric 'no_such_metric' is not one of OSWorld's metrics",
         "metric 'compare_image_text' (docs) needs easyocr",  # the one docs metric easyocr runs

@@ -34,6 +34,7 @@ def run_osworld(quick: bool, examples: str | None = None) -> dict[str, Any]:
     from webapp.store.importers.types import SourceFile
     from workers.envs import osworld
     from workers.envs.osworld.check import no_action_check
+    from workers.envs.osworld.files import assuming_mirrored
 
     if not examples:
         raise ValueError("bench osworld needs --examples DIR (OSWorld's evaluation_examples folder)")
@@ -41,12 +42,13 @@ def run_osworld(quick: bool, examples: str | None = None) -> dict[str, Any]:
     folder = root / "examples" if (root / "examples").is_dir() else root
     domains: dict[str, dict[str, Any]] = {}
     reasons: collections.Counter[str] = collections.Counter()
+    mirrored_reasons: collections.Counter[str] = collections.Counter()
     passing: list[str] = []
     t0 = time.monotonic()
     for domain in GOAL_DOMAINS:
         files = sorted((folder / domain).glob("*.json")) if (folder / domain).is_dir() else []
         row = {"files": len(files), "imported": 0, "supported": 0, "checked": 0}
-        row.update({"passes_without_action": 0, "setup_errors": 0})
+        row.update({"supported_if_mirrored": 0, "passes_without_action": 0, "setup_errors": 0})
         checks = 0
         for path in files:
             records, _issues = parse_osworld(SourceFile(str(path), path.read_bytes()))
@@ -54,8 +56,13 @@ def run_osworld(quick: bool, examples: str | None = None) -> dict[str, Any]:
                 row["imported"] += 1
                 if not record.supported:
                     reasons.update(_reason_kind(r) for r in record.unsupported_reasons)
+                    with assuming_mirrored():
+                        left = osworld.check_supported(_as_task_json(record, osworld_task_json), "desktop")
+                    row["supported_if_mirrored"] += not left
+                    mirrored_reasons.update(_reason_kind(r) for r in left)
                     continue
                 row["supported"] += 1
+                row["supported_if_mirrored"] += 1
                 if quick and checks >= QUICK_CHECKS:
                     continue
                 checks += 1
@@ -71,6 +78,7 @@ def run_osworld(quick: bool, examples: str | None = None) -> dict[str, Any]:
         domains[domain] = row
     total = sum(r["imported"] for r in domains.values())
     supported = sum(r["supported"] for r in domains.values())
+    mirrored = sum(r["supported_if_mirrored"] for r in domains.values())
     solved = _solved_tasks(osworld)
     return {
         "examples": str(folder),
@@ -79,10 +87,15 @@ def run_osworld(quick: bool, examples: str | None = None) -> dict[str, Any]:
         "imported": total,
         "supported": supported,
         "supported_share": round(supported / total, 4) if total else 0.0,
+        # what would run once `manage.py osworld_mirror` filled OSWORLD_MIRROR_DIR (files only;
+        # the no-action check runs only on what is supported now)
+        "supported_if_mirrored": mirrored,
+        "supported_if_mirrored_share": round(mirrored / total, 4) if total else 0.0,
         "passes_without_action": sum(r["passes_without_action"] for r in domains.values()),
         "passes_without_action_ids": passing,
         "setup_errors": sum(r["setup_errors"] for r in domains.values()),
         "top_unsupported_reasons": reasons.most_common(12),
+        "top_reasons_if_mirrored": mirrored_reasons.most_common(12),
         "solved_tasks": solved,
         "correct_share": round(sum(s["correct"] for s in solved) / len(solved), 4) if solved else 0.0,
         "seconds": round(time.monotonic() - t0, 1),
@@ -101,6 +114,8 @@ def _as_task_json(record: Any, to_json: Any) -> dict[str, Any]:
 
 def _reason_kind(reason: str) -> str:
     """Group reasons ('needs the network', a metric's missing package, …) for the summary."""
+    if "opens the web page" in reason:
+        return "chrome tab of a web page needs the network"
     for key in (
         "needs the network",
         "Windows VM path",

@@ -140,9 +140,9 @@ def _rewrite_command(command: str | list[str], runner: CommandRunner) -> str | l
     if parts and parts[0] in _PROGRAM_ALIASES:
         parts[0] = _PROGRAM_ALIASES[parts[0]]
         if parts[0] == "chromium":
-            from workers.envs.desktop.apps import CHROMIUM_FLAGS
+            from workers.envs.osworld.chrome import chrome_argv
 
-            parts[1:1] = list(CHROMIUM_FLAGS)
+            return chrome_argv(parts)
     return parts
 
 

@@ -9,10 +9,23 @@ from workers.envs.base import EnvError
 from workers.envs.sandbox import CommandResult
 
 SETUP_TYPES = frozenset(
-    {"execute", "command", "launch", "sleep", "open", "download", "activate_window", "close_window"}
+    {
+        "execute",
+        "command",
+        "launch",
+        "sleep",
+        "open",
+        "download",
+        "activate_window",
+        "close_window",
+        "chrome_open_tabs",
+        "chrome_close_tabs",
+    }
 )
 # The platform's own getters (OSWorld's talk HTTP to its VM or download from the web).
-OWN_GETTERS = frozenset({"vm_command_line", "vm_command_error", "vm_terminal_output", "cloud_file"})
+OWN_GETTERS = frozenset(
+    {"vm_command_line", "vm_command_error", "vm_terminal_output", "cloud_file", "open_tabs_info"}
+)
 OWN_METRICS = frozenset({"regex_match"})  # not OSWorld's; kept for the bundled examples
 # OSWorld's infeasible tasks: solved when the agent gives up (computer_13 FAIL = our call_user).
 INFEASIBLE = "infeasible"

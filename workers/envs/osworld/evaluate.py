@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from workers.envs.osworld import vocab
+from workers.envs.osworld import chrome, vocab
 from workers.envs.osworld.commands import _as_osworld_shell, _rewrite_command
 from workers.envs.osworld.common import INFEASIBLE, CommandRunner, OSWorldError, _as_list
 from workers.envs.osworld.files import _url_problems, local_copy
@@ -128,6 +128,8 @@ def _get(
         return result.stderr if gtype == "vm_command_error" else result.output
     if gtype == "cloud_file":
         return _cloud_file(getter, adapter, bundle_dir)
+    if gtype == "open_tabs_info":
+        return chrome.open_tabs_info(runner)
     return vocab.getter(gtype)(adapter, getter)
 
 

@@ -3,9 +3,12 @@ never the network; and how they enter the session (never through a symlink the s
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -31,15 +34,25 @@ def pyautogui_dir() -> Path | None:
     return path if (path / "pyautogui").is_dir() else None
 
 
-def _url_candidates(url: str, bundle_dir: Path | None) -> list[tuple[Path, str]]:
+def mirror_relative(url: str) -> str | None:
+    """Where a web file lies in the mirror: `<host>/<path>[?query]`, the layout `wget -x` writes
+    (it keeps the query in the file name: Google Drive's links differ only there); None for a URL
+    that cannot have a copy (not http(s), no file path, dot segments)."""
     parts = urlsplit(url)
     tail = [p for p in parts.path.split("/") if p]
     if parts.scheme not in {"http", "https"} or not parts.hostname or not tail:
-        return []
+        return None
     if any(p in {".", ".."} or "\0" in p for p in [parts.hostname, *tail]):
+        return None
+    return "/".join([parts.hostname, *tail]) + (f"?{parts.query}" if parts.query else "")
+
+
+def _url_candidates(url: str, bundle_dir: Path | None) -> list[tuple[Path, str]]:
+    relative = mirror_relative(url)
+    if relative is None:
         return []
-    # `wget -x` keeps the query in the file name (Google Drive's links differ only there).
-    relative = "/".join([parts.hostname, *tail]) + (f"?{parts.query}" if parts.query else "")
+    parts = urlsplit(url)
+    tail = [p for p in parts.path.split("/") if p]
     out = []
     if bundle_dir is not None:
         out += [
@@ -67,8 +80,25 @@ def local_copy(url: str, bundle_dir: Path | None) -> Path | None:
     return None
 
 
+# `bench osworld` asks what would run with a filled mirror: inside `assuming_mirrored()`, every web
+# file that can have a mirror copy counts as present (nothing is fetched or faked; set-up still
+# refuses a missing copy).
+_ASSUME_MIRRORED: contextvars.ContextVar[bool] = contextvars.ContextVar("assume_mirrored", default=False)
+
+
+@contextlib.contextmanager
+def assuming_mirrored() -> Iterator[None]:
+    token = _ASSUME_MIRRORED.set(True)
+    try:
+        yield
+    finally:
+        _ASSUME_MIRRORED.reset(token)
+
+
 def _url_problems(url: str, bundle_dir: Path | None = None) -> list[str]:
     if local_copy(url, bundle_dir) is not None:
+        return []
+    if _ASSUME_MIRRORED.get() and mirror_relative(url) is not None:
         return []
     if bundle_dir is None and urlsplit(url).scheme in {"http", "https"} and mirror_dir() is None:
         where = "no local mirror is set (OSWORLD_MIRROR_DIR)"

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workers.envs.osworld import chrome
 from workers.envs.osworld.commands import _as_osworld_shell, _is_focus_click, _opener, _rewrite_command
 from workers.envs.osworld.common import MAX_SLEEP_S, CommandRunner, OSWorldError
 from workers.envs.osworld.files import (
@@ -74,6 +75,10 @@ def _run_step(
             _prepare_libreoffice(runner)
         runner.spawn_command([*opener, inside])
         _wait_for_file_window(runner, path)
+    elif kind == "chrome_open_tabs":
+        chrome.open_tabs(runner, list(params["urls_to_open"]))
+    elif kind == "chrome_close_tabs":
+        chrome.close_tabs(runner, list(params["urls_to_close"]))
     elif kind in {"activate_window", "close_window"}:
         flag = "-a" if kind == "activate_window" else "-c"
         argv = [

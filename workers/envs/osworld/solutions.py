@@ -28,7 +28,25 @@ SOLUTIONS: dict[str, list[tuple[Action, float]]] = {
         (Action("type", text="gsettings set org.gnome.desktop.interface text-scaling-factor 1.5\n"), 0.5),
         (Action("type", text="echo 'hello flywheel' > ~/notes.txt\n"), 0.5),
     ],
+    "fw-chrome-201-open-tab": [
+        (Action("hotkey", keys=("ctrl", "t")), 2.0),
+        (Action("hotkey", keys=("ctrl", "l")), 0.5),  # the address bar
+        (Action("type", text="file:///home/user/pages/todo.html"), 0.5),
+        (Action("hotkey", keys=("enter",)), 2.0),
+    ],
+    # Infeasible: the right answer is to give up (OSWorld's FAIL, our call_user).
+    "fw-gimp-301-infeasible": [(Action("call_user", text="GIMP cannot make 3D models"), 0.0)],
 }
+
+
+def _page(path: Path, title: str) -> None:
+    path.write_text(f"<!doctype html><title>{title}</title><h1>{title}</h1>\n")
+
+
+def _png(path: Path) -> None:
+    from PIL import Image
+
+    Image.new("RGB", (64, 48), (200, 120, 40)).save(path)
 
 
 def _prices(path: Path, total: int | None) -> None:
@@ -49,6 +67,10 @@ BUNDLES = {
         (d / "readme.txt").write_text("Notes go into ~/notes.txt\n"),
         (d / "notes_gold.txt").write_text("hello flywheel\n"),
     ),
+    "fw-chrome-201-open-tab": lambda d: [
+        _page(d / f"{name}.html", name) for name in ("notes-a", "notes-b", "scratch", "todo")
+    ],
+    "fw-gimp-301-infeasible": lambda d: _png(d / "photo.png"),
 }
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from workers.envs.base import EnvKind, TaskSpec
-from workers.envs.osworld import vocab
+from workers.envs.osworld import chrome, vocab
 from workers.envs.osworld.commands import _is_focus_click, _missing_tools, _opener
 from workers.envs.osworld.common import (
     INFEASIBLE,
@@ -141,6 +141,11 @@ def _step_problems(step: Any, bundle_dir: Path | None = None) -> list[str]:
         if _WINDOWS_PATH.match(path):
             return [f"open of {path!r}: a Windows VM path (the sessions are Linux desktops)"]
         return _missing_tools(_opener(Path(path)))
+    if kind in {"chrome_open_tabs", "chrome_close_tabs"}:
+        urls = params.get("urls_to_open" if kind == "chrome_open_tabs" else "urls_to_close")
+        if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+            return [f"{kind} needs a list of URLs"]
+        return [p for u in urls for p in chrome.url_problems(u)] if kind == "chrome_open_tabs" else []
     if kind in {"activate_window", "close_window"}:
         if not isinstance(params.get("window_name"), str):
             return [f"{kind} needs a window_name"]

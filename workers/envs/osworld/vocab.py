@@ -66,6 +66,29 @@ GETTERS: dict[str, tuple[str, str]] = {
     "vm_wallpaper": ("info", "get_vm_wallpaper"),
     "list_directory": ("info", "get_list_directory"),
     "audio_in_slide": ("impress", "get_audio_in_slide"),
+    # Chrome's profile files (Preferences, Local State, Bookmarks, History, Cookies), read from
+    # ~/.config/google-chrome in the session, where `google-chrome` keeps it here (osworld.chrome).
+    **{
+        name: ("chrome", f"get_{name}")
+        for name in (
+            "default_search_engine",
+            "cookie_data",
+            "history",
+            "enabled_experiments",
+            "profile_name",
+            "chrome_language",
+            "chrome_font_size",
+            "bookmarks",
+            "shortcuts_on_desktop",
+            "enable_do_not_track",
+            "enable_enhanced_safety_browsing",
+            "enable_safe_browsing",
+            "new_startup_page",
+            "find_unpacked_extension_path",
+            "find_installed_extension_name",
+            "data_delete_automacally",
+        )
+    },
     "background_image_in_slide": ("impress", "get_background_image_in_slide"),
 }
 
@@ -100,16 +123,21 @@ def _namespace(sub: str) -> str:
 # without them and the functions that name them stay unsupported, with the reason.
 FUNCTION_ONLY_IMPORTS = {
     "easyocr": "easyocr, which is not installed here (it needs torchvision; the registry has CUDA builds only)",
+    "pydrive": "pydrive (Google Drive), which sessions cannot reach (no network)",
 }
 
 
 class _Absent(types.ModuleType):
-    """Stands in for a FUNCTION_ONLY_IMPORTS package while its module loads; any use raises."""
+    """Stands in for a FUNCTION_ONLY_IMPORTS package (or a name imported from it) while its module
+    loads; calling it raises, and the functions that use it are reported unsupported."""
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
-        raise VocabularyMissing(f"needs {FUNCTION_ONLY_IMPORTS[self.__name__]}")
+        return _Absent(f"{self.__name__}.{attr}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise VocabularyMissing(f"needs {FUNCTION_ONLY_IMPORTS[self.__name__.split('.')[0]]}")
 
 
 @cache
@@ -122,7 +150,7 @@ def _module(sub: str, name: str) -> types.ModuleType | str:
                 return importlib.import_module(f"{_namespace(sub)}.{name}")
             except ImportError as exc:
                 missing = getattr(exc, "name", None) or str(exc)
-                if missing not in FUNCTION_ONLY_IMPORTS or missing in absent:
+                if missing.split(".")[0] not in FUNCTION_ONLY_IMPORTS or missing in absent:
                     return f"needs the Python package {missing!r}, which is not installed here"
                 absent.append(missing)
                 sys.modules[missing] = _Absent(missing)
@@ -170,8 +198,9 @@ def _absent_uses(path: Path, loaded: types.ModuleType) -> dict[str, str]:
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.FunctionDef):
             used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & absent
-            for pkg in sorted(used):
-                out[node.name] = f"needs {FUNCTION_ONLY_IMPORTS[pkg]}"
+            for name in sorted(used):
+                root = vars(loaded)[name].__name__.split(".")[0]
+                out[node.name] = f"needs {FUNCTION_ONLY_IMPORTS[root]}"
     return out
 
 
@@ -209,9 +238,12 @@ def metric(func: str) -> Callable[..., Any]:
 def getter_problem(gtype: str) -> str | None:
     if gtype not in GETTERS:
         return None if False else f"getter {gtype!r} is not supported here"
-    module, _ = GETTERS[gtype]
+    module, fn = GETTERS[gtype]
     loaded = _module("getters", module)
-    return f"getter {gtype!r} {loaded}" if isinstance(loaded, str) else None
+    if isinstance(loaded, str):
+        return f"getter {gtype!r} {loaded}"
+    why = _absent_uses(_desktop_env_root() / "getters" / f"{module}.py", loaded).get(fn)
+    return f"getter {gtype!r} {why}" if why else None
 
 
 def getter(gtype: str) -> Callable[..., Any]:
@@ -260,6 +292,9 @@ class SessionController:
     def get_terminal_output(self) -> str | None:
         transcript = getattr(self.runner, "terminal_transcript", None)
         return transcript() if transcript is not None else None
+
+    def get_vm_desktop_path(self) -> str:
+        return "/home/user/Desktop"
 
     def get_vm_platform(self) -> str:
         return "Linux"
