@@ -403,3 +403,51 @@ def test_a_crashed_env_host_leaves_no_desktop_behind() -> None:
         time.sleep(0.05)
     assert _args_running(f"Xvfb {display} ") == [] and _args_running(f"x11vnc -display {display} ") == []
     assert uid_pids(int(uid)) == []
+    # Its box's cgroups (empty now) and its display's lock and socket link are cleaned up by the
+    # next session that starts, not left until the same uid or display comes round again.
+    left = [parent / f"flywheel-sandbox-{uid}" for parent in _cgroup_parents()]
+    number = int(display.lstrip(":"))
+    assert Path(f"/tmp/.X{number}-lock").exists()
+    env = DesktopEnv(DesktopConfig(display_range=(number, number + 1), apps=(), vnc=False))
+    try:
+        env.boot()
+        assert env.display == display  # the dead process's lock and link did not hold the number
+        assert env.sandbox.uid == int(uid) or not any(path.exists() for path in left)
+    finally:
+        env.close()
+    assert not Path(f"/tmp/.X{number}-lock").exists() and not os.path.lexists(f"/tmp/.X11-unix/X{number}")
+
+
+def _cgroup_parents() -> list[Path]:
+    from workers.envs.sandbox import cgroups
+
+    names = [""] if (cgroups.ROOT / "cgroup.controllers").exists() else ["pids", "memory", "cpu"]
+    return [p for p in (cgroups._own(n) for n in names) if p is not None]
+
+
+def test_x_server_runs_in_the_session_box_and_x11vnc_only_shares_its_ipc(desktop: DesktopEnv) -> None:
+    """Xvfb parses everything the session's clients send: it runs in the box (its pid, mount and
+    network namespaces, its cgroup); x11vnc, which the proxy talks to, stays on the host and joins
+    only the box's IPC namespace (shared memory with Xvfb)."""
+    desktop.boot()
+    box_ns = {
+        ns: os.readlink(f"/proc/{desktop.sandbox.init_pid}/ns/{ns}") for ns in ("pid", "mnt", "net", "ipc")
+    }
+    found = subprocess.run(["pgrep", "-x", "Xvfb"], capture_output=True, text=True).stdout.split()
+    xvfb = [
+        int(pid)
+        for pid in found
+        if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:2] == [desktop.display.encode()]
+    ]
+    assert len(xvfb) == 1
+    for ns, link in box_ns.items():
+        assert os.readlink(f"/proc/{xvfb[0]}/ns/{ns}") == link, ns
+    vnc = desktop._vnc.proc.pid  # type: ignore[union-attr]
+    assert os.readlink(f"/proc/{vnc}/ns/ipc") == box_ns["ipc"]
+    for ns in ("pid", "mnt", "net"):
+        assert os.readlink(f"/proc/{vnc}/ns/{ns}") == os.readlink(f"/proc/self/ns/{ns}"), ns
+    assert Path(f"/proc/{vnc}/status").stat().st_uid == desktop.sandbox.uid
+    # The host's DISPLAY=:N reaches it through a link to the socket the box's Xvfb made.
+    link = Path(f"/tmp/.X11-unix/X{desktop.display.lstrip(':')}")
+    assert link.is_symlink() and link.resolve().is_socket()
+    assert desktop.observe().width == desktop.config.width

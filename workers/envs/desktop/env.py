@@ -1,8 +1,9 @@
 """`DesktopEnv`: an Xvfb desktop with openbox, apps, XTEST input, mss screenshots and x11vnc (SPEC §3).
 
-Xvfb and x11vnc are host processes that run no task code; the window manager, every app, and every
-OSWorld set-up and evaluator command run in the session's sandbox (`workers.envs.sandbox`), which
-sees this display's X socket and nothing else of the host's.
+Xvfb, the window manager, every app, and every OSWorld set-up and evaluator command run in the
+session's sandbox (`workers.envs.sandbox`). x11vnc is a host process that runs no task code, as the
+session's uid, in the box's IPC namespace only (shared memory with its Xvfb); its socket is where
+only the token proxy reaches it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -124,20 +126,32 @@ class DesktopEnv:
         self.session_dir.mkdir(parents=True, exist_ok=True)
         self._box = Sandbox(self.session_dir, policy=replace(cfg.policy, network=network))
         try:
-            self._x = XServer(
-                cfg.width, cfg.height, cfg.display_range, self._log_dir, user=self._box.prepare()
-            )
-            self._x.start_xvfb(cfg.boot_timeout_s)
+            uid = self._box.prepare()
+            socket_dir = self._log_dir / "x11"  # the box's /tmp/.X11-unix
+            socket_dir.mkdir(mode=0o700, exist_ok=True)
+            os.chown(socket_dir, uid, uid)
+            self._x = XServer(cfg.width, cfg.height, cfg.display_range, self._log_dir, socket_dir)
+            self._x.claim_display()
+            # The box first (Xvfb runs in it), then what needs no display (D-Bus) while Xvfb starts,
+            # then openbox and x11vnc together; each is waited for by its own readiness signal.
+            self._start_box(self._box, socket_dir)
+            self._x.spawn_xvfb(lambda argv, fds: self._spawn_in_box(argv, "xvfb.log", fds))
+            bus = self._spawn_session_bus(self._box)
+            self._x.wait_xvfb(cfg.boot_timeout_s)
             assert self._x.conn is not None
-            if cfg.vnc:  # x11vnc starts while the sandbox and its window manager come up
+            if cfg.vnc:
                 self._vnc = X11Vnc(
-                    self._x.display, cfg.vnc_socket_dir or self._log_dir, self._log_dir, user=self._box.uid
+                    self._x.display,
+                    cfg.vnc_socket_dir or self._log_dir,
+                    self._log_dir,
+                    user=uid,
+                    ipc_of=self._box.init_pid,
                 )
                 self._vnc.spawn()
-            self._start_box(self._box, self._x.number)
             self._x.start_wm(self._spawn_in_box, cfg.boot_timeout_s)
             if self._vnc is not None:
                 self._vnc.wait_ready(cfg.boot_timeout_s)
+            self._wait_session_bus(self._box, bus)
             self._input = XInput(self._x.conn, cfg.width, cfg.height)
             self._grabber = ScreenGrabber(self._x.display, cfg.jpeg_quality)
             if cfg.settle_quiet_s > 0:
@@ -382,43 +396,48 @@ class DesktopEnv:
         if not self._x.alive():
             raise EnvCrashed(f"Xvfb {self._x.display} is not running")
 
-    def _start_box(self, box: Sandbox, display_number: int) -> None:
-        """Start the session's sandbox with its display's X socket and the window manager's config."""
+    def _start_box(self, box: Sandbox, socket_dir: Path) -> None:
+        """Start the session's sandbox with its X socket directory and the window manager's config."""
         write_config(self._wm_dir)
-        x_socket = f"/tmp/.X11-unix/X{display_number}"
-        box.ro_binds.update({x_socket: Path(x_socket), CONFIG_INSIDE: self._wm_dir})
+        box.binds["/tmp/.X11-unix"] = socket_dir
+        box.ro_binds[CONFIG_INSIDE] = self._wm_dir
         from workers.envs.osworld import pyautogui_dir
 
         if (py_dir := pyautogui_dir()) is not None:  # OSWorld's pyautogui set-up steps (osworld-apps)
             box.ro_binds[PY_INSIDE] = py_dir
-        box.env["DISPLAY"] = f":{display_number}"
+        box.env["DISPLAY"] = self.display
         box.start(self.config.boot_timeout_s)
-        self._start_session_bus(box)
 
-    def _start_session_bus(self, box: Sandbox) -> None:
-        """The session's own D-Bus (so gsettings / dconf read and write the session's settings, in
-        its home, never the host's), when dbus-daemon is installed."""
+    def _spawn_session_bus(self, box: Sandbox) -> bool:
+        """Start the session's own D-Bus (so gsettings / dconf read and write the session's settings,
+        in its home, never the host's), when dbus-daemon is installed; `_wait_session_bus` waits."""
         self._bus = None
         if shutil.which("dbus-daemon") is None:
-            return
+            return False
         proc = box.spawn(
             ["dbus-daemon", "--session", f"--address={SESSION_BUS}", "--nofork", "--nopidfile"],
             env={"HOME": SANDBOX_HOME, "XDG_RUNTIME_DIR": "/run/user/1000"},
             log_path=self._log_dir / "dbus.log",
         )
         self._apps.append(proc)
-        probe = ["/bin/sh", "-c", "test -S /run/user/1000/bus"]
-        deadline = time.monotonic() + self.config.boot_timeout_s
-        while time.monotonic() < deadline:
-            if box.run(probe, limits=Limits(timeout_s=5.0)).ok:
-                self._bus = SESSION_BUS
-                return
-            time.sleep(0.05)
-        log.warning("the session's D-Bus did not start (see %s)", self._log_dir / "dbus.log")
+        self._bus = SESSION_BUS  # apps started from now on find it once it listens
+        return True
 
-    def _spawn_in_box(self, argv: list[str], log_name: str = "openbox.log") -> subprocess.Popen[bytes]:
+    def _wait_session_bus(self, box: Sandbox, started: bool) -> None:
+        if not started:
+            return
+        socket_path = box.host_path("/run/user/1000/bus")
+        try:
+            wait_until(socket_path.is_socket, self.config.boot_timeout_s, "the session's D-Bus", 0.01)
+        except EnvError:
+            self._bus = None
+            log.warning("the session's D-Bus did not start (see %s)", self._log_dir / "dbus.log")
+
+    def _spawn_in_box(
+        self, argv: list[str], log_name: str = "openbox.log", pass_fds: Sequence[int] = ()
+    ) -> subprocess.Popen[bytes]:
         assert self._box is not None
-        proc = self._box.spawn(argv, env=self.app_env(), log_path=self._log_dir / log_name)
+        proc = self._box.spawn(argv, env=self.app_env(), log_path=self._log_dir / log_name, pass_fds=pass_fds)
         self._apps.append(proc)
         return proc
 

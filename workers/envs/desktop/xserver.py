@@ -1,5 +1,11 @@
 """Boot an Xvfb display and the openbox window manager, with readiness detection and no fixed sleeps.
 
+Both run inside the session's sandbox (the X server parses everything the session's clients send,
+so it holds no more than they do). Xvfb makes its socket in a host directory of the session that
+the box sees as /tmp/.X11-unix; the host claims the display number with a lock file
+/tmp/.X<N>-lock (this process's pid, as Xvfb itself writes) and points /tmp/.X11-unix/X<N> at that
+socket, so the host's own X clients (screenshots, XTEST input, x11vnc) use DISPLAY=:N as before.
+
 Xvfb reports readiness itself: with `-displayfd FD` it writes the display number to FD once it
 accepts connections. The window manager is ready when it has set `_NET_SUPPORTING_WM_CHECK` on the
 root window; an app is ready when a window of its WM_CLASS is listed in `_NET_CLIENT_LIST`.
@@ -12,7 +18,7 @@ import select
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from Xlib import X
@@ -20,43 +26,83 @@ from Xlib.display import Display
 from Xlib.error import ConnectionClosedError, DisplayError, XError
 
 from workers.envs.base import EnvError
-from workers.envs.desktop.procs import spawn, stop, wait_until
+from workers.envs.desktop.procs import stop, wait_until
 from workers.envs.desktop.wm import wm_argv
+
+X11_DIR = Path("/tmp/.X11-unix")
 
 
 class XServer:
-    """One Xvfb + openbox pair. `display` is ':N' once `start()` returned."""
+    """One Xvfb + openbox pair. `display` is ':N' once `claim_display()` returned."""
 
     def __init__(
-        self, width: int, height: int, display_range: tuple[int, int], log_dir: Path, user: int | None = None
+        self, width: int, height: int, display_range: tuple[int, int], log_dir: Path, socket_dir: Path
     ) -> None:
-        """`user`: the uid Xvfb runs as (the session's sandbox uid: the X server that sandboxed
-        clients talk to holds no root)."""
-        self._user = user
+        """`socket_dir`: the host directory the session's box sees as /tmp/.X11-unix."""
         self.width = width
         self.height = height
         self._range = display_range
         self._log_dir = log_dir
+        self._socket_dir = socket_dir
         self.number = -1
         self.xvfb: subprocess.Popen[bytes] | None = None
         self.wm: subprocess.Popen[bytes] | None = None
         self.conn: Display | None = None
+        self._ready_fd = -1
 
     @property
     def display(self) -> str:
         return f":{self.number}"
 
-    def start_xvfb(self, timeout_s: float) -> None:
-        """Start Xvfb on the first free display number in range and wait until it accepts clients."""
+    def claim_display(self) -> int:
+        """Take the first free display number in range for this session (before its box starts)."""
         low, high = self._range
+        X11_DIR.mkdir(mode=0o1777, exist_ok=True)
         for number in range(low, high):
-            if _display_taken(number):
-                continue
-            if self._try_xvfb(number, timeout_s):
+            if _claim(number, self._socket_dir / f"X{number}"):
                 self.number = number
-                self.conn = Display(self.display)
-                return
+                return number
         raise EnvError(f"no free X display in :{low}..:{high - 1}")
+
+    def spawn_xvfb(self, start: Callable[[list[str], Sequence[int]], subprocess.Popen[bytes]]) -> None:
+        """Start Xvfb on the claimed display with `start(argv, pass_fds)` (in the session's box)."""
+        read_fd, write_fd = os.pipe()
+        argv = [
+            "Xvfb",
+            self.display,
+            "-screen",
+            "0",
+            f"{self.width}x{self.height}x24",
+            "-nolisten",
+            "tcp",
+            "-displayfd",
+            str(write_fd),
+        ]
+        try:
+            self.xvfb = start(argv, (write_fd,))
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        self._ready_fd = read_fd
+
+    def wait_xvfb(self, timeout_s: float) -> None:
+        """Wait until Xvfb accepts clients, then connect."""
+        assert self.xvfb is not None and self._ready_fd >= 0
+        try:
+            number = _read_ready(self._ready_fd, self.xvfb, timeout_s)
+        finally:
+            os.close(self._ready_fd)
+            self._ready_fd = -1
+        if number != self.number:
+            log = (
+                (self._log_dir / "xvfb.log").read_text(errors="replace")[-400:]
+                if (self._log_dir / "xvfb.log").exists()
+                else ""
+            )
+            raise EnvError(f"Xvfb did not start on {self.display}: {log.strip() or 'no output'}")
+        self.conn = Display(self.display)
 
     def start_wm(self, start: Callable[[list[str]], subprocess.Popen[bytes]], timeout_s: float) -> None:
         """Start openbox with `start(argv)` (the desktop runs it in the session's sandbox)."""
@@ -100,32 +146,12 @@ class XServer:
         stop(self.wm)
         stop(self.xvfb)
         self.wm = self.xvfb = None
-
-    def _try_xvfb(self, number: int, timeout_s: float) -> bool:
-        read_fd, write_fd = os.pipe()
-        argv = [
-            "Xvfb",
-            f":{number}",
-            "-screen",
-            "0",
-            f"{self.width}x{self.height}x24",
-            "-nolisten",
-            "tcp",
-            "-displayfd",
-            str(write_fd),
-        ]
-        try:
-            proc = spawn(argv, log=self._log_dir / "xvfb.log", pass_fds=[write_fd], user=self._user)
-        finally:
-            os.close(write_fd)
-        try:
-            if _read_ready(read_fd, proc, timeout_s) == number:
-                self.xvfb = proc
-                return True
-        finally:
-            os.close(read_fd)
-        stop(proc)
-        return False
+        if self._ready_fd >= 0:
+            os.close(self._ready_fd)
+            self._ready_fd = -1
+        if self.number >= 0:
+            _release(self.number)
+            self.number = -1
 
     def _wm_ready(self) -> bool:
         conn = self._require_conn()
@@ -140,21 +166,63 @@ class XServer:
         return self.conn
 
 
-def _display_taken(number: int) -> bool:
-    """True when a live X server holds display `number`.
-
-    Lock files are not reliable here (they can be missing for live servers), and a SIGKILLed Xvfb
-    leaves its socket behind; so the socket is probed: a refused connection means a stale file,
-    which is removed so the number can be used again.
-    """
-    lock = Path(f"/tmp/.X{number}-lock")
+def _claim(number: int, socket: Path) -> bool:
+    """Claim display `number`: its lock file (created exclusively, with this process's pid) and the
+    host's /tmp/.X11-unix/X<N> pointing at the socket the session's Xvfb will make."""
+    if _display_taken(number):
+        return False
+    lock = _lock_path(number)
     try:
-        os.kill(int(lock.read_text().strip()), 0)
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    except FileExistsError:
+        return False  # another process got there first
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{os.getpid():>10}\n")
+    try:
+        os.symlink(socket, X11_DIR / f"X{number}")
+    except FileExistsError:
+        lock.unlink(missing_ok=True)
+        return False
+    return True
+
+
+def _release(number: int) -> None:
+    (X11_DIR / f"X{number}").unlink(missing_ok=True)
+    _lock_path(number).unlink(missing_ok=True)
+
+
+def _lock_path(number: int) -> Path:
+    return Path(f"/tmp/.X{number}-lock")
+
+
+def _display_taken(number: int) -> bool:
+    """True when display `number` is held: by a live process's lock file, or by a server that
+    answers on its socket.
+
+    A lock whose process is gone, and a socket (or our link to one) that refuses connections, are
+    what a killed server or env host leaves behind: they are removed so the number can be used
+    again."""
+    lock = _lock_path(number)
+    try:
+        text = lock.read_text().strip()
+    except FileNotFoundError:
+        text = None
+    except OSError:
         return True
-    except (OSError, ValueError):
-        pass  # no lock, unreadable, or its process is gone
-    path = Path(f"/tmp/.X11-unix/X{number}")
-    if not path.exists():
+    if text is not None:
+        try:
+            os.kill(int(text), 0)
+            return True
+        except ValueError:
+            if time.time() - _mtime(lock) < 5:
+                return True  # being written right now
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            return True
+        lock.unlink(missing_ok=True)
+    path = X11_DIR / f"X{number}"
+    if not os.path.lexists(path):
         return False
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(1.0)
@@ -162,11 +230,17 @@ def _display_taken(number: int) -> bool:
             sock.connect(str(path))
         except (ConnectionRefusedError, FileNotFoundError):
             path.unlink(missing_ok=True)
-            lock.unlink(missing_ok=True)
             return False
         except OSError:
             return True  # e.g. a timeout: something is there; leave it alone
     return True
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _read_ready(fd: int, proc: subprocess.Popen[bytes], timeout_s: float) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workers.envs.base import EnvError
-from workers.envs.sandbox import egress
+from workers.envs.sandbox import cgroups, egress
 from workers.envs.sandbox.cgroups import SandboxCgroup
 from workers.envs.sandbox.egress import Slirp
 from workers.envs.sandbox.run import SANDBOX_HOME, CommandResult, Limits, kill_group, run_collect
@@ -97,7 +97,8 @@ class _Started:
 class Sandbox:
     """A session's box. `home` (host path) is the session's home, /home/session inside (also
     reachable as /home/user, OSWorld's home); `ro_binds` maps inside paths to host paths shown
-    read-only (a display's X socket, the window manager's configuration).
+    read-only (the window manager's configuration), `binds` to host directories shown writable (the
+    directory the desktop's Xvfb makes its socket in, which the host's X clients reach).
 
     `start()` starts the box's init; `run()` and `spawn()` start processes inside it; `close()`
     ends every process the box holds. Thread-safe for concurrent `run`/`spawn` calls.
@@ -109,6 +110,7 @@ class Sandbox:
         *,
         policy: SandboxPolicy | None = None,
         ro_binds: Mapping[str, Path] | None = None,
+        binds: Mapping[str, Path] | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
         self.home = home
@@ -116,6 +118,7 @@ class Sandbox:
         if self.policy.network and (reason := egress.unavailable()) is not None:
             raise SandboxError(f"{NETWORK_REFUSED}: {reason}")
         self.ro_binds = dict(ro_binds or {})
+        self.binds = dict(binds or {})
         self.env = {
             "PATH": PATH,
             "HOME": SANDBOX_HOME,
@@ -156,6 +159,7 @@ class Sandbox:
                 lease.release()
                 raise
             self._prepared = (lease, cgroup)
+            cgroups.remove_stale()  # what boxes of a crashed process left behind
         return self._prepared[0].uid
 
     def start(self, timeout_s: float = 10.0) -> None:
@@ -238,9 +242,15 @@ class Sandbox:
         )
 
     def spawn(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, log_path: Path | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> subprocess.Popen[bytes]:
-        """Start a long-running process in the box (its own process group); output to `log_path`."""
+        """Start a long-running process in the box (its own process group); output to `log_path`;
+        `pass_fds` are inherited (a readiness pipe)."""
         out = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL
         try:
             return subprocess.Popen(
@@ -250,6 +260,7 @@ class Sandbox:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                pass_fds=tuple(pass_fds),
                 preexec_fn=lambda: self._child_limits(None),
             )
         except OSError as exc:
@@ -272,6 +283,16 @@ class Sandbox:
         path.write_text("\n".join(lines) + "\n")
         path.chmod(0o700)
         return path
+
+    def host_path(self, inside: str) -> Path:
+        """The host's path to a file in the box's own file system (its /tmp, /run), for root on the
+        host to look at (the box's processes never see host paths)."""
+        return Path(f"/proc/{self._require().init_pid}/root") / inside.lstrip("/")
+
+    @property
+    def init_pid(self) -> int:
+        """Host pid of the box's pid 1 (its namespaces: /proc/<pid>/ns/...)."""
+        return self._require().init_pid
 
     # internals -------------------------------------------------------------------------------
 
@@ -427,6 +448,8 @@ class Sandbox:
         args += ["--symlink", SANDBOX_HOME, "/home/user"]
         for inside, host in sorted(self.ro_binds.items()):
             args += ["--ro-bind-fd", str(_path_fd(host, fds)), inside]
+        for inside, host in sorted(self.binds.items()):
+            args += ["--bind-fd", str(_path_fd(host, fds)), inside]
         args += ["--chdir", SANDBOX_HOME, "--cap-drop", "ALL"]
         return args
 

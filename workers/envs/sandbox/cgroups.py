@@ -80,6 +80,35 @@ class SandboxCgroup:
         self.paths = []
 
 
+def remove_stale(prefix: str = "flywheel-sandbox-") -> list[Path]:
+    """Remove the cgroups that boxes of a crashed process left below ours (named `prefix<uid>`),
+    each while holding its uid's lease lock, so a box starting now is never touched; a cgroup that
+    still holds a process is not empty and stays (rmdir refuses). Returns what was removed."""
+    from workers.envs.sandbox.uids import held_if_free
+
+    removed = []
+    parents = (
+        [_own("")] if (ROOT / "cgroup.controllers").exists() else [_own(c) for c in ("pids", "memory", "cpu")]
+    )
+    for parent in {p for p in parents if p is not None}:
+        try:
+            stale = [
+                d for d in parent.iterdir() if d.name.startswith(prefix) and d.name[len(prefix) :].isdigit()
+            ]
+        except OSError:
+            continue
+        for path in stale:
+            with held_if_free(int(path.name[len(prefix) :])) as free:
+                if not free:
+                    continue
+                try:
+                    path.rmdir()
+                    removed.append(path)
+                except OSError:
+                    pass  # busy (a process still in it) or gone
+    return removed
+
+
 def _own(controller: str) -> Path | None:
     """The writable directory of this process's cgroup in `controller`'s hierarchy ('' = v2)."""
     try:

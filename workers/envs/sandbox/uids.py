@@ -10,10 +10,12 @@ no uid. Whatever still runs under a uid is killed before it is handed out again.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from workers.envs.base import EnvError
@@ -51,6 +53,26 @@ class UidLease:
         kill_uid(self.uid)
         os.close(self._fd)
         self._fd = -1
+
+
+@contextlib.contextmanager
+def held_if_free(uid: int) -> Iterator[bool]:
+    """Hold `uid`'s lease lock for the duration if no live sandbox holds it; yields whether it was
+    free (for cleaning up what a box of that uid left behind without racing a new lease)."""
+    try:
+        fd = os.open(LOCK_DIR / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 def uid_pids(uid: int) -> list[int]:

@@ -32,11 +32,21 @@ class X11Vnc:
     viewing is enforced by the proxy (per token), so one server serves both kinds.
     """
 
-    def __init__(self, display: str, socket_dir: Path, log_dir: Path, user: int | None = None) -> None:
-        """`user`: the uid x11vnc runs as — the session's, like its Xvfb (MIT-SHM segments are
-        shared between the two); its socket lies in a directory of its own inside `socket_dir`."""
+    def __init__(
+        self,
+        display: str,
+        socket_dir: Path,
+        log_dir: Path,
+        user: int | None = None,
+        ipc_of: int | None = None,
+    ) -> None:
+        """`user`: the uid x11vnc runs as — the session's; `ipc_of`: the pid of a process whose IPC
+        namespace x11vnc joins (the session box's, where its Xvfb runs: MIT-SHM segments are shared
+        between the two; nothing else of the box). Its socket lies in a directory of its own inside
+        `socket_dir`."""
         self._display = display
         self._user = user
+        self._ipc_of = ipc_of
         socket_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
         self._dir = socket_dir / f"x11vnc-{display.lstrip(':')}"  # displays are unique per host
         self._socket = self._dir / "vnc.sock"
@@ -55,7 +65,15 @@ class X11Vnc:
         self._dir.mkdir(mode=0o700, exist_ok=True)
         if self._user is not None:
             os.chown(self._dir, self._user, self._user)
-        self.proc = spawn(self._argv(), log=self._log, user=self._user)
+        if self._ipc_of is None:
+            self.proc = spawn(self._argv(), log=self._log, user=self._user)
+            return
+        # nsenter needs root to join the box's IPC namespace; setpriv then drops to the session's uid.
+        drop = (
+            [] if self._user is None else [f"--reuid={self._user}", f"--regid={self._user}", "--clear-groups"]
+        )
+        argv = ["nsenter", f"--ipc=/proc/{self._ipc_of}/ns/ipc", "--", "setpriv", *drop, "--", *self._argv()]
+        self.proc = spawn(argv, log=self._log)
 
     def wait_ready(self, timeout_s: float) -> VncTarget:
         try:
@@ -95,8 +113,12 @@ class X11Vnc:
             self._display,
             "-rfbport",
             "0",
-            "-noipv6",  # else it still listens on [::]:5900 (as a non-root user)
-            "-rfbportv6",  # and -noipv6 alone did not always stop that listener (seen in the security test)
+            # libvncserver's rfbGetScreen sets ipv6port = 5900 and rfbInitSockets listens on [::] there
+            # whenever ipv6port > 0, whatever the IPv4 port; -noipv6 only governs x11vnc's own
+            # sockets, so only -rfbportv6 -1 turns that listener off. (It looked intermittent because
+            # the bind fails quietly once another x11vnc on the host holds [::]:5900.)
+            "-noipv6",
+            "-rfbportv6",
             "-1",
             "-unixsock",
             str(self._socket),
