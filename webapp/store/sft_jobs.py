@@ -62,7 +62,7 @@ def _miniwob_task(name: str, pool_name: str) -> Task:
 
     records, issues = miniwob_records([name])
     if issues:
-        raise SftError("; ".join(issue.message for issue in issues))
+        raise SftError("; ".join(str(issue) for issue in issues))
     result = tasks_import(pool_name=pool_name, create_pool=True, records=records)
     return Task.objects.get(pk=result.task_ids[0])
 
@@ -78,7 +78,7 @@ def demos_collect(
 ) -> list[Trajectory]:
     """Store `episodes` expert episodes per task (seeds seed_start..); failed or unplannable
     episodes are not stored. Returns the stored trajectories."""
-    from workers.policy.expert import SUPPORTED_TASKS, ExpertError, plan_episode, to_action
+    from workers.policy.expert import SUPPORTED_TASKS, play_expert_episode
 
     names = list(dict.fromkeys(task_names))
     unsupported = [n for n in names if n not in SUPPORTED_TASKS]
@@ -100,25 +100,20 @@ def demos_collect(
         for name, task in tasks.items():
             spec = TaskSpec(**task_spec_wire(task))
             for seed in range(seed_start, seed_start + episodes):
-                obs = env.reset(spec, seed=seed)
-                try:
-                    plan = plan_episode(name, env.expert_state()["utterance"], obs)
-                except ExpertError as exc:
-                    log.warning("expert cannot plan %s seed %s: %s", name, seed, exc)
+                play = play_expert_episode(env, spec, seed)
+                if play.error is not None:
+                    log.warning("expert cannot plan %s seed %s: %s", name, seed, play.error)
                     continue
-                steps: list[tuple[Any, str, str, Any]] = []
-                for thought, action_text in plan:
-                    action = to_action(action_text)
-                    steps.append((obs, thought, action_text, action))
-                    result = env.step(action)
-                    obs = result.observation
-                    if result.done:
-                        break
-                success = env.evaluate() > 0
                 if progress is not None:
-                    progress(name, seed, success)
-                if success:
-                    stored.append(_store_demo(task, seed, env.instruction, steps, obs))
+                    progress(name, seed, play.success)
+                if not play.success:
+                    continue
+                metadata = {"seed": seed, "origin": "scripted MiniWoB++ expert"}
+                trajectory = expert_trajectory_store(
+                    task=task, spec=spec, play=play, source=TrajectorySource.IMPORT, metadata=metadata,
+                    success=True,
+                )  # fmt: skip
+                stored.append(trajectory)
     finally:
         if own:
             env.close()
@@ -126,38 +121,49 @@ def demos_collect(
 
 
 @transaction.atomic
-def _store_demo(
-    task: Task, seed: int, instruction: str, steps: list[tuple[Any, str, str, Any]], final: Any = None
+def expert_trajectory_store(
+    *,
+    task: Task,
+    spec: Any,
+    play: Any,
+    source: str,
+    metadata: dict[str, Any],
+    success: bool | None = None,
+    decision: str = "",
 ) -> Trajectory:
+    """A played expert episode (`workers.policy.expert.ExpertPlay`) as a completed trajectory of
+    `source`: each step's screenshot in media storage, the element list and the instruction the
+    policy would read in `Step.rl`, the final screen, the env's reward. `decision` labels the steps
+    when the expert stands in for an annotator."""
+    from workers.policy.base import instruction_of
+
+    first = play.steps[0].observation if play.steps else play.final
     trajectory = store.trajectory_create(
-        task=task,
-        source=TrajectorySource.IMPORT,
-        policy_version=EXPERT_VERSION,
-        metadata={"seed": seed, "origin": "scripted MiniWoB++ expert"},
-        instruction=instruction,
-    )
-    for index, (obs, thought, action_text, action) in enumerate(steps):
+        task=task, source=source, policy_version=EXPERT_VERSION, metadata=metadata,
+        instruction=first.instruction,
+    )  # fmt: skip
+    for index, step in enumerate(play.steps):
+        obs = step.observation
+        fields: dict[str, Any] = {
+            "raw_text": f"Thought: {step.thought}\nAction: {step.action_text}",
+            "thought": step.thought,
+            "action_text": step.action_text,
+            "action": [step.action.to_json()],
+            "coord_convention": "screen",
+            "screen_width": obs.width,
+            "screen_height": obs.height,
+            "policy_version": EXPERT_VERSION,
+            "done": index == len(play.steps) - 1,
+            "rl": {"elements": [asdict(e) for e in obs.elements], "instruction": instruction_of(obs, spec)},
+        }
+        if decision:
+            fields["decision"] = decision
         store.step_append(
-            trajectory=trajectory,
-            screenshot=obs.screenshot,
-            image_format=obs.image_format,
-            fields={
-                "raw_text": f"Thought: {thought}\nAction: {action_text}",
-                "thought": thought,
-                "action_text": action_text,
-                "action": [action.to_json()],
-                "coord_convention": "screen",
-                "screen_width": obs.width,
-                "screen_height": obs.height,
-                "policy_version": EXPERT_VERSION,
-                "done": index == len(steps) - 1,
-                "rl": {"elements": [asdict(e) for e in obs.elements]},
-            },
+            trajectory=trajectory, screenshot=obs.screenshot, image_format=obs.image_format, fields=fields
         )
     return store.trajectory_finish(
-        trajectory=trajectory, status=TrajectoryStatus.COMPLETED, final_reward=1.0, success=True,
-        final_screenshot=final.screenshot if final is not None else None,
-        image_format=final.image_format if final is not None else "jpeg",
+        trajectory=trajectory, status=TrajectoryStatus.COMPLETED, final_reward=play.reward, success=success,
+        final_screenshot=play.final.screenshot, image_format=play.final.image_format,
     )  # fmt: skip
 
 
@@ -396,6 +402,7 @@ __all__ = [
     "checkpoint_sft",
     "checkpoint_sft_from_store",
     "demos_collect",
+    "expert_trajectory_store",
     "sft_examples_from",
     "sft_job_cancel",
     "sft_job_create",

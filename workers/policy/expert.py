@@ -172,6 +172,54 @@ def to_action(action_text: str) -> Action:
     raise ExpertError(f"not an expert action: {action_text!r}")
 
 
+@dataclass(frozen=True)
+class ExpertStep:
+    """One planned step as played: the observation the expert acted on and its response."""
+
+    observation: Observation
+    thought: str
+    action_text: str
+    action: Action
+
+
+@dataclass
+class ExpertPlay:
+    """An expert episode as played: its steps, the final observation and the env's reward.
+    `error` says why the expert could not plan it (then `steps` is empty)."""
+
+    steps: list[ExpertStep]
+    final: Observation
+    reward: float
+    error: str | None = None
+
+    @property
+    def success(self) -> bool:
+        return self.reward > 0
+
+
+def play_expert_episode(env: object, spec: TaskSpec, seed: int, thoughts: bool = True) -> ExpertPlay:
+    """The one expert player: reset `env` (a `MiniWoBEnv`) on `spec` (`task_id` the MiniWoB++ task
+    name) with `seed`, plan the episode from the hidden utterance and play it to the plan's end or
+    the env's done. `thoughts=False` plays empty thoughts (action-only demonstrations). Every
+    demonstration collector (SFT examples, the store's `import` demos, the flywheel's annotation
+    stand-ins) records from its result."""
+    obs = env.reset(spec, seed=seed)  # type: ignore[attr-defined]
+    state = env.expert_state()  # type: ignore[attr-defined]
+    try:
+        plan = plan_episode(spec.task_id, state["utterance"], obs)
+    except ExpertError as exc:
+        return ExpertPlay([], obs, 0.0, str(exc))
+    steps: list[ExpertStep] = []
+    for thought, action_text in plan if thoughts else without_thoughts(plan):
+        action = to_action(action_text)
+        steps.append(ExpertStep(obs, thought, action_text, action))
+        result = env.step(action)  # type: ignore[attr-defined]
+        obs = result.observation
+        if result.done:
+            break
+    return ExpertPlay(steps, obs, float(env.evaluate()))  # type: ignore[attr-defined]
+
+
 @dataclass
 class Episode:
     task: str
@@ -185,24 +233,14 @@ def run_expert_episode(env: object, task: str, seed: int, thoughts: bool = True)
     """Play one episode with the expert in a `MiniWoBEnv`, recording one SFT example per step;
     `thoughts=False` records an empty thought (action-only demonstrations)."""
     spec = TaskSpec(task_id=task, instruction="", kind="browser", source="miniwob")
-    obs = env.reset(spec, seed=seed)  # type: ignore[attr-defined]
-    state = env.expert_state()  # type: ignore[attr-defined]
-    try:
-        plan = plan_episode(task, state["utterance"], obs)
-        plan = plan if thoughts else without_thoughts(plan)
-    except ExpertError as exc:
-        return Episode(task, seed, False, [], str(exc))
+    play = play_expert_episode(env, spec, seed, thoughts)
     history: list[HistoryItem] = []
     examples: list[SFTExample] = []
-    for thought, action_text in plan:
-        examples.append(example_from_step(obs, history, f"Thought: {thought}\nAction: {action_text}"))
-        result = env.step(to_action(action_text))  # type: ignore[attr-defined]
-        history.append(HistoryItem(thought, action_text))
-        obs = result.observation
-        if result.done:
-            break
-    success = env.evaluate() > 0  # type: ignore[attr-defined]
-    return Episode(task, seed, success, examples)
+    for step in play.steps:
+        target = f"Thought: {step.thought}\nAction: {step.action_text}"
+        examples.append(example_from_step(step.observation, history, target))
+        history.append(HistoryItem(step.thought, step.action_text))
+    return Episode(task, seed, play.success, examples, play.error)
 
 
 def collect_demonstrations(

@@ -188,38 +188,17 @@ def record_expert_episode(*, env: Any, task: Task, seed: int, thoughts: bool = T
     """A scripted-expert demonstration stored as an annotation stand-in (labelled in metadata and
     `policy_version`), for running the flywheel without a human. None if the expert cannot plan it.
     `thoughts=False` stores empty thoughts (action-only demonstrations)."""
-    from workers.policy.base import instruction_of
-    from workers.policy.expert import ExpertError, plan_episode, to_action, without_thoughts
+    from webapp.store.sft_jobs import expert_trajectory_store
+    from workers.policy.expert import play_expert_episode
 
     spec = task_spec(task)
-    obs = env.reset(spec, seed=seed)
-    try:
-        plan = plan_episode(task.external_id, env.expert_state()["utterance"], obs)
-        plan = plan if thoughts else without_thoughts(plan)
-    except ExpertError:
+    play = play_expert_episode(env, spec, seed, thoughts)
+    if play.error is not None:
         return None
-    trajectory = store.trajectory_create(
-        task=task, source=TrajectorySource.ANNOTATION, policy_version="scripted-expert",
+    return expert_trajectory_store(
+        task=task, spec=spec, play=play, source=TrajectorySource.ANNOTATION, decision="overridden",
         metadata={"seed": seed, "stand_in": "scripted MiniWoB++ expert standing in for a human annotation"},
-        instruction=obs.instruction,
     )  # fmt: skip
-    for thought, action_text in plan:
-        action = to_action(action_text)
-        store.step_append(
-            trajectory=trajectory, screenshot=obs.screenshot, image_format=obs.image_format,
-            fields={"thought": thought, "action_text": action_text, "raw_text": f"Thought: {thought}\nAction: {action_text}",
-                    "action": [action.to_json()], "coord_convention": "screen", "screen_width": obs.width,
-                    "screen_height": obs.height, "policy_version": "scripted-expert", "decision": "overridden",
-                    "rl": {"elements": _elements(obs), "instruction": instruction_of(obs, spec)}},
-        )  # fmt: skip
-        result = env.step(action)
-        obs = result.observation
-        if result.done:
-            break
-    reward = float(env.evaluate())
-    return store.trajectory_finish(
-        trajectory=trajectory, status=TrajectoryStatus.COMPLETED, final_reward=reward
-    )
 
 
 def sample_task(
