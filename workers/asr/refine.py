@@ -1,7 +1,8 @@
 """Optional clean-up of a verbatim think-aloud into a first-person thought, via an OpenAI-compatible LLM.
 
-Any server speaking `POST {base_url}/chat/completions` works (vLLM, llama.cpp server, OpenAI). The
-verbatim words are always kept next to the refined text; the result says whether it was refined
+Any server speaking `POST /v1/chat/completions` works (vLLM, llama.cpp server, OpenAI); the call goes
+through the platform's one OpenAI-compatible client (`workers.policy.openai_client.OpenAIClient`).
+The verbatim words are always kept next to the refined text; the result says whether it was refined
 and by which model. Transient failures (timeouts, connection errors, HTTP 429 and 5xx) are retried
 with exponential backoff; anything else fails at once with RefineError.
 """
@@ -13,14 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+from workers.policy.base import PolicyError
+from workers.policy.openai_client import OpenAIClient, OpenAIUnavailable
 
 SYSTEM_PROMPT = (
     "You rewrite a person's spoken think-aloud, recorded while they operate a computer, into one clean "
     "first-person thought. Remove fillers, false starts and repetitions; fix grammar and punctuation. "
     "Do not add, drop or change any intention, object, name or number. Reply with the thought only."
 )
-_RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 
 class RefineError(RuntimeError):
@@ -31,7 +32,7 @@ class RefineError(RuntimeError):
 class RefineConfig:
     """Where and how to call the chat endpoint."""
 
-    base_url: str  # e.g. "http://127.0.0.1:8000/v1"
+    base_url: str  # e.g. "http://127.0.0.1:8000/v1" (or the server root)
     model: str
     api_key: str | None = None
     timeout_s: float = 20.0  # per attempt
@@ -73,11 +74,10 @@ class Refiner:
 
     def __init__(self, config: RefineConfig, *, sleep: Callable[[float], None] = time.sleep) -> None:
         self.config = config
-        self._sleep = sleep  # injectable so callers such as tests can observe the backoff schedule
-        headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
-        self._client = httpx.Client(
-            base_url=config.base_url.rstrip("/"), headers=headers, timeout=config.timeout_s
-        )
+        self._client = OpenAIClient(
+            config.base_url, api_key=config.api_key, timeout_s=config.timeout_s,
+            max_retries=config.max_retries, backoff_s=config.backoff_s, max_backoff_s=float("inf"), sleep=sleep,
+        )  # fmt: skip
 
     def __enter__(self) -> Refiner:
         return self
@@ -89,25 +89,16 @@ class Refiner:
         self._client.close()
 
     def _post(self, payload: dict[str, Any]) -> Any:
-        last_error = ""
-        for attempt in range(self.config.max_retries + 1):
-            if attempt:
-                self._sleep(self.config.backoff_s * 2 ** (attempt - 1))
-            try:
-                response = self._client.post("/chat/completions", json=payload)
-            except (httpx.TimeoutException, httpx.TransportError) as exc:
-                last_error = f"{type(exc).__name__}: {exc}"
-                continue
-            if response.status_code in _RETRY_STATUS:
-                last_error = f"HTTP {response.status_code}: {response.text[:200]}"
-                continue
-            if response.status_code >= 400:
-                raise RefineError(f"HTTP {response.status_code}: {response.text[:200]}")
-            try:
-                return response.json()
-            except ValueError as exc:
-                raise RefineError(f"response is not JSON: {response.text[:200]}") from exc
-        raise RefineError(f"gave up after {self.config.max_retries + 1} attempts: {last_error}")
+        try:
+            response, _ = self._client.request("POST", "/v1/chat/completions", payload)
+        except OpenAIUnavailable as exc:
+            raise RefineError(f"gave up after {exc.attempts} attempts: {exc.last}") from exc
+        except PolicyError as exc:
+            raise RefineError(str(exc)) from exc
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise RefineError(f"response is not JSON: {response.text[:200]}") from exc
 
     def refine(self, verbatim: str, *, context: str | None = None) -> Thought:
         """Refine one verbatim text; an empty one is returned as is without a call.

@@ -1,19 +1,21 @@
 """A client for OpenAI-compatible chat servers (vLLM, or our own policy server) and `OpenAIPolicy`.
 
-Retries: connect/read errors, 429 and 5xx are retried with exponential backoff (`backoff_s · 2^k`,
-or the server's Retry-After when given, capped at `max_backoff_s`); any other 4xx raises
-`OpenAIHTTPError` at once with the server's own message.
+Retries (tenacity): connect/read errors, 429 and 5xx are retried with exponential backoff
+(`backoff_s · 2^k`, or the server's Retry-After when given, capped at `max_backoff_s`); any other
+4xx raises `OpenAIHTTPError` at once with the server's own message.
 """
 
 from __future__ import annotations
 
 import io
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 from PIL import Image
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from workers.actions.types import Convention
 from workers.envs.base import Observation, TaskSpec
@@ -42,7 +44,21 @@ class OpenAIHTTPError(PolicyError):
 
 
 class OpenAIUnavailable(PolicyError):
-    """Transient failures (connection, timeouts, 429/5xx) persisted through every retry."""
+    """Transient failures (connection, timeouts, 429/5xx) persisted through every retry; `last`
+    is the last one, `attempts` how many were made."""
+
+    def __init__(self, message: str, *, last: str, attempts: int) -> None:
+        super().__init__(message)
+        self.last = last
+        self.attempts = attempts
+
+
+class _Transient(Exception):
+    """One failed attempt worth retrying; `retry_after` is the server's Retry-After header."""
+
+    def __init__(self, message: str, retry_after: str | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -85,12 +101,14 @@ class OpenAIClient:
         max_retries: int = 3,
         backoff_s: float = 0.5,
         max_backoff_s: float = 8.0,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = httpx.Client(base_url=server_root(base_url), headers=headers, timeout=timeout_s)
         self.max_retries = max_retries
-        self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self._backoff = wait_exponential(multiplier=backoff_s, max=max_backoff_s)
+        self._sleep = sleep  # injectable so callers such as tests can observe the backoff schedule
 
     def close(self) -> None:
         self.http.close()
@@ -99,31 +117,47 @@ class OpenAIClient:
         self, method: str, path: str, body: dict[str, Any] | None = None
     ) -> tuple[httpx.Response, int]:
         """Send with retries; returns the successful response and how many attempts it took."""
-        last: str = ""
-        for attempt in range(self.max_retries + 1):
-            try:
-                response = self.http.request(method, path, json=body)
-            except (httpx.TransportError, httpx.TimeoutException) as exc:
-                last = f"{type(exc).__name__}: {exc}"
-                retry_after = None
-            else:
-                if response.status_code < 400:
-                    return response, attempt + 1
-                if response.status_code not in RETRY_STATUSES:
-                    raise OpenAIHTTPError(response.status_code, _server_message(response))
-                last = f"HTTP {response.status_code}: {_server_message(response)}"
-                retry_after = response.headers.get("Retry-After")
-            if attempt < self.max_retries:
-                time.sleep(self._delay(attempt, retry_after))
-        raise OpenAIUnavailable(f"{method} {path} failed after {self.max_retries + 1} attempts: {last}")
+        retrying = Retrying(
+            stop=stop_after_attempt(self.max_retries + 1),
+            wait=self._delay,
+            retry=retry_if_exception_type(_Transient),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:  # ends after the first success; raises the last failure
+                with attempt:
+                    response = self._send(method, path, body)
+        except _Transient as exc:
+            raise OpenAIUnavailable(
+                f"{method} {path} failed after {self.max_retries + 1} attempts: {exc}",
+                last=str(exc), attempts=self.max_retries + 1,
+            ) from exc  # fmt: skip
+        return response, attempt.retry_state.attempt_number
 
-    def _delay(self, attempt: int, retry_after: str | None) -> float:
+    def _send(self, method: str, path: str, body: dict[str, Any] | None) -> httpx.Response:
+        """One attempt: the response, `_Transient` to retry, `OpenAIHTTPError` to stop."""
+        try:
+            response = self.http.request(method, path, json=body)
+        except (httpx.TransportError, httpx.TimeoutException) as exc:
+            raise _Transient(f"{type(exc).__name__}: {exc}") from exc
+        if response.status_code < 400:
+            return response
+        if response.status_code not in RETRY_STATUSES:
+            raise OpenAIHTTPError(response.status_code, _server_message(response))
+        message = f"HTTP {response.status_code}: {_server_message(response)}"
+        raise _Transient(message, response.headers.get("Retry-After"))
+
+    def _delay(self, state: RetryCallState) -> float:
+        """The server's Retry-After when it gave one (capped), else exponential backoff."""
+        failure = state.outcome.exception() if state.outcome is not None else None
+        retry_after = failure.retry_after if isinstance(failure, _Transient) else None
         if retry_after is not None:
             try:
                 return min(float(retry_after), self.max_backoff_s)
             except ValueError:
                 pass
-        return min(self.backoff_s * 2**attempt, self.max_backoff_s)
+        return float(self._backoff(state))
 
     def models(self) -> list[dict[str, Any]]:
         response, _ = self.request("GET", "/v1/models")
