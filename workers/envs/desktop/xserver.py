@@ -36,9 +36,17 @@ class XServer:
     """One Xvfb + openbox pair. `display` is ':N' once `claim_display()` returned."""
 
     def __init__(
-        self, width: int, height: int, display_range: tuple[int, int], log_dir: Path, socket_dir: Path
+        self,
+        width: int,
+        height: int,
+        display_range: tuple[int, int],
+        log_dir: Path,
+        socket_dir: Path,
+        glx: bool = False,
     ) -> None:
-        """`socket_dir`: the host directory the session's box sees as /tmp/.X11-unix."""
+        """`socket_dir`: the host directory the session's box sees as /tmp/.X11-unix; `glx`: load the
+        GLX extension (Mesa's software renderer, about 90 ms of Xvfb's start)."""
+        self._glx = glx
         self.width = width
         self.height = height
         self._range = display_range
@@ -77,6 +85,7 @@ class XServer:
             "tcp",
             "-displayfd",
             str(write_fd),
+            *([] if self._glx else ["-extension", "GLX"]),
         ]
         try:
             self.xvfb = start(argv, (write_fd,))
