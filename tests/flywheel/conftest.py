@@ -4,17 +4,14 @@ embedded checkpoints with an SFT lineage."""
 from __future__ import annotations
 
 import io
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 from PIL import Image
 
+from tests.chat_server import ChatServer, chat_server
 from tests.factories import TaskFactory, TaskPoolFactory
 from webapp.store import services as store
 from webapp.store.checkpoints import checkpoint_create_initial, checkpoint_dir, checkpoint_register
@@ -52,46 +49,25 @@ def tasks(pool):
     return [TaskFactory(pool=pool, external_id=name) for name in ("click-test", "click-button", "focus-text")]
 
 
-class _Judge(BaseHTTPRequestHandler):
-    """A deterministic judge standing in for an LLM judge / ORM model: it says V=1 when the
-    trajectory's verifier reward is positive, else V=0 with PREFIX = number of steps − 1, and
-    records every request body."""
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.requests.append(body)  # type: ignore[attr-defined]
-        content = body["messages"][-1]["content"]  # the judge's parts: text and screenshots
-        text = "\n".join(p["text"] for p in content if p["type"] == "text")
-        steps = text.count("\nStep ")
-        reward = float(text.split("Verifier reward: ")[1].split("\n")[0])
-        reply = "V: 1" if reward > 0 else f"The last step was wrong.\nV: 0\nPREFIX: {max(0, steps - 1)}"
-        payload = {"id": "x", "object": "chat.completion", "model": body["model"],
-                   "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}]}  # fmt: skip
-        data = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+def _verdict(body: dict[str, Any]) -> str:
+    """A deterministic judge standing in for an LLM judge / ORM model: V=1 when the trajectory's
+    verifier reward is positive, else V=0 with PREFIX = number of steps − 1."""
+    content = body["messages"][-1]["content"]  # the judge's parts: text and screenshots
+    text = "\n".join(p["text"] for p in content if p["type"] == "text")
+    steps = text.count("\nStep ")
+    reward = float(text.split("Verifier reward: ")[1].split("\n")[0])
+    return "V: 1" if reward > 0 else f"The last step was wrong.\nV: 0\nPREFIX: {max(0, steps - 1)}"
 
 
 @pytest.fixture
-def judge() -> Iterator[SimpleNamespace]:
+def judge() -> Iterator[ChatServer]:
     """`judge.url` (…/v1) and `judge.requests` (every request body, in order)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Judge)
-    server.requests = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield SimpleNamespace(url=f"http://127.0.0.1:{server.server_address[1]}/v1", requests=server.requests)  # type: ignore[attr-defined]
-    server.shutdown()
-    server.server_close()
+    with chat_server(_verdict) as server:
+        yield server
 
 
 @pytest.fixture
-def judge_url(judge: SimpleNamespace) -> str:
+def judge_url(judge: ChatServer) -> str:
     return str(judge.url)
 
 

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 from typing import Any
 
@@ -20,6 +17,7 @@ from PIL import Image
 
 from rl_control import services
 from rl_control.engine import judging
+from tests.chat_server import chat_server
 from tests.factories import TaskFactory, TaskPoolFactory
 from webapp.store import services as store
 from webapp.store.models import Trajectory
@@ -34,45 +32,24 @@ def png(color: tuple[int, int, int]) -> bytes:
 GREEN, RED, GREY = (20, 200, 40), (220, 30, 30), (128, 128, 128)
 
 
-class _Judge(BaseHTTPRequestHandler):
+@pytest.fixture
+def judge_server() -> Iterator[SimpleNamespace]:
     """Says success when the last image it is shown is mostly green; `mode` = "mute" answers with
     no verdict at all."""
+    state = SimpleNamespace(mode="judge")
 
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.requests.append(body)  # type: ignore[attr-defined]
+    def verdict(body: dict[str, Any]) -> str:
         images = [p["image_url"]["url"] for p in body["messages"][-1]["content"] if p["type"] == "image_url"]
         last = Image.open(io.BytesIO(base64.b64decode(images[-1].split(",", 1)[1]))).convert("RGB")
         r, g, _b = last.getpixel((10, 10))
-        if self.server.mode == "mute":  # type: ignore[attr-defined]
-            reply = "I cannot tell."
-        elif g > 150 and r < 100:
-            reply = "Verdict: success\nReason: the final screen shows the confirmation.\nCorrect steps: 2"
-        else:
-            reply = "Verdict: failure\nReason: the confirmation never appeared.\nCorrect steps: 1"
-        data = json.dumps({"id": "j", "object": "chat.completion", "model": body["model"],
-                           "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
-                                        "finish_reason": "stop"}]}).encode()  # fmt: skip
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        if state.mode == "mute":
+            return "I cannot tell."
+        if g > 150 and r < 100:
+            return "Verdict: success\nReason: the final screen shows the confirmation.\nCorrect steps: 2"
+        return "Verdict: failure\nReason: the confirmation never appeared.\nCorrect steps: 1"
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def judge_server() -> Iterator[SimpleNamespace]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Judge)
-    server.requests = []  # type: ignore[attr-defined]
-    server.mode = "judge"  # type: ignore[attr-defined]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield SimpleNamespace(url=f"http://127.0.0.1:{server.server_address[1]}/v1", server=server,
-                          requests=server.requests)  # type: ignore[attr-defined]  # fmt: skip
-    server.shutdown()
-    server.server_close()
+    with chat_server(verdict) as server:
+        yield SimpleNamespace(url=server.url, server=state, requests=server.requests)
 
 
 def _episode(task: Any, run: Any) -> Trajectory:
