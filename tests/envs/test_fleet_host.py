@@ -104,3 +104,24 @@ def test_envs_the_registry_lost_are_registered_again(host: EnvHost) -> None:
     assert again is not None and again.env_id in host.envs
     obs = observation_from_wire(host.call(again.env_id, "reset", {"task": TASK})["observation"])
     assert (obs.width, obs.height) == (1280, 800)
+
+
+def test_a_used_env_is_rebooted_between_leases_not_at_the_next_reset(host: EnvHost) -> None:
+    host.maintain()
+    lease = host.registry.acquire(kind="desktop", owner="test", task="t1")
+    assert lease is not None
+    host.call(lease.env_id, "reset", {"task": TASK})
+    host.call(lease.env_id, "step", {"action": Action(kind="type", text="left over").to_json()})
+    env = host.envs[lease.env_id].env
+    assert isinstance(env, DesktopEnv) and env.used
+    assert host.recycle_idle() == []  # leased: never touched
+    used_box = env.sandbox
+    host.registry.release(lease_id=lease.lease_id)
+    assert host.maintain()["recycled"] == [lease.env_id]  # idle again: a fresh session boots now
+    fresh_box = env.sandbox
+    assert fresh_box is not used_box and not env.used and host.stats.recycled == 1
+    assert host.maintain()["recycled"] == []  # nothing to do for a fresh env
+    again = host.registry.acquire(kind="desktop", owner="test", task="t2")
+    assert again is not None and again.env_id == lease.env_id  # the only env here
+    host.call(again.env_id, "reset", {"task": TASK})  # starts on the fresh session, no reboot
+    assert env.sandbox is fresh_box

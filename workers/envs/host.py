@@ -43,6 +43,7 @@ class HostStats:
     boot_failures: int = 0
     crashed: int = 0
     replaced: int = 0
+    recycled: int = 0
     boot_times: list[float] = field(default_factory=list)
 
 
@@ -147,14 +148,41 @@ class EnvHost:
             )
         return back
 
+    def recycle_idle(self) -> list[str]:
+        """Give every idle env that a finished lease used a fresh session now (envs with a
+        `recycle()`: a desktop reboots its sandbox, X server and window manager), so that the next
+        lease's reset starts on a booted, clean env instead of paying the reboot itself. An env
+        being called (its lock held) is skipped; a lease taken meanwhile waits for the lock and
+        finds the env fresh. Returns the recycled ids."""
+        done = []
+        for hosted in list(self.envs.values()):
+            recycle = getattr(hosted.env, "recycle", None)
+            if not callable(recycle) or self.registry.env(hosted.env_id).get("state") != "idle":
+                continue
+            if not hosted.lock.acquire(blocking=False):
+                continue
+            try:
+                if recycle():
+                    done.append(hosted.env_id)
+                    self.stats.recycled += 1
+            except EnvCrashed as exc:
+                hosted.lock.release()
+                self._discard(hosted, reason=f"recycling failed: {exc}")
+                continue
+            except Exception:
+                log.warning("recycling %s failed", hosted.env_id, exc_info=True)
+            hosted.lock.release()
+        return done
+
     def maintain(self) -> dict[str, Any]:
         self.registry.host_heartbeat(worker=self.worker, ttl_s=max(5.0, 5 * self.period_s))
         self.reregister()
         dead = self.health_check()
+        recycled = self.recycle_idle()
         booted = self.fill()
         if dead:
             self.stats.replaced += min(len(dead), len(booted))
-        return {"dead": dead, "booted": booted}
+        return {"dead": dead, "booted": booted, "recycled": recycled}
 
     def start(self) -> None:
         def loop() -> None:

@@ -176,11 +176,8 @@ class DesktopEnv:
         if task.kind != "desktop":
             raise EnvError(f"DesktopEnv cannot run a {task.kind!r} task")
         network = bool(task.setup.get("network"))
-        used = self._steps > 0 or self._task is not None
-        if self._x is not None and (used or self._box is None or self._box.policy.network != network):
-            self._shutdown()
-            if self._owns_dir:
-                shutil.rmtree(self.session_dir, ignore_errors=True)
+        if self._x is not None and (self.used or self._box is None or self._box.policy.network != network):
+            self._discard_session()
         try:
             self.boot(network=network)
         except SandboxError as exc:
@@ -199,6 +196,25 @@ class DesktopEnv:
 
             osworld.run_setup(osworld.setup_steps(task), runner=self, bundle_dir=osworld.bundle_dir_of(task))
         return self.observe()
+
+    @property
+    def used(self) -> bool:
+        """Whether a task ran here since the last boot (its next reset reboots)."""
+        return self._steps > 0 or self._task is not None
+
+    def recycle(self) -> bool:
+        """Between leases (the env host calls it on idle envs): a used session is shut down and a
+        fresh one booted now, so the next reset finds it ready. Returns whether it rebooted."""
+        if self._x is None or not self.used:
+            return False
+        self._discard_session()
+        self.boot()
+        return True
+
+    def _discard_session(self) -> None:
+        self._shutdown()
+        if self._owns_dir:
+            shutil.rmtree(self.session_dir, ignore_errors=True)
 
     def close(self) -> None:
         self._shutdown()
