@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -23,13 +22,9 @@ import httpx
 import websockets
 from django.conf import settings
 
+from webapp.benchkit.database import free_port
+
 BENCH_REDIS = "redis://127.0.0.1:6379/12"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -43,7 +38,7 @@ class _Stack:
         self.tmp = tempfile.mkdtemp(prefix="flywheel-bench-annotate-")
         db = settings.DATABASES["default"]
         self.db_name = f"{db['NAME']}_bench_annotate"
-        self.port, self.policy_port = _free_port(), _free_port()
+        self.port, self.policy_port = free_port(), free_port()
         name = f"bench{uuid.uuid4().hex[:6]}"
         self.host_name = name
         self.env = {

@@ -36,7 +36,7 @@ import numpy as np
 import psycopg
 from django.conf import settings
 
-from webapp.store.bench import _db_url, _recreate_database
+from webapp.benchkit.database import database_url, free_port, recreate_database
 
 SERIES_POINTS = 1_000_000
 REQUESTED_POINTS = 2000
@@ -139,8 +139,8 @@ def measure_in_bench_db(run_id: int, n: int, repeats: int, names: tuple[str, ...
 
 def run_dashboard_downsample(quick: bool) -> dict[str, Any]:
     db_name = f"{settings.DATABASES['default']['NAME']}_bench_dashboard"
-    db_url = _db_url(db_name)
-    _recreate_database(db_name)
+    db_url = database_url(db_name)
+    recreate_database(db_name)
     env = {
         **os.environ,
         "DATABASE_URL": db_url,
@@ -178,14 +178,6 @@ def run_dashboard_downsample(quick: bool) -> dict[str, Any]:
 
 SOCKETS = 500
 CONNECTING = 50
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -334,7 +326,7 @@ def measure_live_in_bench_db(samples: int, sockets: int) -> None:
         connection.close()  # this thread's connection; the next call runs in a new thread
         return started
 
-    port = _free_port()
+    port = free_port()
     serve = (
         "import sys, uvicorn\n"
         "uvicorn.run('webapp.asgi:application', host='127.0.0.1', port=int(sys.argv[1]), log_level='warning',"
@@ -378,7 +370,7 @@ def measure_live_in_bench_db(samples: int, sockets: int) -> None:
 def run_dashboard(quick: bool) -> dict[str, Any]:
     """`bench dashboard`: 1M-point downsample, metric-to-client latency, concurrent sockets."""
     downsample = run_dashboard_downsample(quick)
-    db_url = _db_url(f"{settings.DATABASES['default']['NAME']}_bench_dashboard")
+    db_url = database_url(f"{settings.DATABASES['default']['NAME']}_bench_dashboard")
     env = {
         **os.environ,
         "DATABASE_URL": db_url,

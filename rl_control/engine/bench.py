@@ -1,26 +1,28 @@
-"""Engine benchmarks (SPEC §10, issue 7 items 7–8). Both run the real engine: Celery rollout and
-trainer workers, an env host with Chromium + MiniWoB++, the embedded policy server, PostgreSQL,
-Redis, in a database of their own (`<name>_bench_rollout`, `<name>_bench_learn`).
+"""Engine benchmarks (SPEC §10, issues 7 and 24). Both run the real engine: Celery rollout and
+trainer workers, an env host with Chromium + MiniWoB++, the run's policy server, PostgreSQL, Redis,
+in a database of their own (`<name>_bench_rollout`, `<name>_bench_learn`). Their settings are
+`webapp.benchkit.config.RolloutBenchConfig` / `LearnBenchConfig`; history in docs/benchmarks.md.
 
-`run_rollout(quick)`: the same heterogeneous workload in async mode, then in sync mode (batch
-barrier), each for a fixed wall-clock window, with PPO (one rollout is one scheduling unit; a sync
-batch is one trajectory per environment, as in a coupled rollout-then-train loop). Heterogeneous:
-eight MiniWoB++ tasks whose step budgets (`setup["max_steps"]`) span 1 to 20 steps, long-tailed as
-real GUI task sets are; the start policy is untrained, so most episodes run to their budget. Every
-action is followed by a transition pause (`setup["transition_pause_ms"]`, as OSWorld's
-`sleep_after_execution` and AndroidWorld's transition pause): on a production fleet an action's
-cost is mostly waiting on the environment and a GPU server, not this machine's two CPU cores, and
-without the pause the 2-core box itself, not the scheduler, would be what is measured.
-Figures per mode: training-usable actions per minute (steps of trajectories the trainer actually
-consumed, divided by the window), environment utilisation (time inside episodes ÷ time leased, the
-engine's own accounting), trainer idle fraction; and the ratio async ÷ sync. "Training-usable" =
-steps the trainer gave a loss to: steps of completed rollouts it consumed that were within the
-staleness bound of that update (stale steps and stale, crashed, abandoned and unfinished rollouts
-do not count). Goals: ratio ≥ 2.5, async utilisation ≥ 0.9.
+`run_rollout(quick)`: the same workload in async mode, then in sync mode, each for a fixed
+wall-clock window. The workload ("starter", the default) is a trained policy's: the starter model
+(workers/policy/starter.py, greedy success ≈ 42 % on its eight MiniWoB++ tasks) plays those tasks at
+T = 0.5 with step-wise GRPO groups of N rollouts; an episode ends when the task is solved or at the
+step cap, so its length is the policy's, and every action costs what the environment really takes
+(no pause added). Sync mode is the standard synchronous recipe (verl's, DART's baseline): a batch of
+B task groups × N rollouts is handed out, the trainer steps once the whole batch is back, pushes the
+weights, and only then is the next batch handed out. ("budgets", the figures before 2026-11-26: the
+untrained model with hand-picked step budgets and a transition pause, PPO, one trajectory per
+environment per batch.)
 
-`run_learn(quick)`: MiniWoB++ 8 tasks; scripted-expert demonstrations → a deliberately limited
-SFT (few steps) → success rate on held-out seeds → RL through the real engine (GRPO) for a time
-budget → success rate on the same held-out seeds with the newest RL checkpoint, per task.
+Figures per mode: training-usable actions per minute (steps the trainer gave a loss to, within the
+staleness bound of the update that consumed them, ÷ the window), environment utilisation (time an
+environment executes an action or waits for one being computed for it — the time inside episodes,
+from the claim to the stored result — ÷ the window's wall time × environments; waiting for a
+rollout to be handed out, at the barrier or for a lease is idle), trainer idle fraction. Keys:
+`async_actions_per_min`, `sync_actions_per_min`, `async_over_sync`, `async_env_utilization`,
+`sync_env_utilization`, `workload`.
+
+`run_learn(quick)`: rl_control.engine.learn.
 """
 
 from __future__ import annotations
@@ -36,63 +38,30 @@ from typing import Any
 
 from django.conf import settings
 
-
-def optional_env(name: str, default: str, cast: type[int] | type[float]) -> Any:
-    """A bench setting from the environment: `cast` of its value, or None when it is set to ""."""
-    value = os.environ.get(name, default)
-    return cast(value) if value else None
-
-
-WORKLOAD: list[tuple[str, int]] = [  # (MiniWoB++ task, step budget)
-    ("click-test", 1),
-    ("focus-text", 1),
-    ("click-button", 2),
-    ("click-link", 3),
-    ("click-tab", 5),
-    ("click-dialog", 8),
-    ("enter-text", 13),
-    ("click-checkboxes", 20),
-]
-# Async mode trains on steps up to this many versions old (truncated IS corrects the lag; AReaL runs
-# η = 4–8). With the engine default of 1, versions advance every few seconds here (8-trajectory
-# batches) while a 20-step episode takes ~25 s, so most steps of long episodes were too old to
-# train on (measured: 29 % of the async steps stale, ratio 1.47 at --quick).
-ASYNC_STALENESS = 4
-# Thought cap (tokens) of the untrained start model, as in bench learn's RL runs. Uncapped, the
-# untrained model writes ~110 random tokens per action; decoding them and training on them made this
-# 2-core machine's CPU, not the scheduler, what the bench measured (measured 2026-11-26 on a 2.45 GHz
-# EPYC: the policy server saturated one core at ~1.4 actions/s, async env utilisation 1.0 but mostly
-# waiting on it; ratio 1.60, against 2.62 on a faster machine with the same code path). Capped, an
-# action's cost is mostly the transition pause, as on a fleet with GPU servers. "" = uncapped (96).
-ROLLOUT_MAX_THOUGHT = optional_env("FLYWHEEL_ROLLOUT_MAX_THOUGHT", "0", int)
-LEARN_TASKS = ["click-test", "click-button", "click-link", "focus-text", "enter-text", "click-dialog",
-               "click-tab", "click-checkboxes"]  # fmt: skip
-
-
-def _bench_db(kind: str) -> tuple[str, str]:
-    from webapp.store.bench import _db_url, _recreate_database
-
-    name = f"{settings.DATABASES['default']['NAME']}_bench_{kind}"
-    _recreate_database(name)
-    url = _db_url(name)
-    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "webapp.settings.dev"}
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "-v", "0"], env=env, check=True, cwd=settings.BASE_DIR
-    )
-    return name, url
+from webapp.benchkit.config import ROLLOUT_BUDGETS, ROLLOUT_TASKS, LearnBenchConfig, RolloutBenchConfig
+from webapp.benchkit.database import bench_database
+from webapp.benchkit.processes import owned_processes
 
 
 def _driver(kind: str, quick: bool) -> dict[str, Any]:
-    """Run the measurement in a child process on the bench database; its last line is JSON."""
-    _, url = _bench_db(kind)
-    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "webapp.settings.dev"}
+    """Run the measurement in a child process on the bench database; its last line is JSON. Stopped
+    from outside, the child gets SIGTERM first, so its own clean-up (the stack) runs."""
+    db = bench_database(kind)
     args = [sys.executable, "-m", "rl_control.engine.bench", kind] + (["--quick"] if quick else [])
-    out = subprocess.run(args, env=env, cwd=settings.BASE_DIR, capture_output=True, text=True)
-    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
-    if out.returncode != 0 or not lines:
-        raise RuntimeError(
-            f"bench {kind} failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-5000:]}"
-        )
+    proc = subprocess.Popen(args, env=db.env, cwd=settings.BASE_DIR, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        stdout, stderr = proc.communicate()
+    except BaseException:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"bench {kind} failed ({proc.returncode}):\n{stdout[-3000:]}\n{stderr[-5000:]}")
     return dict(json.loads(lines[-1]))
 
 
@@ -146,23 +115,42 @@ def _user() -> Any:
     return user
 
 
-def _measure_mode(
-    mode: str, pool: Any, checkpoint: Any, envs: int, window_s: float, step_cap: int
-) -> dict[str, Any]:
+def env_utilization(
+    intervals: list[tuple[float, float | None]], start: float, end: float, envs: int
+) -> float:
+    """Share of the window [start, end] × `envs` that environments spent inside episodes: the
+    episodes' (claimed, finished) times, clipped to the window (unfinished = still inside at the end)."""
+    if end <= start or envs <= 0:
+        return 0.0
+    busy = sum(max(0.0, min(end, b if b is not None else end) - max(start, a)) for a, b in intervals)
+    return round(busy / ((end - start) * envs), 4)
+
+
+def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchConfig) -> dict[str, Any]:
+    from django.utils import timezone
+
     from rl_control import services
     from rl_control.engine.slots import slot_read
     from rl_control.engine.stack import wait_for
     from rl_control.models import RolloutGroup, Run, RunMetric
     from webapp.store.models import Step, Trajectory
 
+    algo: dict[str, Any] = {"temperature": config.temperature}
+    if config.algorithm == "grpo":
+        algo.update(rollouts_per_task=config.group_size, beta_kl=0.0)
+    else:  # every update a policy update with a weight push (no critic-only pretraining phase)
+        algo.update(value_pretrain_max_updates=0)
     run = services.run_create(
-        user=_user(), name=f"bench-{mode}", algorithm="ppo", mode=mode, pool=pool, start_checkpoint=checkpoint,
+        user=_user(), name=f"bench-{mode}", algorithm=config.algorithm, mode=mode, pool=pool,
+        start_checkpoint=checkpoint,
         config={
-            "env": {"parallel_envs": envs},
-            # every update is a policy update with a weight push (no critic-only pretraining phase)
-            "ppo": {"value_pretrain_max_updates": 0},
-            "curation": {"step_cap": step_cap, "min_batch_trajectories": envs,
-                         "staleness_bound": ASYNC_STALENESS if mode == "async" else 0,
+            "env": {"parallel_envs": config.envs},
+            config.algorithm: algo,
+            # fixed N (no dynamic sampling), so a sync batch is exactly B groups × N rollouts
+            "curation": {"step_cap": config.step_cap, "rollouts_min": config.group_size,
+                         "rollouts_max": config.group_size,
+                         "min_batch_trajectories": config.batch_groups * config.group_size,
+                         "staleness_bound": config.async_staleness if mode == "async" else 0,
                          "injection": "none"},
             "budget": {"max_updates": 10_000, "max_minutes": 60},
         },
@@ -170,16 +158,16 @@ def _measure_mode(
     services.run_launch(run=run)
     # The window starts when the first episode starts (the trainer's start-up is not measured).
     wait_for("the first rollout", lambda: Trajectory.objects.filter(run=run).exists(), 300)
-    started = time.time()
-    time.sleep(window_s)
+    started, window_start = time.time(), timezone.now()
+    time.sleep(config.window_s)
+    window_end = timezone.now()
     run.refresh_from_db()
     services.run_stop(run=run)
-    wait_for("the slots to stop", lambda: all(slot_read(run.pk, k).get("state") != "running" for k in range(envs)),
-             300, every_s=1.0)  # fmt: skip
+    wait_for("the slots to stop", lambda: all(slot_read(run.pk, k).get("state") != "running"
+                                              for k in range(config.envs)), 300, every_s=1.0)  # fmt: skip
     # Training-usable: steps the trainer gave a loss to. Completed rollouts it consumed (the
     # curator's train_ids, whether or not their group then carried a GRPO signal) count with their
-    # steps within the staleness bound of the update that consumed them; excluded are stale steps
-    # and stale, crashed, abandoned and unfinished rollouts.
+    # steps within the staleness bound of the update that consumed them.
     bound = int(run.config["curation"]["staleness_bound"])
     usable = 0
     for group in RolloutGroup.objects.filter(run=run).exclude(state="open").exclude(trained_version=None):
@@ -188,6 +176,12 @@ def _measure_mode(
         versions = Step.objects.filter(trajectory_id__in=ids).values_list("policy_version", flat=True)
         usable += sum(1 for v in versions if v.isdigit() and int(v) >= oldest)
     every = Trajectory.objects.filter(run=run)
+    completed = every.filter(status="completed")
+    lengths = sorted(completed.values_list("num_steps", flat=True))
+    intervals = [
+        (a.timestamp(), b.timestamp() if b else None)
+        for a, b in every.values_list("created_at", "finished_at")
+    ]
 
     def mean(name: str) -> float | None:
         values = list(RunMetric.objects.filter(run=run, name=name).values_list("value", flat=True))
@@ -195,16 +189,66 @@ def _measure_mode(
 
     return {
         "window_s": round(time.time() - started, 1),
-        "usable_actions_per_min": round(60.0 * usable / window_s, 2),
+        "usable_actions_per_min": round(60.0 * usable / config.window_s, 2),
         "usable_actions": usable,
+        "env_utilization": env_utilization(
+            intervals, window_start.timestamp(), window_end.timestamp(), config.envs
+        ),
+        "env_utilization_of_leased": mean("efficiency/env_utilization"),  # the engine's own: ÷ time leased
         "stale_steps_frac": mean("efficiency/stale_steps_frac"),
         "all_actions": sum(every.values_list("num_steps", flat=True)),
-        "episodes": every.filter(status="completed").count(),
+        "episodes": len(lengths),
+        "episode_steps_p50": lengths[len(lengths) // 2] if lengths else None,
+        "episode_steps_max": lengths[-1] if lengths else None,
+        "success_rate": round(completed.filter(final_reward__gt=0).count() / len(lengths), 3)
+        if lengths
+        else None,
         "updates": Run.objects.get(pk=run.pk).updates_done,
-        "env_utilization": mean("efficiency/env_utilization"),
         "trainer_idle_frac": mean("efficiency/trainer_idle_frac"),
         "weight_sync_s": mean("efficiency/weight_sync_s"),
         "update_s": mean("efficiency/update_s"),
+    }
+
+
+def _rollout_start(config: RolloutBenchConfig, workdir: Path) -> Any:
+    """The start checkpoint: the starter model (trained once per machine, cached) or, for the
+    "budgets" workload, an untrained model with its thought capped."""
+    from workers.policy.embedded.configuration import FlywheelPolicyConfig
+    from workers.policy.embedded.policy import load_checkpoint, new_model
+    from workers.policy.starter import cached_starter
+
+    if config.workload == "starter":
+        directory, _ = cached_starter(Path(settings.FLYWHEEL_CACHE_DIR))
+        model, _ = load_checkpoint(directory)
+        return _start_checkpoint(workdir, model)
+    model_config = FlywheelPolicyConfig(flywheel_version="0")
+    if config.max_thought is not None:
+        model_config.max_thought = config.max_thought
+    return _start_checkpoint(workdir, new_model(model_config, seed=0))
+
+
+def rollout_figures(config: RolloutBenchConfig, out: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The JSON of `bench rollout` from the two modes' measurements (SPEC §10 keys first)."""
+    a, s = out["async"]["usable_actions_per_min"], out["sync"]["usable_actions_per_min"]
+    if config.workload == "starter":
+        workload = (f"starter model (trained, T {config.temperature:g}) on {len(ROLLOUT_TASKS)} MiniWoB++ tasks, "
+                    f"GRPO groups of N={config.group_size}, sync batch {config.batch_groups} groups × "
+                    f"{config.group_size}, step cap {config.step_cap}, the environments' own transition times")  # fmt: skip
+    else:
+        workload = (f"untrained model, PPO, hand-picked step budgets {sorted(ROLLOUT_BUDGETS.values())}, "
+                    f"transition pause {config.transition_pause_ms} ms")  # fmt: skip
+    return {
+        "async_actions_per_min": a,
+        "sync_actions_per_min": s,
+        "async_over_sync": round(a / s, 3) if s else None,
+        "async_env_utilization": out["async"]["env_utilization"],
+        "sync_env_utilization": out["sync"]["env_utilization"],
+        "workload": workload,
+        "goal_async_over_sync": 2.0,
+        "goal_async_env_utilization": 0.85,
+        "config": config.to_json(),
+        "async": out["async"],
+        "sync": out["sync"],
     }
 
 
@@ -213,22 +257,17 @@ def drive_rollout(quick: bool) -> dict[str, Any]:
 
     from rl_control.engine.stack import LocalStack
 
-    envs = 4 if quick else 8
-    window_s = 120.0 if quick else 300.0
-    pause_ms = 500 if quick else 1000
-    step_cap = max(budget for _, budget in WORKLOAD)
+    config = RolloutBenchConfig.for_run(quick)
     workdir = Path(tempfile.mkdtemp(prefix="bench-rollout-"))
     db = settings.DATABASES["default"]
     stack = LocalStack(workdir, f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT']}/{db['NAME']}",
-                       settings_module="webapp.settings.dev", envs=envs, slot_timeout_s=120.0,
+                       settings_module="webapp.settings.dev", envs=config.envs, slot_timeout_s=120.0,
                        updates_per_chunk=1000)  # fmt: skip
-    from workers.policy.embedded.configuration import FlywheelPolicyConfig
-    from workers.policy.embedded.policy import new_model
-
-    config = FlywheelPolicyConfig(flywheel_version="0")
-    if ROLLOUT_MAX_THOUGHT is not None:
-        config.max_thought = ROLLOUT_MAX_THOUGHT
-    checkpoint = _start_checkpoint(workdir, new_model(config, seed=0))
+    checkpoint = _rollout_start(config, workdir)
+    if config.workload == "starter":
+        tasks: list[tuple[str, int | None]] = [(t, None) for t in ROLLOUT_TASKS]
+    else:
+        tasks = list(ROLLOUT_BUDGETS.items())
     stack.start()
     load_before = os.getloadavg()[0]
     try:
@@ -238,29 +277,23 @@ def drive_rollout(quick: bool) -> dict[str, Any]:
             fleet.registry.cache_clear()
             out = {}
             for mode in ("async", "sync"):
-                pool = _pool(f"bench-rollout-{mode}", list(WORKLOAD), pause_ms)
-                out[mode] = _measure_mode(mode, pool, checkpoint, envs, window_s, step_cap)
+                pool = _pool(f"bench-rollout-{mode}", tasks, config.transition_pause_ms)
+                out[mode] = _measure_mode(mode, pool, checkpoint, config)
     finally:
         stack.stop()
-    a, s = out["async"]["usable_actions_per_min"], out["sync"]["usable_actions_per_min"]
     return {
-        "quick": quick,
-        "envs": envs,
-        "window_s": window_s,
-        "workload": dict(WORKLOAD),
-        "transition_pause_ms": pause_ms,
-        "algorithm": "ppo",
-        "async_staleness_bound": ASYNC_STALENESS,
-        "max_thought_tokens": ROLLOUT_MAX_THOUGHT,
-        "async": out["async"],
-        "sync": out["sync"],
-        "ratio": round(a / s, 3) if s else None,
-        "goal_ratio": 2.5,
-        "goal_async_util": 0.9,
+        **rollout_figures(config, out),
         "load_avg_1m_before": round(load_before, 2),
         "load_avg_1m_after": round(os.getloadavg()[0], 2),
         "cores": os.cpu_count(),
     }
+
+
+def drive_learn(quick: bool) -> dict[str, Any]:
+    from rl_control.engine.learn import learn_benchmark
+
+    return learn_benchmark(LearnBenchConfig.for_run(quick), start_checkpoint=_start_checkpoint, pool=_pool,
+                           user=_user)  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
@@ -268,16 +301,10 @@ def main(argv: list[str]) -> int:
 
     django.setup()
     kind, quick = argv[0], "--quick" in argv
-    figures = drive_rollout(quick) if kind == "rollout" else drive_learn(quick)
+    with owned_processes():
+        figures = drive_rollout(quick) if kind == "rollout" else drive_learn(quick)
     print(json.dumps(figures))
     return 0
-
-
-def drive_learn(quick: bool) -> dict[str, Any]:
-    from rl_control.engine.learn import learn_benchmark
-
-    return learn_benchmark(quick=quick, start_checkpoint=_start_checkpoint, pool=_pool, user=_user,
-                           tasks=LEARN_TASKS)  # fmt: skip
 
 
 if __name__ == "__main__":

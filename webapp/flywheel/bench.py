@@ -36,9 +36,9 @@ MAX_NEW_TOKENS = 64  # expert responses take ~40 tokens; an untrained model woul
 
 def _use_own_database(name: str) -> None:
     """Point the default connection at a fresh database and migrate it."""
-    from webapp.store.bench import _recreate_database
+    from webapp.benchkit.database import recreate_database
 
-    _recreate_database(name)
+    recreate_database(name)
     connections.close_all()
     settings.DATABASES["default"]["NAME"] = name
     connections["default"].settings_dict["NAME"] = name
@@ -71,13 +71,27 @@ def _rejection_sampling(
             "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
 
 
-def _success(checkpoint: Any, tasks: tuple[str, ...], seeds: list[int], max_steps: int) -> float:
+def _success(
+    checkpoint: Any,
+    tasks: tuple[str, ...],
+    seeds: list[int],
+    max_steps: int,
+    intervals: dict[str, Any] | None = None,
+) -> float:
+    """Greedy success of `checkpoint` on the held-out seeds; its Wilson interval goes into `intervals`."""
+    from webapp.benchkit.stats import wilson_interval
     from webapp.flywheel.services.training import evaluate_checkpoint
 
     _log(f"evaluating {checkpoint.version} on {len(tasks)} tasks × {len(seeds)} held-out seeds")
     report = evaluate_checkpoint(checkpoint=checkpoint, tasks=list(tasks), seeds=seeds, max_steps=max_steps,
                                  max_new_tokens=MAX_NEW_TOKENS)  # fmt: skip
-    return round(report["mean"], 4) if report else float("nan")
+    if not report:
+        return float("nan")
+    if intervals is not None:
+        intervals[checkpoint.version] = [
+            round(x, 4) for x in wilson_interval(report["successes"], report["episodes"])
+        ]
+    return round(report["mean"], 4)
 
 
 def _rl_then_pick(
@@ -90,16 +104,18 @@ def _rl_then_pick(
 
     from django.contrib.auth import get_user_model
 
-    from rl_control.engine.learn import LEARN_LR, LEARN_STALENESS, LEARN_TEMPERATURE, rl_phase
+    from rl_control.engine.learn import rl_phase
+    from webapp.benchkit.config import LearnBenchConfig
 
+    learn = LearnBenchConfig(quick=False)  # the learn bench's RL settings (lr, temperature, staleness)
     user, _ = get_user_model().objects.get_or_create(username="bench-flywheel")
     started = time.perf_counter()
     rl = rl_phase(
         checkpoint=sft, pool=pool, user=user, workdir=Path(tempfile.mkdtemp(prefix="bench-flywheel-rl-")),
         minutes=minutes, envs=2, name=f"flywheel iteration {it + 1}",
-        config={"grpo": {"rollouts_per_task": 4, "lr": LEARN_LR, "beta_kl": 0.0, "temperature": LEARN_TEMPERATURE},
+        config={"grpo": {"rollouts_per_task": 4, "lr": learn.lr, "beta_kl": 0.0, "temperature": learn.temperature},
                 "curation": {"rollouts_max": 4, "rollouts_min": 2, "step_cap": max_steps + 2,
-                             "min_batch_trajectories": 16, "staleness_bound": LEARN_STALENESS,
+                             "min_batch_trajectories": 16, "staleness_bound": learn.staleness,
                              "injection": "experience_pool"}},
     )  # fmt: skip
     run, rates = rl["run"], rl["success_rates"]
@@ -124,6 +140,8 @@ def _rl_then_pick(
 
 def run_flywheel(quick: bool) -> dict[str, Any]:
     import torch
+
+    from webapp.benchkit.stats import wilson_interval
 
     torch.set_num_threads(2)
     _use_own_database(f"{settings.DATABASES['default']['NAME']}_bench_flywheel")
@@ -155,7 +173,8 @@ def run_flywheel(quick: bool) -> dict[str, Any]:
     task_ids = [t.pk for t in task_rows]
     current = checkpoint_create_initial(version=f"bench-init-{run}", seed=0)
     figures: dict[str, Any] = {"tasks": list(tasks), "k": k, "iterations": []}
-    success0 = _success(current, tasks, eval_seeds, max_steps)
+    intervals: dict[str, Any] = {}
+    success0 = _success(current, tasks, eval_seeds, max_steps, intervals)
     figures["success_untrained"] = success0
 
     rl_minutes = 2.0 if quick else 6.0
@@ -166,7 +185,8 @@ def run_flywheel(quick: bool) -> dict[str, Any]:
         validate_pending(pool_id=pool.pk)
         refresh = pool_refresh(pool=pool)
         entry["buckets"] = refresh.buckets
-        entry["success"] = success0 if it == 0 else _success(current, tasks, eval_seeds, max_steps)
+        entry["success"] = success0 if it == 0 else _success(current, tasks, eval_seeds, max_steps, intervals)
+        entry["success_ci95"] = intervals.get(current.version)
         if it == iterations - 1:
             figures["iterations"].append(entry)
             break
@@ -195,11 +215,17 @@ def run_flywheel(quick: bool) -> dict[str, Any]:
 
     rates = [e["rejection_sampling"]["v1_rate"] for e in figures["iterations"]]
     successes = [e["success"] for e in figures["iterations"]]
+    episodes = [e["rejection_sampling"]["episodes"] for e in figures["iterations"]]
+    v1 = [e["rejection_sampling"]["v1"] for e in figures["iterations"]]
     figures.update(
-        v1_rate_per_iteration=rates,
+        vs1_rate_by_iteration=rates,  # SPEC §10
+        sft_gain_points=round(100 * (max(successes) - success0), 1),  # SPEC §10: best held-out over untrained
+        vs1_rate_ci95_by_iteration=[
+            [round(x, 4) for x in wilson_interval(k, n)] for k, n in zip(v1, episodes, strict=True)
+        ],
         success_per_iteration=successes,
+        success_ci95_per_iteration=[e["success_ci95"] for e in figures["iterations"]],
         v1_rate_rises=all(b > a for a, b in pairwise(rates)),
-        success_lift_points=round(100 * (max(successes) - success0), 1),
         annotation_model=current.version,
         seconds=round(time.perf_counter() - started, 1),
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -18,27 +17,9 @@ import psutil
 import psycopg
 from django.conf import settings
 
+from webapp.benchkit.database import database_url, free_port, recreate_database
+
 STEPS_PER_TRAJECTORY = 20
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _db_url(name: str) -> str:
-    db = settings.DATABASES["default"]
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT']}/{name}"
-
-
-def _recreate_database(name: str) -> None:
-    with psycopg.connect(
-        _db_url("postgres").replace("postgres://", "postgresql://"), autocommit=True
-    ) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def _fill(db_url: str, n_steps: int) -> int:
@@ -110,14 +91,14 @@ def _token(env: dict[str, str]) -> str:
 def run_export(quick: bool) -> dict[str, Any]:
     n_steps = 50_000 if quick else 1_000_000
     db_name = f"{settings.DATABASES['default']['NAME']}_bench_export"
-    db_url = _db_url(db_name)
+    db_url = database_url(db_name)
     env = {
         **os.environ,
         "DATABASE_URL": db_url,
         "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
         "DEBUG": "false",
     }
-    _recreate_database(db_name)
+    recreate_database(db_name)
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], env=env, check=True,
                    capture_output=True, cwd=settings.BASE_DIR)  # fmt: skip
     t0 = time.perf_counter()
@@ -125,7 +106,7 @@ def run_export(quick: bool) -> dict[str, Any]:
     fill_s = time.perf_counter() - t0
     token = _token(env)
 
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
          "webapp.asgi:application"],

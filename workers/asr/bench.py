@@ -1,13 +1,21 @@
 """ASR benchmark: synthetic think-aloud sessions through the whole pipeline with the real model.
 
 Per session: espeak-ng speech (voices and speeds vary) -> 10 s chunks encoded as webm/opus, ogg/opus
-and wav in turn -> session-clock timeline -> Whisper (tiny.en, int8, CPU) -> step alignment.
+and wav in turn -> session-clock timeline -> Whisper (tiny.en by default, int8, CPU) -> step alignment.
+
+Configuration (`webapp.benchkit.config.AsrBenchConfig`): the model (FLYWHEEL_ASR_MODEL: tiny.en,
+base, or a CTranslate2 directory; workers.asr.models), the speech set (FLYWHEEL_ASR_SPEECH_SET:
+"generator", the templates the decoding options were chosen on, or "unscripted": technical words,
+pauses mid-sentence, 110-240 wpm), and the seed split: a full run reads the final-test sessions
+(fixed in code, read only for the reported figure), --quick the validation ones.
 
 Figures:
 - `rtf`: transcription wall time / audio seconds (model load excluded, reported as `model_load_s`);
   `rtf_cpu`: CPU seconds of this process (all threads) per audio second, which other load on a
   shared machine does not inflate.
-- `wer`: word error rate over all sessions (errors summed, then divided by reference words).
+- `wer`: word error rate over all sessions (errors summed, then divided by reference words), with
+  Whisper's English normaliser on both sides (workers.asr.wer); `wer_ci95` and
+  `alignment_accuracy_ci95` are 95 % bootstrap intervals over sessions.
 - `alignment_accuracy`: share of reference words assigned to their ground-truth step. Matching:
   hypothesis words (normalised, in time order, each token tagged with the step its word was
   aligned to) are paired with reference tokens by the WER edit alignment; a reference token is
@@ -30,10 +38,13 @@ from typing import Any
 
 import numpy as np
 
+from webapp.benchkit.config import AsrBenchConfig
+from webapp.benchkit.stats import bootstrap_ratio_interval
 from workers.asr.align import StepSpeech, align_words
 from workers.asr.audio import SAMPLE_RATE, build_timeline, decode_chunk
-from workers.asr.synth import SPEEDS_WPM, VOICES, generate_session, split_into_chunks
-from workers.asr.transcribe import Transcriber
+from workers.asr.models import model_path
+from workers.asr.synth import SPEEDS_WPM, UNSCRIPTED_SPEEDS_WPM, VOICES, generate_session, split_into_chunks
+from workers.asr.transcribe import Transcriber, TranscriberConfig
 from workers.asr.wer import align_tokens, normalize_words, word_error_counts
 
 CHUNK_FORMATS = ("webm", "ogg", "wav")
@@ -49,9 +60,16 @@ class AlignmentScore:
 
 
 def hypothesis_tokens(steps: Sequence[StepSpeech]) -> list[tuple[str, int]]:
-    """Normalised hypothesis tokens in time order, each with the step index its word was aligned to."""
+    """Normalised hypothesis tokens in time order, each with the step index its word was aligned to.
+    Each run of consecutive words of one step is normalised as a whole ("twenty five" -> "25")."""
     tagged = sorted(((w, s.step_index) for s in steps for w in s.words), key=lambda item: item[0].start)
-    return [(token, step) for word, step in tagged for token in normalize_words(word.text)]
+    runs: list[tuple[int, list[str]]] = []
+    for word, step in tagged:
+        if runs and runs[-1][0] == step:
+            runs[-1][1].append(word.text)
+        else:
+            runs.append((step, [word.text]))
+    return [(token, step) for step, texts in runs for token in normalize_words(" ".join(texts))]
 
 
 def score_alignment(steps: Sequence[StepSpeech], reference: Sequence[tuple[str, int]]) -> AlignmentScore:
@@ -73,22 +91,26 @@ def silence_words(transcriber: Transcriber) -> int:
 
 def run_asr(quick: bool) -> dict[str, Any]:
     """Run the benchmark: ~3 sessions when quick (under a minute), 20 otherwise."""
-    n_sessions = 3 if quick else 20
+    config = AsrBenchConfig.for_run(quick)
+    n_sessions = config.sessions
+    speeds = UNSCRIPTED_SPEEDS_WPM if config.speech_set == "unscripted" else SPEEDS_WPM
     started = time.perf_counter()
-    transcriber = Transcriber()
+    transcriber = Transcriber(
+        TranscriberConfig(model_path=model_path(config.model), compute_type=config.compute_type)
+    )
     load_s = time.perf_counter() - started
     errors = ref_words = 0
     processing_s = audio_s = cpu_s = 0.0
     correct = matched = total = 0
+    per_session: list[tuple[int, int, int, int]] = []  # errors, reference words, correct, total
     by_voice: dict[str, list[int]] = {}
     live_wall: list[float] = []
     live_cpu: list[float] = []
     for k in range(n_sessions):
         # Voice and speed both cycle, and their periods differ, so the full run covers every pairing.
-        voice, speed = VOICES[k % len(VOICES)], SPEEDS_WPM[(k // len(VOICES)) % len(SPEEDS_WPM)]
-        session = generate_session(
-            seed=7919 * k + 1, n_steps=7, voice=voice, speed_wpm=speed, start_clock=500.0 + k
-        )
+        voice, speed = VOICES[k % len(VOICES)], speeds[(k // len(VOICES)) % len(speeds)]
+        session = generate_session(seed=config.session_seed(k), n_steps=7, voice=voice, speed_wpm=speed,
+                                   start_clock=500.0 + k, speech_set=config.speech_set)  # fmt: skip
         chunks = split_into_chunks(session, 10.0, CHUNK_FORMATS)
         timeline = build_timeline(chunks)
         if k % 4 == 0:
@@ -105,6 +127,7 @@ def run_asr(quick: bool) -> dict[str, Any]:
         counts = word_error_counts([t for t, _ in reference], [t for t, _ in hypothesis_tokens(steps)])
         score = score_alignment(steps, reference)
         errors += counts.errors
+        per_session.append((counts.errors, counts.ref_words, score.correct, score.total))
         ref_words += counts.ref_words
         by_voice.setdefault(voice, [0, 0])
         by_voice[voice][0] += counts.errors
@@ -113,11 +136,19 @@ def run_asr(quick: bool) -> dict[str, Any]:
         audio_s += transcript.audio_s
         correct, matched, total = correct + score.correct, matched + score.matched, total + score.total
     invented = silence_words(transcriber)
+    e, n, c, t = (list(column) for column in zip(*per_session, strict=True))
     return {
         "rtf": round(processing_s / audio_s, 4),
-        "rtf_cpu": round(cpu_s / audio_s, 4),
         "wer": round(errors / ref_words, 4),
         "alignment_accuracy": round(correct / total, 4),
+        "wer_ci95": [round(x, 4) for x in bootstrap_ratio_interval(e, n)],
+        "alignment_accuracy_ci95": [round(x, 4) for x in bootstrap_ratio_interval(c, t)],
+        "wer_errors": errors,
+        "model": config.model,
+        "speech_set": config.speech_set,
+        "split": config.split,
+        "config": config.to_json(),
+        "rtf_cpu": round(cpu_s / audio_s, 4),
         "alignment_accuracy_matched": round(correct / matched, 4) if matched else 0.0,
         "sessions": n_sessions,
         "audio_s": round(audio_s, 1),

@@ -29,6 +29,11 @@ from workers.asr.wer import normalize_words
 
 VOICES = ("en-us", "en-gb", "en-gb-x-rp", "en-us-nyc")
 SPEEDS_WPM = (140, 155, 170, 185)
+# Speech sets: "generator" (the templates below, which the ASR settings were chosen on) and
+# "unscripted" (unlike them: technical words, pauses in the middle of sentences, slow and fast
+# speakers), for a figure on speech no decision was made on.
+SPEECH_SETS = ("generator", "unscripted")
+UNSCRIPTED_SPEEDS_WPM = (110, 125, 215, 240)
 
 _TARGETS = ("settings menu", "search box", "file menu", "save button", "address bar", "login form",
             "download folder", "print dialog", "network tab", "user profile", "calendar page",
@@ -64,6 +69,33 @@ _FINAL = (
     "okay that looks right so the task is done",
     "good the changes are saved now",
     "that worked I am finished",
+)
+_TECH_FIELDS = ("bearer token", "endpoint", "webhook", "environment variable", "username", "API base URL")
+_TECH_KEYS = ("created at", "user ID", "status code", "latency", "timestamp", "tenant")
+_TECH = (
+    "okay so I paste the API key into the {f} field",
+    "hmm the {f} still gives me a four oh four error",
+    "I need to check whether the JSON payload has the {k} key",
+    "let me open the terminal and run npm install",
+    "now the Kubernetes dashboard should list the {k} pod",
+    "I copy the SSH key from the clipboard",
+    "the regex does not match the {k} column yet",
+    "so I set the timeout to thirty seconds in the YAML config",
+    "wait the OAuth redirect goes to localhost port eight thousand",
+    "I filter the CSV export by the {k} column",
+    "I think PostgreSQL rejected the migration because of the {k} index",
+    "right I toggle dark mode in the preferences",
+    "I drag the {k} widget onto the canvas",
+    "then I git push to the staging branch",
+    "the {f} ends in slash callback",
+    "I am going to clear the browser cache and reload the tab",
+    "apparently the Docker container restarted twice",
+    "let me grep the logs for the {k} field",
+)
+_TECH_FINAL = (
+    "alright the deploy went through",
+    "great the build is green now",
+    "fine that fixed the flaky test",
 )
 
 
@@ -142,7 +174,9 @@ def trim_silence(samples: np.ndarray, threshold: float = 1e-3) -> np.ndarray:
     return samples[loud[0] : loud[-1] + 1] if loud.size else samples[:0]
 
 
-def _sentence(rng: random.Random, step_kind: str) -> str:
+def _sentence(rng: random.Random, step_kind: str, speech_set: str = "generator") -> str:
+    if speech_set == "unscripted":
+        return rng.choice(_TECH).format(f=rng.choice(_TECH_FIELDS), k=rng.choice(_TECH_KEYS))
     target, name, k = rng.choice(_TARGETS), rng.choice(_NAMES), rng.randint(2, 12)
     pool = {"plain": _PLAIN, "typing": _TYPING, "number": _NUMBERS, "straddle": _STRADDLE}[step_kind]
     return rng.choice(pool).format(t=target, n=name, k=k)
@@ -155,17 +189,23 @@ def generate_session(
     voice: str | None = None,
     speed_wpm: int | None = None,
     start_clock: float = 1000.0,
+    speech_set: str = "generator",
 ) -> SynthSession:
     """Generate one deterministic think-aloud session (same seed, same session).
 
     The step modes are: "after" (speech, then the action 0.2-0.8 s after it ends), "straddle" (the
     action lands 60-85 % of the way through a long sentence), "lead" (the next step's first
     sentence starts 0.15-0.4 s before this action lands), "silent" (no speech), with occasional
-    long pauses of 3-5 s and a closing remark after the last action.
+    long pauses of 3-5 s and a closing remark after the last action. `speech_set` "unscripted" takes
+    its sentences from technical think-aloud instead of the templates, stops for 0.7-2.5 s in the
+    middle of half of them, and speaks at 110-240 words per minute.
     """
+    if speech_set not in SPEECH_SETS:
+        raise ValueError(f"speech_set must be one of {SPEECH_SETS}, not {speech_set!r}")
+    unscripted = speech_set == "unscripted"
     rng = random.Random(seed)
     voice = voice or rng.choice(VOICES)
-    speed_wpm = speed_wpm or rng.choice(SPEEDS_WPM)
+    speed_wpm = speed_wpm or rng.choice(UNSCRIPTED_SPEEDS_WPM if unscripted else SPEEDS_WPM)
     clips: list[tuple[float, np.ndarray]] = []  # (seconds from start, samples)
     sentences: list[SynthSentence] = []
     actions: list[SynthAction] = []
@@ -174,6 +214,12 @@ def generate_session(
 
     def say(text: str, step: int, at: float) -> float:
         samples = speak(text, voice, speed_wpm)
+        words = text.split()
+        if unscripted and len(words) >= 4 and rng.random() < 0.5:  # a pause in the middle of the sentence
+            cut = rng.randint(2, len(words) - 2)
+            gap = np.zeros(round(rng.uniform(0.7, 2.5) * SAMPLE_RATE), dtype=np.float32)
+            samples = np.concatenate([speak(" ".join(words[:cut]), voice, speed_wpm), gap,
+                                      speak(" ".join(words[cut:]), voice, speed_wpm)])  # fmt: skip
         clips.append((at, samples))
         end = at + len(samples) / SAMPLE_RATE
         sentences.append(SynthSentence(text, step, start_clock + at, start_clock + end))
@@ -186,9 +232,13 @@ def generate_session(
         if pending_lead and mode == "silent":
             mode = "after"
         kind = rng.choices(["plain", "typing", "number"], weights=[5, 2, 1])[0]
-        texts = [] if mode == "silent" else [_sentence(rng, "straddle" if mode == "straddle" else kind)]
+        texts = (
+            []
+            if mode == "silent"
+            else [_sentence(rng, "straddle" if mode == "straddle" else kind, speech_set)]
+        )
         if mode == "after" and rng.random() < 0.3:
-            texts.insert(0, _sentence(rng, "plain"))
+            texts.insert(0, _sentence(rng, "plain", speech_set))
         end = tail_end = cursor
         for index, text in enumerate(texts):
             start = cursor if index == 0 else end + rng.uniform(0.5, 0.9)
@@ -219,7 +269,7 @@ def generate_session(
         if rng.random() < 0.15:
             cursor += rng.uniform(3.0, 5.0)  # a long think before the next step
     if rng.random() < 0.7:
-        cursor = say(rng.choice(_FINAL), n_steps, cursor) + 0.5
+        cursor = say(rng.choice(_TECH_FINAL if unscripted else _FINAL), n_steps, cursor) + 0.5
     total = max(cursor, max(a.time for a in actions) - start_clock + 0.5)
     audio = np.zeros(round(total * SAMPLE_RATE) + 1, dtype=np.float32)
     for at, samples in clips:

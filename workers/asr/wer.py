@@ -1,11 +1,12 @@
-"""Word error rate with one normalisation for reference and hypothesis.
+"""Word error rate with one normalisation for reference and hypothesis: Whisper's own English
+normaliser (`EnglishTextNormalizer`, as shipped with transformers; the one the Whisper paper scores
+with), applied identically to both sides, so the score measures recognition, not spelling. It lower-
+cases, removes punctuation and filler words ("um", "hmm"), expands contractions ("i'm" -> "i am",
+"won't" -> "will not") and standardises numbers to digits ("twenty five" and "25" -> "25", "third" ->
+"3rd"). Whisper's optional British-to-American spelling map is not shipped offline and is not used.
 
-Normalisation (applied identically to both sides, so the score measures recognition, not spelling):
-lower case; digits spelled out as words ("25" -> "twenty five", "3rd" -> "third"); hyphens and
-slashes split words; every other punctuation mark removed except apostrophes inside a word
-("I'm" stays one token); contractions expanded as Whisper's English normaliser expands them ("i'm" ->
-"i am", "won't" -> "will not", "they'll" -> "they will"; "'s" is left alone: it is "is", "has" or a
-possessive); a few spelling variants folded ("okay" -> "ok", "dropdown" -> "drop down").
+Numbers spanning several words ("twenty five") normalise as a whole only when normalised together,
+so callers normalise whole sentences or runs of words, never single words of a longer number.
 
 The edit-distance alignment is exposed (`align_tokens`) because the ASR benchmark also uses it to
 decide which hypothesis word stands for which reference word when scoring step alignment.
@@ -13,98 +14,24 @@ decide which hypothesis word stands for which reference word when scoring step a
 
 from __future__ import annotations
 
-import re
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
-
-_ONES = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen"
-).split()
-_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
-_ORDINAL_ENDINGS = {"one": "first", "two": "second", "three": "third", "five": "fifth", "eight": "eighth",
-                    "nine": "ninth", "twelve": "twelfth"}  # fmt: skip
-# Spelling variants of one spoken form, folded both ways consistently (compounds split).
-_VARIANTS = {
-    "okay": "ok",
-    "alright": "all right",
-    "dropdown": "drop down",
-    "login": "log in",
-    "popup": "pop up",
-}
-# Whisper's EnglishTextNormalizer contractions (whole words first, then endings), minus "'s".
-_CONTRACTIONS = {
-    "won't": "will not",
-    "can't": "can not",
-    "let's": "let us",
-    "ain't": "aint",
-    "y'all": "you all",
-}
-_ENDINGS = (
-    ("n't", " not"),
-    ("'re", " are"),
-    ("'d", " would"),
-    ("'ll", " will"),
-    ("'ve", " have"),
-    ("'m", " am"),
-)
-_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
-_ORDINAL = re.compile(r"^(\d+)(st|nd|rd|th)$")
+from typing import Any, Literal
 
 Op = Literal["ok", "sub", "del", "ins"]
 
 
-def number_to_words(n: int) -> str:
-    """Spell a non-negative integer below one million in English words ("105" -> "one hundred five")."""
-    if n < 0 or n >= 1_000_000:
-        raise ValueError(f"number out of supported range: {n}")
-    if n < 20:
-        return _ONES[n]
-    if n < 100:
-        tens, ones = divmod(n, 10)
-        return _TENS[tens] + ("" if ones == 0 else " " + _ONES[ones])
-    if n < 1000:
-        hundreds, rest = divmod(n, 100)
-        return _ONES[hundreds] + " hundred" + ("" if rest == 0 else " " + number_to_words(rest))
-    thousands, rest = divmod(n, 1000)
-    return number_to_words(thousands) + " thousand" + ("" if rest == 0 else " " + number_to_words(rest))
+@functools.cache
+def _normalizer() -> Any:
+    from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
 
-
-def _ordinal_words(n: int) -> str:
-    words = number_to_words(n).split()
-    last = words[-1]
-    if last in _ORDINAL_ENDINGS:
-        words[-1] = _ORDINAL_ENDINGS[last]
-    elif last.endswith("y"):
-        words[-1] = last[:-1] + "ieth"
-    else:
-        words[-1] = last + "th"
-    return " ".join(words)
-
-
-def _spell_token(token: str) -> list[str]:
-    if token.isdigit():
-        return number_to_words(int(token)).split() if len(token) <= 6 else list(token)
-    ordinal = _ORDINAL.match(token)
-    if ordinal and len(ordinal.group(1)) <= 6:
-        return _ordinal_words(int(ordinal.group(1))).split()
-    if token in _CONTRACTIONS:
-        return _CONTRACTIONS[token].split()
-    for ending, expansion in _ENDINGS:
-        if token.endswith(ending) and len(token) > len(ending):
-            return (token[: -len(ending)] + expansion).split()
-    return _VARIANTS.get(token, token).split()
+    return EnglishTextNormalizer({})
 
 
 def normalize_words(text: str) -> list[str]:
-    """Normalised tokens of a text: see the module docstring for the rules."""
-    # Thousands separators would otherwise split "1,000" into "1" and "000".
-    lowered = re.sub(r"(?<=\d),(?=\d{3})", "", text.lower()).replace("’", "'")
-    tokens: list[str] = []
-    for raw in _TOKEN.findall(re.sub(r"[-/_]", " ", lowered)):
-        tokens.extend(_spell_token(raw))
-    return tokens
+    """Whisper-normalised tokens of a text."""
+    return str(_normalizer()(text.replace("\u2019", "'"))).split()
 
 
 @dataclass(frozen=True)

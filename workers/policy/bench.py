@@ -116,6 +116,7 @@ def run_policy(quick: bool, threads: int | None = None, n: int = 4) -> dict[str,
         server.shutdown()
         server.server_close()
     figures.update({f"http_{k}": v for k, v in remote.items()})
+    figures["propose_p50_ms"] = remote["p50_ms"]  # SPEC §10: through the policy server, over HTTP
     figures["goal_p50_ms"] = 500
     figures["goal_met"] = bool(remote["p50_ms"] < 500 and local["p50_ms"] < 500)
     figures["load_avg_1m"] = round(os.getloadavg()[0], 2)

@@ -1,4 +1,9 @@
-"""`python manage.py bench NAME [--quick]`: run one benchmark; the last line printed is one JSON object."""
+"""`python manage.py bench NAME [--quick]`: run one benchmark; the last line printed is one JSON object.
+
+The benchmark owns what it starts (webapp.benchkit.processes): stopped by SIGTERM / SIGINT / SIGHUP
+or ending with an error, its workers, servers and browsers end with it. Its figures must carry the
+keys SPEC §10 names for it (`SPEC_KEYS`); a benchmark that returns without one is an error.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ import json
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+
+from webapp.benchkit.processes import owned_processes
 
 # name -> "module:function"; each function takes `quick: bool` and returns a dict of figures.
 BENCHES: dict[str, str] = {
@@ -25,6 +32,30 @@ BENCHES: dict[str, str] = {
     "launch": "rl_control.launch_bench:run_launch",
 }
 
+# SPEC §10: the keys each benchmark's JSON carries at least (more are welcome).
+SPEC_KEYS: dict[str, tuple[str, ...]] = {
+    "export": ("steps", "steps_per_s", "peak_rss_mb"),
+    "envstep": ("desktop_step_p50_ms", "desktop_step_p95_ms", "browser_step_p50_ms", "desktop_boot_p50_s"),
+    "envmanager": ("lease_release_per_s", "reclaim_delay_s"),
+    "policy": ("propose_p50_ms", "n"),
+    "annotate": ("roundtrip_p50_ms", "roundtrip_p95_ms", "model_p50_ms"),
+    "asr": ("rtf", "wer", "alignment_accuracy"),
+    "rollout": ("async_actions_per_min", "sync_actions_per_min", "async_over_sync", "async_env_utilization",
+                "sync_env_utilization", "workload"),
+    "learn": ("success_before", "success_after", "gain_points", "minutes"),
+    "dashboard": ("metric_to_browser_p50_ms", "metric_to_browser_p95_ms", "downsample_1m_ms", "sockets",
+                  "socket_errors"),
+    "flywheel": ("vs1_rate_by_iteration", "sft_gain_points"),
+    "launch": ("first_metric_s", "updates", "window_s"),
+    "osworld": ("domains", "supported_share", "passes_without_action", "correct_share"),
+    "vlm": ("propose_p50_ms", "update_s", "logprob_max_abs_diff", "sync_s"),
+}  # fmt: skip
+
+
+def missing_keys(name: str, figures: dict[str, Any]) -> list[str]:
+    """The SPEC §10 keys of benchmark `name` that `figures` lacks."""
+    return [k for k in SPEC_KEYS[name] if k not in figures]
+
 
 class Command(BaseCommand):
     help = "Run one benchmark (SPEC §10) and print its figures as one JSON line."
@@ -38,13 +69,14 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, name: str, quick: bool, examples: str | None = None, **options: Any) -> None:
         module_name, func_name = BENCHES[name].split(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            raise CommandError(f"benchmark {name!r} is not available yet ({exc})") from exc
+        bench = getattr(importlib.import_module(module_name), func_name)
         extra = {"examples": examples} if name == "osworld" else {}
-        try:
-            figures: dict[str, Any] = getattr(module, func_name)(quick=quick, **extra)
-        except ValueError as exc:
-            raise CommandError(str(exc)) from exc
+        with owned_processes():
+            try:
+                figures: dict[str, Any] = bench(quick=quick, **extra)
+            except ValueError as exc:
+                raise CommandError(str(exc)) from exc
+        missing = missing_keys(name, figures)
+        if missing:
+            raise CommandError(f"benchmark {name!r} returned no {', '.join(missing)} (SPEC §10)")
         self.stdout.write(json.dumps({"bench": name, **figures}, sort_keys=False))

@@ -1,0 +1,144 @@
+"""The mechanics behind reported figures (SPEC §10, issue 24): Wilson intervals, seed ranges that
+never overlap, the split a run reads, the SPEC keys of every benchmark's JSON."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+from webapp.benchkit.config import (
+    ASR_SEED_OFFSETS,
+    LEARN_SEEDS,
+    LEARN_TASK_SETS,
+    AsrBenchConfig,
+    LearnBenchConfig,
+    RolloutBenchConfig,
+    report_split,
+)
+from webapp.benchkit.stats import SeedRanges, bootstrap_ratio_interval, rate, wilson_interval
+from webapp.management.commands.bench import BENCHES, SPEC_KEYS, missing_keys
+
+
+@pytest.mark.parametrize(
+    ("k", "n", "low", "high"),
+    [(0, 10, 0.0, 0.2775), (5, 10, 0.2366, 0.7634), (10, 10, 0.7225, 1.0), (44, 120, 0.2858, 0.4558)],
+)
+def test_wilson_interval_matches_the_textbook_values(k: int, n: int, low: float, high: float) -> None:
+    lo, hi = wilson_interval(k, n)
+    assert lo == pytest.approx(low, abs=1e-4) and hi == pytest.approx(high, abs=1e-4)
+
+
+def test_wilson_interval_refuses_impossible_counts_and_is_vacuous_without_data() -> None:
+    with pytest.raises(ValueError):
+        wilson_interval(3, 2)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    assert rate(3, 4)["ci95"][0] < 0.75 < rate(3, 4)["ci95"][1]
+
+
+def test_seed_ranges_never_overlap() -> None:
+    with pytest.raises(ValueError, match="overlap"):
+        SeedRanges(tuning=range(0, 10), validation=range(5, 15), final_test=range(100, 110))
+    ranges = [LEARN_SEEDS.tuning, LEARN_SEEDS.validation, LEARN_SEEDS.final_test]
+    assert all(set(a).isdisjoint(b) for i, a in enumerate(ranges) for b in ranges[i + 1 :])
+    assert LEARN_SEEDS.first("final_test", 4) == range(70_000, 70_004)  # a quick subset stays inside
+
+
+def test_a_full_run_reads_the_final_test_and_a_quick_run_never_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FLYWHEEL_BENCH_SPLIT", raising=False)
+    assert report_split(quick=False) == "final_test" and report_split(quick=True) == "validation"
+    full, quick = LearnBenchConfig.for_run(False), LearnBenchConfig.for_run(True)
+    assert set(full.eval_range) <= set(LEARN_SEEDS.final_test)
+    assert set(quick.eval_range) <= set(LEARN_SEEDS.validation)
+    assert set(full.demo_range) <= set(LEARN_SEEDS.tuning)
+    monkeypatch.setenv("FLYWHEEL_BENCH_SPLIT", "test")
+    with pytest.raises(ValueError, match="FLYWHEEL_BENCH_SPLIT"):
+        report_split(quick=False)
+
+
+def test_asr_session_seeds_of_the_splits_are_disjoint() -> None:
+    seeds = {
+        s: {AsrBenchConfig(quick=False, split=s).session_seed(k) for k in range(200)}
+        for s in ASR_SEED_OFFSETS
+    }
+    assert seeds["final_test"].isdisjoint(seeds["tuning"] | seeds["validation"])
+    # the sessions the decoding options were tuned on (offsets 0 and 1000) are not the final test's
+    assert seeds["final_test"].isdisjoint({7919 * k + 1001 for k in range(200)})
+
+
+def test_learn_ablation_and_second_task_set_by_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLYWHEEL_LEARN_INJECTION", "none")
+    monkeypatch.setenv("FLYWHEEL_LEARN_TASK_SET", "second")
+    config = LearnBenchConfig.for_run(True)
+    assert config.curation()["injection"] == "none"
+    assert config.tasks == list(LEARN_TASK_SETS["second"])
+    assert set(LEARN_TASK_SETS["first"]).isdisjoint(LEARN_TASK_SETS["second"])
+    monkeypatch.setenv("FLYWHEEL_LEARN_INJECTION", "sometimes")
+    with pytest.raises(ValueError, match="INJECTION"):
+        LearnBenchConfig.for_run(True)
+
+
+def test_bootstrap_interval_brackets_the_pooled_ratio() -> None:
+    errors, words = [3, 10, 0, 5, 8], [100, 120, 90, 110, 100]
+    low, high = bootstrap_ratio_interval(errors, words)
+    assert low < sum(errors) / sum(words) < high
+    assert bootstrap_ratio_interval(errors, words) == (low, high)  # seeded
+
+
+def test_every_bench_has_its_spec_keys_declared() -> None:
+    assert set(SPEC_KEYS) == set(BENCHES)
+    assert missing_keys("rollout", {"async_over_sync": 2.0}) == [
+        "async_actions_per_min", "sync_actions_per_min", "async_env_utilization", "sync_env_utilization", "workload"
+    ]  # fmt: skip
+
+
+ASSEMBLED_FROM = {"envstep": ("workers.envs.bench_desktop", "workers.envs.bench_browser"),
+                  "learn": ("rl_control.engine.learn",)}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(BENCHES))
+def test_each_bench_module_writes_its_spec_keys(name: str) -> None:
+    """Cheap guard against a renamed key: every SPEC key appears as a key in the bench's module (or
+    the modules it assembles its figures from); the computed figures are checked by the tests below
+    and by the command itself, which refuses a result without them."""
+    modules = [BENCHES[name].split(":")[0], *ASSEMBLED_FROM.get(name, ())]
+    sources = "".join(inspect.getsource(importlib.import_module(m)) for m in modules)
+    for key in SPEC_KEYS[name]:
+        assert f'"{key}"' in sources or f"{key}=" in sources, f"bench {name}: no {key}"
+
+
+def test_rollout_figures_carry_the_spec_keys() -> None:
+    from rl_control.engine.bench import rollout_figures
+
+    mode = {"usable_actions_per_min": 120.0, "env_utilization": 0.9}
+    figures = rollout_figures(
+        RolloutBenchConfig.for_run(True), {"async": mode, "sync": {**mode, "usable_actions_per_min": 60.0}}
+    )
+    assert missing_keys("rollout", figures) == []
+    assert figures["async_over_sync"] == 2.0 and "starter model" in figures["workload"]
+
+
+def test_learn_figures_carry_the_spec_keys_and_intervals() -> None:
+    from rl_control.engine.learn import learn_figures
+    from workers.policy.evaluate import EpisodeResult, EvalReport
+
+    def report(successes: int) -> EvalReport:
+        return EvalReport([EpisodeResult("click-test", s, s < successes, 1) for s in range(10)])
+
+    figures = learn_figures(
+        LearnBenchConfig(quick=True), report(2), report(7), report(6), True, [0.1, 0.2, 0.4]
+    )
+    assert missing_keys("learn", figures) == []
+    assert figures["gain_points"] == 50.0
+    assert figures["success_after_ci95"] == [round(x, 4) for x in wilson_interval(7, 10)]
+    assert figures["after_per_task"]["click-test"]["ci95"][0] > 0.39
+
+
+def test_env_utilization_is_time_inside_episodes_over_the_window() -> None:
+    from rl_control.engine.bench import env_utilization
+
+    # two environments, a 10 s window: one busy 0-10, one busy 2-6 and from 8 on (unfinished)
+    episodes = [(0.0, 10.0), (2.0, 6.0), (8.0, None), (-5.0, 1.0)]
+    assert env_utilization(episodes, 0.0, 10.0, 2) == pytest.approx((10 + 4 + 2 + 1) / 20)
+    assert env_utilization([], 0.0, 10.0, 2) == 0.0

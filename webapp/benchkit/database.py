@@ -1,0 +1,59 @@
+"""A benchmark's own PostgreSQL database, next to the configured one (`<name>_bench_<kind>`)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import psycopg
+from django.conf import settings
+
+
+def database_url(name: str) -> str:
+    """The configured server's URL for the database `name` (postgres:// scheme, as DATABASE_URL)."""
+    db = settings.DATABASES["default"]
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT']}/{name}"
+
+
+def recreate_database(name: str) -> None:
+    """Drop `name` (disconnecting its clients) and create it empty."""
+    with psycopg.connect(
+        database_url("postgres").replace("postgres://", "postgresql://"), autocommit=True
+    ) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+@dataclass(frozen=True)
+class BenchDatabase:
+    name: str
+    url: str
+    env: dict[str, str]  # the environment of a child process that works on it (dev settings)
+
+
+def bench_database(kind: str, *, migrate: bool = True) -> BenchDatabase:
+    """A fresh, migrated database for the benchmark `kind`."""
+    name = f"{settings.DATABASES['default']['NAME']}_bench_{kind}"
+    recreate_database(name)
+    url = database_url(name)
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
+        "DEBUG": "false",
+    }
+    if migrate:
+        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], env=env, check=True,
+                       capture_output=True, cwd=settings.BASE_DIR)  # fmt: skip
+    return BenchDatabase(name=name, url=url, env=env)
+
+
+def free_port() -> int:
+    """A TCP port on the loopback that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
