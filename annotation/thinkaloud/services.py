@@ -195,11 +195,12 @@ def recording_finish(*, session: AnnotationSession) -> ThinkAloudRecording:
 
 def transcriber() -> Any:
     """The configured Whisper (loaded once per worker process; see workers.asr.transcribe)."""
-    from workers.asr.transcribe import Transcriber, TranscriberConfig, default_model_path
+    from workers.asr.models import model_path
+    from workers.asr.transcribe import Transcriber, TranscriberConfig
 
     return Transcriber(
         TranscriberConfig(
-            model_path=settings.THINKALOUD_MODEL_PATH or default_model_path(),
+            model_path=model_path(settings.THINKALOUD_MODEL_PATH or "tiny.en"),
             device=settings.THINKALOUD_DEVICE,
             compute_type=settings.THINKALOUD_COMPUTE_TYPE,
         )

@@ -131,7 +131,7 @@ def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchCon
 
     from rl_control import services
     from rl_control.engine.slots import slot_read
-    from rl_control.engine.stack import wait_for
+    from rl_control.engine.stack import launch_when_ready, wait_for
     from rl_control.models import RolloutGroup, Run, RunMetric
     from webapp.store.models import Step, Trajectory
 
@@ -155,7 +155,7 @@ def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchCon
             "budget": {"max_updates": 10_000, "max_minutes": 60},
         },
     )  # fmt: skip
-    services.run_launch(run=run)
+    launch_when_ready(run)
     # The window starts when the first episode starts (the trainer's start-up is not measured).
     wait_for("the first rollout", lambda: Trajectory.objects.filter(run=run).exists(), 300)
     started, window_start = time.time(), timezone.now()

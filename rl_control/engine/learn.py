@@ -206,7 +206,7 @@ def rl_phase(
     from django.test.utils import override_settings
 
     from rl_control import services
-    from rl_control.engine.stack import LocalStack
+    from rl_control.engine.stack import LocalStack, launch_when_ready
     from rl_control.models import EngineState, Run, RunMetric
     from webapp.fleet import services as fleet
     from webapp.store.models import Checkpoint
@@ -224,7 +224,7 @@ def rl_phase(
                 config={**config, "env": {**config.get("env", {}), "parallel_envs": envs},
                         "budget": {"max_updates": 10_000, "max_minutes": minutes}},
             )  # fmt: skip
-            services.run_launch(run=run)
+            launch_when_ready(run)
             deadline = time.monotonic() + minutes * 60.0 + 120.0
             while time.monotonic() < deadline:
                 run.refresh_from_db()

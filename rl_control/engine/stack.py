@@ -130,3 +130,19 @@ class LocalStack:
             f"--- {p.name}\n{p.read_text(errors='replace')[-tail:]}"
             for p in sorted(self.workdir.glob("proc*.log"))
         )
+
+
+def launch_when_ready(run: Any, timeout_s: float = 300.0) -> Any:
+    """Launch `run` once the stack's workers and env host answer the launch preflight (they take
+    tens of seconds to start on a loaded machine); the last preflight error after `timeout_s`."""
+    from rl_control import services
+    from rl_control.services.runs import RunPreflightError
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return services.run_launch(run=run)
+        except RunPreflightError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(3.0)

@@ -86,3 +86,42 @@ def test_a_bench_that_ends_normally_leaves_nothing_behind() -> None:
     assert proc.wait(timeout=30) == 0
     assert proc.stdout is not None and "clean exit" in proc.stdout.read()
     assert _alive(pids) == []
+
+
+@pytest.mark.slow
+def test_bench_rollout_stopped_by_sigterm_leaves_no_worker_browser_or_server() -> None:
+    """The real thing (issue 24: a `timeout` left three Celery workers, two Playwright drivers with
+    their Chromium trees and a policy server running): `bench rollout --quick` is stopped by SIGTERM
+    once its stack is up; nothing it started survives."""
+    from django.conf import settings
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
+           "DATABASE_URL": f"postgres://{settings.DATABASES['default']['USER']}@127.0.0.1:"
+                           f"{settings.DATABASES['default']['PORT']}/{settings.DATABASES['default']['NAME']}",
+           "REDIS_URL": settings.REDIS_URL}  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "manage.py", "bench", "rollout", "--quick"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    seen: dict[int, str] = {}
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            for p in psutil.Process(proc.pid).children(recursive=True):
+                try:
+                    seen[p.pid] = " ".join(p.cmdline())[:120]
+                except psutil.Error:
+                    pass
+            if sum("celery" in c for c in seen.values()) >= 3 and any("chrom" in c for c in seen.values()):
+                break
+            assert proc.poll() is None, "the bench ended before its stack was up"
+            time.sleep(1.0)
+        else:
+            pytest.fail(f"the stack did not come up: {sorted(seen.values())}")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 128 + signal.SIGTERM
+        time.sleep(2.0)
+        survivors = {pid: seen[pid] for pid in _alive(list(seen))}
+        assert survivors == {}, survivors
+    finally:
+        for pid in _alive(list(seen)):
+            os.kill(pid, signal.SIGKILL)
+        proc.kill()

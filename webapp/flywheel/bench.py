@@ -28,8 +28,7 @@ from django.db import connections
 
 QUICK_TASKS = ("click-test", "focus-text", "click-button")
 FULL_TASKS = (*QUICK_TASKS, "click-link", "click-test-2", "click-dialog", "click-tab", "click-widget")
-# Sampling temperature of rejection sampling: at 1.0 a model SFT'd on 18 demonstrations samples noise
-# (measured: V(s)=1 0/6 at T=1.0 although greedy success was 50 %; 2/6 at T=0.3).
+# Sampling temperature of rejection sampling (why 0.3: docs/benchmarks.md, flywheel).
 RS_TEMPERATURE = 0.3
 MAX_NEW_TOKENS = 64  # expert responses take ~40 tokens; an untrained model would write ~150 a step
 

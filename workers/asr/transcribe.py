@@ -49,24 +49,17 @@ class TranscriberConfig:
     compute_type: str = "int8"  # CTranslate2 quantisation: int8, int8_float16, float16, float32
     cpu_threads: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))
     language: str | None = "en"  # None lets Whisper detect it (multilingual models only)
-    # Beam 4 with unconditioned decoding (below). Errors on three sets of 20 bench sessions (seeds
-    # offset by 0 / 1000 / 2000, the third only used to confirm): beam 3 conditioned 83 / 73 / 106,
-    # beam 3 unconditioned 78 / 71 / 103, beam 4 unconditioned 75 / 63 / 103 (beam 4 conditioned:
-    # 108 on the third). Beam 4 costs ~5 % more CPU than beam 3.
+    # Decoding options: chosen on the tuning sessions of `bench asr`; what was measured is in
+    # docs/benchmarks.md (asr).
     beam_size: int = 4
-    # Off: each 30 s window keeps its own acoustic context (the decoder VAD keeps pauses under 3 s),
-    # and the previous window's text as a prompt no longer paid off once it did (see beam_size; the
-    # changes are spread over many sentences, a modest net gain). A window also cannot inherit a
-    # repetition loop from the one before. Before the 3 s decoder VAD, conditioning helped (WER 6.9 %
-    # vs 8.2 %).
+    # Off: each 30 s window keeps its own acoustic context and cannot inherit a repetition loop.
     condition_on_previous_text: bool = False
     initial_prompt: str | None = None  # e.g. the task instruction: primes names Whisper should expect
     vad_filter: bool = True
     vad_min_silence_ms: int = 500  # speech regions of the word gate end at pauses at least this long
     vad_speech_pad_ms: int = 200  # keep this much audio around detected speech
     # The decoder's VAD only cuts out silences at least this long: shorter pauses stay in the audio
-    # Whisper reads, so sentences keep their natural breaks and context. Measured on two sets of 20
-    # bench sessions (beam 3): WER 5.7 → 5.1 % and 5.6 → 4.5 % against cutting at every 500 ms pause.
+    # Whisper reads, so sentences keep their natural breaks and context.
     decode_min_silence_ms: int = 3000
     min_word_probability: float = 0.5  # below this a word must overlap VAD speech to be kept
     no_speech_threshold: float = 0.6  # segment dropped if no_speech_prob above this ...
