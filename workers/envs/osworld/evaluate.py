@@ -92,6 +92,9 @@ def _one_metric(
         return MetricOutcome(func, 0.0, error=str(exc))
     except FileNotFoundError as exc:  # OSWorld scores a missing file 0
         return MetricOutcome(func, 0.0, error=f"file not found: {exc}")
+    except Exception as exc:  # OSWorld's getters raise on what the session lacks (a config file
+        # the app has not written yet): the state is not the expected one, so 0, with the reason
+        return MetricOutcome(func, 0.0, error=f"getter {getter.get('type')!r} failed: {exc!r}"[:500])
     fn = regex_match if func == "regex_match" else vocab.metric(func)
     try:
         value = fn(result, exp, **options) if expected else fn(result, **options)
