@@ -136,3 +136,26 @@ def test_gimp_infeasible_task(tmp_path: Path) -> None:
         assert env.evaluate() == 1.0
     finally:
         env.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("vlc") is None, reason="make osworld-apps DOMAINS=vlc")
+def test_vlc_settings_task(tmp_path: Path) -> None:
+    """VLC launched in the sandbox; desktop-env's vlc_config getter reads the session's vlcrc and
+    its vlc metric module (is_vlc_recordings_folder) scores it: 0 with no action, 1 once set."""
+    task, bundle, session = _session_with_bundle(tmp_path, "fw-vlc-401-recordings-folder")
+    assert osworld.check_supported(task, "desktop", bundle) == []
+    env = DesktopEnv(DesktopConfig(display_range=(210, 220), vnc=False, session_dir=session))
+    try:
+        env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
+        deadline = time.monotonic() + 60
+        while "VLC" not in env.run_command(["wmctrl", "-l"]).output:
+            assert time.monotonic() < deadline, "VLC showed no window"
+            time.sleep(1.0)
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 0.0, report
+        solutions.solve(env, task["id"])
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 1.0, report
+    finally:
+        env.close()

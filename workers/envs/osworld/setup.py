@@ -48,8 +48,7 @@ def _run_step(
         # OSWorld ignores set-up exit codes (commands like `rm -f` or `pkill` often 'fail'); so do we.
     elif kind == "launch":
         command = _rewrite_command(params["command"], runner)
-        if "libreoffice" in str(command) or "soffice" in str(command):
-            _prepare_libreoffice(runner)
+        _prepare_profile(runner, command)
         runner.spawn_command(command, shell=bool(params.get("shell", False)))
     elif kind == "sleep":
         seconds = float(params.get("seconds", 0))
@@ -71,8 +70,7 @@ def _run_step(
         path = _session_path(runner, params["path"])
         inside = f"{runner.command_home}/{path.relative_to(runner.session_dir.resolve())}"
         opener = _opener(path)
-        if opener[0] == "libreoffice":
-            _prepare_libreoffice(runner)
+        _prepare_profile(runner, opener)
         runner.spawn_command([*opener, inside])
         _wait_for_file_window(runner, path)
     elif kind == "chrome_open_tabs":
@@ -109,11 +107,26 @@ _LIBREOFFICE_PROFILE = """<?xml version="1.0" encoding="UTF-8"?>
 """
 
 
-def _prepare_libreoffice(runner: CommandRunner) -> None:
-    """The session's LibreOffice profile as OSWorld's VM has it (kept if the session has one)."""
+# ... and VLC without its first-start "Privacy and Network Access Policy" dialog.
+_VLC_PROFILE = "[qt]\nqt-privacy-ask=0\n"
+
+# program -> (profile file in the session's home, its content)
+_PROFILES = {
+    "libreoffice": (".config/libreoffice/4/user/registrymodifications.xcu", _LIBREOFFICE_PROFILE),
+    "soffice": (".config/libreoffice/4/user/registrymodifications.xcu", _LIBREOFFICE_PROFILE),
+    "vlc": (".config/vlc/vlcrc", _VLC_PROFILE),
+}
+
+
+def _prepare_profile(runner: CommandRunner, command: str | list[str]) -> None:
+    """The started program's profile as OSWorld's VM has it (kept if the session has one)."""
+    words = command if isinstance(command, list) else command.split()
+    program = Path(str(words[0])).name if words else ""
+    if program not in _PROFILES:
+        return
+    relative, content = _PROFILES[program]
     from workers.envs.terminal.paths import open_beneath
 
-    relative = ".config/libreoffice/4/user/registrymodifications.xcu"
     try:
         fd = open_beneath(
             runner.session_dir, relative, os.O_WRONLY | os.O_CREAT | os.O_EXCL, make_parents=True
@@ -123,7 +136,7 @@ def _prepare_libreoffice(runner: CommandRunner) -> None:
     with os.fdopen(fd, "w") as out:
         owner = runner.session_dir.stat()
         os.fchown(out.fileno(), owner.st_uid, owner.st_gid)
-        out.write(_LIBREOFFICE_PROFILE)
+        out.write(content)
 
 
 def _wait_for_file_window(runner: CommandRunner, path: Path, timeout_s: float = 60.0) -> None:

@@ -34,6 +34,20 @@ SOLUTIONS: dict[str, list[tuple[Action, float]]] = {
         (Action("type", text="file:///home/user/pages/todo.html"), 0.5),
         (Action("hotkey", keys=("enter",)), 2.0),
     ],
+    # VLC writes its settings to ~/.config/vlc/vlcrc; the terminal (top left) sets the one asked for
+    # once VLC has quit (it rewrites the file when it exits).
+    "fw-vlc-401-recordings-folder": [
+        (Action("hotkey", keys=("ctrl", "q")), 2.0),
+        (Action("click", point=Point(200, 200)), 0.3),
+        (
+            Action(
+                "type",
+                text="pkill -x vlc; sleep 1; mkdir -p ~/.config/vlc; "
+                "echo input-record-path=/home/user/Desktop >> ~/.config/vlc/vlcrc\n",
+            ),
+            3.0,
+        ),
+    ],
     # Infeasible: the right answer is to give up (OSWorld's FAIL, our call_user).
     "fw-gimp-301-infeasible": [(Action("call_user", text="GIMP cannot make 3D models"), 0.0)],
 }
@@ -71,6 +85,7 @@ BUNDLES = {
         _page(d / f"{name}.html", name) for name in ("notes-a", "notes-b", "scratch", "todo")
     ],
     "fw-gimp-301-infeasible": lambda d: _png(d / "photo.png"),
+    "fw-vlc-401-recordings-folder": lambda d: None,
 }
 
 
