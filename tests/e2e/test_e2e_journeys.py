@@ -431,7 +431,7 @@ def test_admin_imports_a_folder_of_task_files_from_the_pools_page(
     bad["evaluator"].pop("func")
     (folder / "bad.json").write_text(json.dumps(bad))
     pdf = _osworld("e2e-pdf")
-    pdf["evaluator"]["func"] = "compare_pdfs"
+    pdf["evaluator"]["func"] = "compare_image_text"
     (folder / "pdf.json").write_text(json.dumps(pdf))
     (folder / "list.jsonl").write_text(
         json.dumps({"id": "e2e-j1", "instruction": "Open the settings", "env_kind": "browser"}) + "\n"
@@ -451,7 +451,7 @@ def test_admin_imports_a_folder_of_task_files_from_the_pools_page(
     expect(page.get_by_test_id("import-file-list.jsonl")).to_contain_text("line 2")
     expect(page.get_by_test_id("import-file-list.jsonl")).to_contain_text("instruction")
     expect(page.get_by_test_id("import-file-pdf.json")).to_contain_text("unsupported")
-    expect(page.get_by_test_id("import-file-pdf.json")).to_contain_text("compare_pdfs")
+    expect(page.get_by_test_id("import-file-pdf.json")).to_contain_text("compare_image_text")
     expect(page.get_by_test_id("import-preview")).to_contain_text("1 file in the folder skipped")
     page.screenshot(path=str(shots / "pools-import-preview.png"), full_page=True)
     with live_stack.api("admin") as api:
@@ -465,7 +465,7 @@ def test_admin_imports_a_folder_of_task_files_from_the_pools_page(
     # The pool browser shows the new pool with its tasks, and says why a task is unsupported.
     browser_box = page.get_by_test_id("pool-browser")
     expect(browser_box.locator(".pool-tabs a.active")).to_contain_text("e2e-imported", timeout=30_000)
-    expect(page.get_by_test_id("unsupported-e2e-pdf")).to_contain_text("compare_pdfs")
+    expect(page.get_by_test_id("unsupported-e2e-pdf")).to_contain_text("compare_image_text")
     expect(page.get_by_test_id("enabled-e2e-pdf")).to_be_disabled()
     # Edit importance and enabled in place.
     importance = page.get_by_test_id("importance-e2e-c1")
