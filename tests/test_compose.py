@@ -1,0 +1,62 @@
+"""docker-compose.yml read against what `make up` starts (scripts/up.sh) and what the launch path
+needs, without a Docker engine: every Celery queue has a worker, the run's policy servers are reached
+at the trainer's service name, every container that starts a sandboxed Chromium may make user
+namespaces, and the stack does not stay down when the starter model cannot be trained."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+from django.conf import settings
+
+from webapp.celery import app
+
+ROOT = Path(settings.BASE_DIR)
+SANDBOX = {"seccomp=unconfined", "apparmor=unconfined"}
+
+
+def _services() -> dict[str, dict]:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+
+
+def _queues(command: list[str] | str) -> set[str]:
+    args = command if isinstance(command, list) else command.split()
+    return set(args[args.index("-Q") + 1].split(",")) if "-Q" in args else set()
+
+
+def test_every_queue_has_a_worker_as_in_make_up() -> None:
+    services = _services()
+    consumed = set().union(*(_queues(s.get("command", [])) for s in services.values()))
+    declared = {q.name for q in app.conf.task_queues}
+    up = set()
+    for line in (ROOT / "scripts" / "up.sh").read_text().splitlines():
+        if match := re.search(r" -Q (\S+)", line):
+            up |= set(match.group(1).split(","))
+    assert declared <= consumed, declared - consumed
+    assert up <= consumed, up - consumed  # env.envhost1 too: the env host's own queue
+    assert {settings.RL_TRAIN_QUEUE, settings.RL_ROLLOUT_QUEUE} <= consumed
+
+
+def test_run_policy_servers_are_reached_at_the_trainer_service() -> None:
+    services = _services()
+    app_env = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["x-app"]["environment"]
+    trainer = [
+        name for name, s in services.items() if settings.RL_TRAIN_QUEUE in _queues(s.get("command", []))
+    ]
+    assert trainer == [app_env["RL_POLICY_HOST"]]
+    assert app_env["RL_POLICY_BIND"] == "0.0.0.0"
+    assert "ports" not in services[trainer[0]]  # on the compose network only
+
+
+def test_sandboxed_chromium_may_make_user_namespaces_and_the_starter_is_not_fatal() -> None:
+    services = _services()
+    for name in ("envhost", "migrate"):  # the env host's sessions; the starter model's demo episodes
+        assert SANDBOX <= set(services[name].get("security_opt", [])), name
+    command = " ".join(services["migrate"]["command"])
+    assert "policy_starter ||" in command  # as in make up: a warning, the untrained model stays
+    for name, service in services.items():
+        after = service.get("depends_on", {})
+        if isinstance(after, dict) and "migrate" in after:
+            assert after["migrate"] == {"condition": "service_completed_successfully"}, name
