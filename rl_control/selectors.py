@@ -12,6 +12,7 @@ from django.db import connection
 from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
 
 from rl_control.models import Run, RunAlert
+from rl_control.presets import PRESETS, preset_list
 from webapp.accounts.roles import Role, has_role
 from webapp.store.models import Trajectory
 from workers.rl.stats import downsample_minmax
@@ -446,3 +447,18 @@ def run_lease(*, run_id: int, lease_id: str) -> dict[str, str] | None:
 def _owned_by_run(owner: str, run_id: int) -> bool:
     """Leases of a run have owner `rl:<run id>` or, from the engine's workers, `rl:<run id>:<slot>:<generation>`."""
     return owner == f"rl:{run_id}" or owner.startswith(f"rl:{run_id}:")
+
+
+def preset_list_for_host() -> list[dict[str, Any]]:
+    """The presets as the launch form shows them: each with this deployment's environments in
+    parallel (unless the preset names its own), its help saying where the number comes from."""
+    from rl_control.engine.preflight import host_parallel_envs
+
+    out = preset_list()
+    for preset in out:
+        if "parallel_envs" in PRESETS[preset["name"]].overrides.get("env", {}):
+            continue
+        n, why = host_parallel_envs(preset["config"]["env"]["kind"])
+        preset["config"]["env"]["parallel_envs"] = n
+        preset["help"]["env.parallel_envs"] = f"{preset['help'].get('env.parallel_envs', '')} ({why})"
+    return out

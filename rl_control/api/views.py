@@ -25,7 +25,6 @@ from rl_control.api import serializers as s
 from rl_control.api import tfevents
 from rl_control.metric_names import metric_catalogue
 from rl_control.models import Run, RunAlert, RunAlgorithm, RunMode, RunStatus
-from rl_control.presets import preset_list
 from rl_control.run_config import RunConfigError
 from webapp.accounts.permissions import IsResearcherOrAdmin
 from webapp.store.models import Trajectory
@@ -265,7 +264,7 @@ class PresetListView(APIView):
 
     @extend_schema(responses=s.PresetSerializer(many=True))
     def get(self, request: Request) -> Response:
-        return Response(preset_list())
+        return Response(selectors.preset_list_for_host())
 
 
 class MetricCatalogueView(APIView):

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,30 @@ def _envs_missing(kind: str) -> str | None:
         f"no {kind} environment can be leased: no env host has one up (start an env host with "
         f"FLEET_WARM_POOL including {kind}=N, e.g. `make up` starts envhost1)"
     )
+
+
+PARALLEL_ENVS_DEFAULT_MAX = 8
+
+
+def host_parallel_envs(kind: str) -> tuple[int, str]:
+    """The default of `env.parallel_envs` on this deployment, and why: the environments of `kind` the
+    fleet holds now (every env host's warm pool, idle or leased), at most 8; with none up yet, this
+    machine's cores, at most 8. More slots than environments only wait for leases."""
+    import redis
+
+    from webapp.fleet import services as fleet
+
+    try:
+        envs = fleet.registry().metrics()["envs"].get(kind, {})
+        held = int(envs.get("idle", 0)) + int(envs.get("leased", 0))
+    except redis.RedisError:
+        held = 0
+    if held:
+        n = min(PARALLEL_ENVS_DEFAULT_MAX, held)
+        return n, f"default {n}: the env hosts hold {held} {kind} environment{'s' if held != 1 else ''}"
+    cores = os.cpu_count() or 1
+    n = min(PARALLEL_ENVS_DEFAULT_MAX, cores)
+    return n, f"default {n}: no {kind} environment is up yet, and this machine has {cores} cores"
 
 
 def _queues_served() -> set[str]:

@@ -30,7 +30,7 @@ from django.utils import timezone
 from rl_control.events import RunStatusEvent, publish_run_status
 from rl_control.models import Run, RunMode, RunStatus
 from rl_control.presets import PRESETS
-from rl_control.run_config import RunConfigError, deep_merge, run_config_build
+from rl_control.run_config import EnvSettings, RunConfigError, deep_merge, run_config_build
 from webapp.flywheel.selectors import rl_start_checkpoint
 from webapp.store.models import Checkpoint, Task, TaskPool
 
@@ -133,7 +133,9 @@ def run_create(
         errors["mode"] = [f"must be one of {RunMode.values}"]
     full: dict[str, Any] = {}
     try:
-        full = run_config_build(algorithm=algorithm, config=deep_merge(base, config or {}))
+        full = run_config_build(
+            algorithm=algorithm, config=_with_host_defaults(deep_merge(base, config or {}))
+        )
     except RunConfigError as exc:
         errors.update(exc.errors)
     if full:
@@ -155,6 +157,24 @@ def run_create(
     )
     _publish_status(run)
     return run
+
+
+def _with_host_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
+    """`config` with what it leaves open that depends on the deployment filled in: the environments
+    in parallel (`preflight.host_parallel_envs`: the fleet's environments of the run's kind, else the
+    cores), so a run on a 2-core machine does not ask for 8."""
+    from rl_control.engine.preflight import host_parallel_envs
+
+    out = dict(config)
+    env = out.get("env", {})
+    if not isinstance(env, Mapping) or "parallel_envs" in env:
+        return out  # set by the caller (or not a section at all: run_config_build says so)
+    env = dict(env)
+    kind = env.get("kind", EnvSettings.kind)
+    if isinstance(kind, str):
+        env["parallel_envs"] = host_parallel_envs(kind)[0]
+        out["env"] = env
+    return out
 
 
 def run_fork(

@@ -175,3 +175,30 @@ def test_hf_vlm_checkpoints_pass_whole_and_refuse_embedded_only_settings(
     assert "start_checkpoint" not in errors, errors
     assert "one temperature" in errors["grpo.thought_temperature"][0]
     assert "not available" in errors["entropulse.enabled"][0]
+
+
+def test_environments_in_parallel_default_to_what_the_host_holds(api, isolated, pool) -> None:
+    """The form's default (and a run's, when the caller leaves it open) is the fleet's environments of
+    the run's kind, at most 8; with none up, the machine's cores (at most 8). A set value is kept."""
+
+    def shown() -> tuple[int, str]:
+        grpo = next(p for p in api("researcher").get("/api/rl/presets/").json() if p["name"] == "grpo-dart")
+        return grpo["config"]["env"]["parallel_envs"], grpo["help"]["env.parallel_envs"]
+
+    cores = min(8, os.cpu_count() or 1)
+    assert shown() == (cores, shown()[1]) and f"this machine has {os.cpu_count()} cores" in shown()[1]
+    for _ in range(3):
+        _browser_env_up()
+    n, why = shown()
+    assert n == 3 and "the env hosts hold 3 browser environments" in why
+    body = {"name": "d", "preset": "grpo-dart", "pool": pool.pk}
+    created = api("researcher").post("/api/rl/runs/", body, format="json")
+    assert created.status_code == 201 and created.json()["config"]["env"]["parallel_envs"] == 3
+    body["config"] = {"env": {"parallel_envs": 5}}
+    created = api("researcher").post("/api/rl/runs/", body, format="json")
+    assert created.status_code == 201 and created.json()["config"]["env"]["parallel_envs"] == 5
+    for _ in range(7):
+        _browser_env_up()
+    assert shown()[0] == 8  # ten held: the default stays at eight
+    bad = api("researcher").post("/api/rl/runs/", {**body, "config": {"env": "x"}}, format="json")
+    assert bad.status_code == 400 and "env" in bad.json(), bad.json()
