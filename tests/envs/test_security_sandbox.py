@@ -355,6 +355,20 @@ def test_browser_pages_run_confined_and_reach_only_task_pages(tmp_path: Path) ->
         assert pid is not None
         uid = Path(f"/proc/{pid}/status").stat().st_uid
         assert uid == pool._box.uid and uid != 0  # Chromium runs as the pool's sandbox uid
+        # Sessions share this Chromium: each renderer runs in Chromium's own sandbox (a pid namespace
+        # of its own and seccomp-BPF), so one page's compromised renderer cannot reach the others.
+        renderers = [
+            int(line.split()[0])
+            for line in subprocess.run(
+                ["ps", "-o", "pid=,args=", "-u", str(uid)], capture_output=True, text=True
+            ).stdout.splitlines()
+            if "--type=renderer" in line
+        ]
+        assert renderers
+        for renderer in renderers:
+            status = Path(f"/proc/{renderer}/status").read_text()
+            assert "Seccomp:\t2" in status, "renderer without its seccomp-BPF sandbox"
+            assert os.readlink(f"/proc/{renderer}/ns/pid") != os.readlink(f"/proc/{pid}/ns/pid")
     finally:
         pool.close()
         host_http.shutdown()

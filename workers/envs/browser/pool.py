@@ -13,7 +13,9 @@ one thread drives them; calls for the same session run in submission order per c
 Isolation and lifecycle
 -----------------------
 Chromium runs in the pool's sandbox (`workers.envs.sandbox`: its own unprivileged uid, no host
-files, no network) — one box per pool, i.e. per env-host process. Pages reach the local task
+files, no network) — one box per pool, i.e. per env-host process — with its own renderer sandbox on
+inside it (namespaces and seccomp-BPF per renderer), so the sessions' renderers, which share the
+box's uid, cannot reach one another. Pages reach the local task
 pages only: requests for the static server's URLs are answered from its folders by Playwright
 (`context.route`), and nothing else has a network to go to. Each session gets its own
 `BrowserContext` (cookies, storage, viewport, device emulation) and one page. Sessions end by `close_session`, by idle reclamation (no call for `idle_timeout_s`), or by a
@@ -59,9 +61,12 @@ from workers.envs.browser.server import get_server
 T = TypeVar("T")
 
 CHROMIUM = "/usr/bin/chromium"
+# No --no-sandbox: inside our box Chromium's own sandbox works (a user and pid namespace per
+# renderer and seccomp-BPF), so a page that compromises its renderer cannot reach the other
+# sessions' renderers that share this browser (Playwright adds --no-sandbox only when the pool runs
+# unboxed, i.e. as root).
 CHROMIUM_ARGS = (
     "--headless",
-    "--no-sandbox",
     "--disable-gpu",
     "--disable-background-networking",
     "--disable-component-update",
@@ -286,6 +291,7 @@ class BrowserPool:
         browser = await self._playwright.chromium.launch(
             executable_path=await asyncio.to_thread(self._executable),
             headless=True,
+            chromium_sandbox=self.sandboxed,
             args=[*CHROMIUM_ARGS, *self.extra_args, marker],
         )
         self._generation += 1

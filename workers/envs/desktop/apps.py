@@ -10,9 +10,10 @@ from pathlib import Path
 from workers.envs.base import EnvError
 from workers.envs.sandbox import SANDBOX_HOME
 
-# SPEC §3 Chromium flags, minus --headless: here it draws on the session's X display.
+# SPEC §3 Chromium flags, minus --headless: here it draws on the session's X display. Its own
+# renderer sandbox stays on (it works in the session's box): a web page that compromises its
+# renderer — tasks with network egress browse real sites — does not get the session's box.
 CHROMIUM_FLAGS: tuple[str, ...] = (
-    "--no-sandbox",
     "--disable-gpu",
     "--disable-background-networking",
     "--disable-component-update",
