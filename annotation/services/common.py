@@ -38,14 +38,18 @@ def session_clock(session: AnnotationSession) -> float:
     return round(time.time() - session.clock_origin, 4)
 
 
-def observation_store(*, session: AnnotationSession, wire_obs: dict[str, Any]) -> AnnotationSession:
-    """Make a new observation current: screenshot to storage first, then the row (version + 1)."""
+def _screenshot_save(session: AnnotationSession, wire_obs: dict[str, Any]) -> str:
     data = base64.b64decode(wire_obs["screenshot"])
     ext = "png" if wire_obs.get("image_format") == "png" else "jpg"
-    name = default_storage.save(
+    return default_storage.save(
         f"annotation/s{session.pk}/{session.obs_version + 1:05d}-{uuid.uuid4().hex[:6]}.{ext}",
         ContentFile(data),
     )
+
+
+def observation_store(*, session: AnnotationSession, wire_obs: dict[str, Any]) -> AnnotationSession:
+    """Make a new observation current: screenshot to storage first, then the row (version + 1)."""
+    name = _screenshot_save(session, wire_obs)
     session.obs_version += 1
     session.current_screenshot = name
     session.current_width = int(wire_obs["width"])
@@ -58,6 +62,27 @@ def observation_store(*, session: AnnotationSession, wire_obs: dict[str, Any]) -
     session.candidates_status = "pending"
     session.candidates_error = ""
     session.save()
+    return session
+
+
+def final_observation_store(*, session: AnnotationSession, wire_obs: dict[str, Any]) -> AnnotationSession:
+    """The screen captured at Finish becomes the session's last one (what the page shows after it,
+    and the trajectory's final screenshot); no candidates are asked for it."""
+    name = _screenshot_save(session, wire_obs)
+    session.obs_version += 1
+    session.current_screenshot = name
+    session.current_width = int(wire_obs["width"])
+    session.current_height = int(wire_obs["height"])
+    session.current_clock = session_clock(session)
+    session.save(
+        update_fields=[
+            "obs_version",
+            "current_screenshot",
+            "current_width",
+            "current_height",
+            "current_clock",
+        ]
+    )
     return session
 
 

@@ -16,6 +16,7 @@ from annotation.models import AnnotationSession, Assignment, AssignmentStatus, S
 from annotation.services.candidates import candidates_request
 from annotation.services.common import (
     SessionConflict,
+    final_observation_store,
     observation_store,
     publish_observation,
     release_lease,
@@ -137,6 +138,14 @@ def session_submit(*, session: AnnotationSession) -> AnnotationSession:
     if session.status != SessionStatus.ACTIVE:
         raise SessionConflict(f"session {session.pk} is {session.status}, not active")
     reward: float | None = None
+    try:
+        # The screen as it is at Finish (a take-over or a slow program may have changed it since the
+        # last observation): the page shows it and it is the trajectory's final screenshot.
+        final = fleet.env_call(lease=session_lease(session), op="observe")["observation"]
+        final_observation_store(session=session, wire_obs=final)
+        publish_observation(session)
+    except (fleet.LeaseLost, fleet.EnvCallFailed, KeyError, ValueError) as exc:
+        log.warning("session %s: no final screen at submit (%s); the last one is kept", session.pk, exc)
     try:
         reward = float(fleet.env_call(lease=session_lease(session), op="evaluate")["reward"])
     except (fleet.LeaseLost, fleet.EnvCallFailed) as exc:

@@ -100,6 +100,15 @@ def test_annotation_episode_on_miniwob(api, users, live_stack) -> None:
     submitted = client.post(f"/api/annotation/sessions/{sid}/submit/")
     assert submitted.status_code == 200 and submitted.json()["status"] == "submitted"
     traj = Trajectory.objects.get(pk=reloaded["trajectory_id"])
+    # The screen captured at Finish: what the page shows now, and the trajectory's final screenshot
+    # (not the last step's, which is the screen that step was decided on).
+    after = submitted.json()["observation"]
+    assert after["obs_version"] == reloaded["observation"]["obs_version"] + 1
+    assert (
+        traj.final_screenshot.name
+        and traj.final_screenshot.name != traj.steps.order_by("-index")[0].screenshot.name
+    )
+    assert after["screenshot_url"].endswith(traj.final_screenshot.name)
     assert traj.status == "completed" and traj.review_state == "pending" and traj.source == "annotation"
     assert traj.annotator == users["annotator"]
     assert isinstance(traj.metadata["seed"], int)  # recorded so review can replay the same layout

@@ -75,9 +75,19 @@ class TrajectorySerializer(serializers.ModelSerializer):
 
 class TrajectoryDetailSerializer(TrajectorySerializer):
     steps = StepSerializer(many=True, read_only=True)
+    final_screenshot = serializers.SerializerMethodField(
+        help_text="The screen after the last action (for annotation: captured at Finish)."
+    )
 
     class Meta(TrajectorySerializer.Meta):
-        fields = [*TrajectorySerializer.Meta.fields, "steps"]
+        fields = [*TrajectorySerializer.Meta.fields, "final_screenshot", "steps"]
+
+    def get_final_screenshot(self, obj: Trajectory) -> str | None:
+        if not obj.final_screenshot:
+            return None
+        request = self.context.get("request")
+        url = obj.final_screenshot.url
+        return request.build_absolute_uri(url) if request is not None else url
 
 
 class CheckpointSerializer(serializers.ModelSerializer):
