@@ -225,3 +225,49 @@ def test_command_imports_the_good_files_of_a_folder_and_reports_the_bad_ones(tmp
     assert f"{tmp_path / 'sub' / 'c.json'}: evaluator.func: missing" in err.getvalue()
     assert f"{tmp_path / 'd.json'}: invalid JSON" in err.getvalue()
     assert sorted(Task.objects.filter(pool__name="mixed").values_list("external_id", flat=True)) == ["a", "b"]
+
+
+@pytest.mark.urls(__name__)
+def test_a_folder_upload_names_files_by_their_path_inside_it(api: Any) -> None:
+    """Browsers send only a file's base name: the pools page sends each file's path inside the chosen
+    folder beside it, and the reports name files by it (two `tasks.json` in different folders stay
+    apart); a hostile path is refused with a 400 naming the field, nothing read or written."""
+    bad = osworld("b")
+    bad["evaluator"].pop("func")
+    files = [
+        _upload("tasks.json", json.dumps(osworld("a")).encode()),
+        _upload("tasks.json", json.dumps(bad).encode()),
+    ]
+    body = {
+        "pool": "paths",
+        "create_pool": "true",
+        "file": files,
+        "path": ["os/tasks.json", "calc/more/tasks.json"],
+    }
+    client = api("admin")
+    preview = client.post(URL + "preview/", body, format="multipart")
+    assert preview.status_code == 200, preview.content
+    assert [f["file"] for f in preview.data["files"]] == ["os/tasks.json", "calc/more/tasks.json"]
+    assert preview.data["files"][1]["issues"][0]["file"].startswith("calc/more/tasks.json")
+    done = client.post(URL, {**body, "file": [_upload("tasks.json", json.dumps(osworld("a")).encode()),
+                                              _upload("tasks.json", json.dumps(bad).encode())]}, format="multipart")  # fmt: skip
+    assert done.status_code == 201 and [f["file"] for f in done.data["files"]][0] == "os/tasks.json"
+
+    def refused(paths: list[str]) -> dict[str, Any]:
+        upload = [_upload("x.json", json.dumps(osworld("x")).encode()) for _ in paths]
+        r = client.post(
+            URL + "preview/", {"pool": "paths", "file": upload, "path": paths}, format="multipart"
+        )
+        assert r.status_code == 400, (paths, r.status_code, r.content)
+        return r.json()
+
+    for hostile in ("../x.json", "/etc/x.json", "a/../../x.json", "a//x.json", ".git/x.json", "a\\b/x.json",
+                    "a/\u202ex.json", "d/" * 40 + "x.json", "y" * 1001 + "/x.json"):  # fmt: skip
+        assert "path" in refused([hostile]), hostile
+    assert "does not end in the file's name" in json.dumps(refused(["sub/other.json"]))
+    two = [_upload("x.json", b"{}"), _upload("x.json", b"{}")]
+    mismatch = client.post(
+        URL + "preview/", {"pool": "paths", "file": two, "path": ["a/x.json"]}, format="multipart"
+    )
+    assert mismatch.status_code == 400 and "one path per file" in json.dumps(mismatch.json())
+    assert Task.objects.filter(external_id="x").count() == 0

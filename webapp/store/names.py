@@ -28,3 +28,30 @@ def validate_segment(value: str) -> None:
     problem = segment_problem(value)
     if problem:
         raise ValidationError(problem)
+
+
+MAX_PATH_CHARS = 1000
+MAX_PATH_DEPTH = 32
+
+
+def relative_path_problem(value: str) -> str | None:
+    """Why `value` cannot name a file inside an uploaded folder ("sub/dir/tasks.json"), or None:
+    relative, '/'-separated, every part one plain segment by the rule above."""
+    if len(value) > MAX_PATH_CHARS:
+        return f"must be at most {MAX_PATH_CHARS} characters"
+    if value.startswith("/"):
+        return "must be relative to the folder (no leading '/')"
+    parts = value.split("/")
+    if len(parts) > MAX_PATH_DEPTH:
+        return f"must be at most {MAX_PATH_DEPTH} folders deep"
+    for part in parts:
+        problem = segment_problem(part)
+        if problem:
+            return f"part {part!r} {problem}"
+    return None
+
+
+def validate_relative_path(value: str) -> None:
+    problem = relative_path_problem(value)
+    if problem:
+        raise ValidationError(problem)

@@ -52,8 +52,16 @@ interface ImportAnswer {
 /** Files the importers read (anything else in a chosen folder is left out before upload). */
 const TASK_FILE = /\.(json|jsonl|csv|zip|tar|tgz|tar\.gz)$/i;
 
+/** A file's path inside the chosen folder ("sub/tasks.json"; the folder's own name left out), or
+ *  its name when it was chosen alone. The server checks it (webapp/store/names.py). */
+export function folderPath(f: { name: string; webkitRelativePath?: string }): string {
+  const parts = (f.webkitRelativePath ?? "").split("/");
+  return parts.length > 1 ? parts.slice(1).join("/") : f.name;
+}
+
 export function taskFiles(files: readonly File[]): { kept: File[]; skipped: number } {
-  const kept = files.filter((f) => TASK_FILE.test(f.name) && !f.name.startsWith("."));
+  // Hidden files and folders (".git/…") are left out like any file the importers do not read.
+  const kept = files.filter((f) => TASK_FILE.test(f.name) && !folderPath(f).split("/").some((part) => part.startsWith(".")));
   return { kept, skipped: files.length - kept.length };
 }
 
@@ -123,7 +131,10 @@ export const taskImportWidget: Widget = (el) => {
     const body = new FormData();
     body.append("pool", pool.value.trim());
     body.append("create_pool", create.checked ? "true" : "false");
-    for (const f of chosen) body.append("file", f, f.webkitRelativePath || f.name);
+    for (const f of chosen) {
+      body.append("file", f, f.name);
+      body.append("path", folderPath(f)); // the browser sends the file's base name only
+    }
     return body;
   };
 
@@ -131,7 +142,7 @@ export const taskImportWidget: Widget = (el) => {
   const preview = async (): Promise<void> => {
     // A blur after typing the pool fires "change" again as the Import button is pressed: read the
     // files again only when something changed (else the press would land on a disabled button).
-    const key = [pool.value.trim(), create.checked, ...chosen.map((f) => `${f.webkitRelativePath || f.name}:${f.size}:${f.lastModified}`)].join("|");
+    const key = [pool.value.trim(), create.checked, ...chosen.map((f) => `${folderPath(f)}:${f.size}:${f.lastModified}`)].join("|");
     if (key === previewed) return;
     previewed = key;
     go.disabled = true;
@@ -170,7 +181,7 @@ export const taskImportWidget: Widget = (el) => {
     chosen = kept;
     (input === files ? folder : files).value = "";
     void preview().then(() => {
-      if (skipped > 0) previewBox.prepend(h("p", { class: "muted" }, `${skipped} file${skipped === 1 ? "" : "s"} in the folder skipped (not .json, .jsonl, .csv or an archive).`));
+      if (skipped > 0) previewBox.prepend(h("p", { class: "muted" }, `${skipped} file${skipped === 1 ? "" : "s"} in the folder skipped (hidden, or not .json, .jsonl, .csv or an archive).`));
     });
   };
   files.addEventListener("change", () => {

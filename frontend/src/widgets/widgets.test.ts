@@ -5,7 +5,7 @@ import { exportFilters, jobRow } from "./exportPanel";
 import { pagedTable } from "./lists";
 import { mountWidgets } from "./mount";
 import { selectedPool } from "./poolBrowser";
-import { fileSummary, taskFiles } from "./taskImport";
+import { fileSummary, folderPath, taskFiles } from "./taskImport";
 
 afterEach(() => {
   vi.unstubAllGlobals();
@@ -120,6 +120,19 @@ describe("task import", () => {
     const { kept, skipped } = taskFiles([f("a.json"), f("b.jsonl"), f("c.csv"), f("d.tar.gz"), f("README.md"), f(".hidden.json")]);
     expect(kept.map((k) => k.name)).toEqual(["a.json", "b.jsonl", "c.csv", "d.tar.gz"]);
     expect(skipped).toBe(2);
+  });
+  it("names a folder's files by their path inside it, and leaves hidden folders out", () => {
+    const inFolder = (path: string): File => {
+      const file = new File(["x"], path.split("/").at(-1) ?? path);
+      Object.defineProperty(file, "webkitRelativePath", { value: path });
+      return file;
+    };
+    expect(folderPath(inFolder("tasks/os/tasks.json"))).toBe("os/tasks.json");
+    expect(folderPath(inFolder("tasks/good.json"))).toBe("good.json");
+    expect(folderPath(new File(["x"], "alone.json"))).toBe("alone.json");
+    const { kept, skipped } = taskFiles([inFolder("t/a.json"), inFolder("t/.git/b.json"), inFolder("t/sub/c.json")]);
+    expect(kept.map(folderPath)).toEqual(["a.json", "sub/c.json"]);
+    expect(skipped).toBe(1);
   });
   it("sums up a file: new, updated, unsupported — or refused with its issue count", () => {
     const task = { external_id: "t", instruction: "", env_kind: "desktop", origin: "a.json", supported: true, unsupported_reasons: [], importance: 1, exists: false };

@@ -35,7 +35,7 @@ from webapp.store.importers.osworld_check import osworld_checks_queue
 from webapp.store.importers.sources import is_archive
 from webapp.store.importers.types import ImportIssue, max_file_bytes, max_upload_bytes
 from webapp.store.models import Task, TaskPool
-from webapp.store.names import validate_segment
+from webapp.store.names import MAX_PATH_CHARS, validate_relative_path, validate_segment
 
 
 def _too_large(size: int) -> Response:
@@ -71,6 +71,12 @@ class ImportInput(serializers.Serializer):
         required=False,
         help_text="One or more files (repeat the field): OSWorld .json, .jsonl, .csv, or a .zip / .tar.gz / .tgz / .tar of them.",
     )
+    path = serializers.ListField(
+        child=serializers.CharField(max_length=MAX_PATH_CHARS, validators=[validate_relative_path]),
+        required=False,
+        help_text="With a folder: each file's path inside it ('sub/tasks.json'), one per `file` in the same "
+        "order (browsers send only the base name as the file's name); the reports name files by it.",
+    )
     miniwob = serializers.CharField(
         required=False,
         allow_blank=True,
@@ -80,6 +86,17 @@ class ImportInput(serializers.Serializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs.get("file") and not attrs.get("miniwob", "").strip():
             raise serializers.ValidationError("give a file to upload or MiniWoB++ task names")
+        paths, files = attrs.get("path"), attrs.get("file") or []
+        if paths is not None:
+            if len(paths) != len(files):
+                raise serializers.ValidationError(
+                    {"path": [f"give one path per file: {len(paths)} paths, {len(files)} files"]}
+                )
+            for i, (given, f) in enumerate(zip(paths, files, strict=True)):
+                if given.rsplit("/", 1)[-1] != f.name:
+                    raise serializers.ValidationError(
+                        {"path": {str(i): [f"{given!r} does not end in the file's name {f.name!r}"]}}
+                    )
         return attrs
 
 
@@ -113,7 +130,10 @@ def _read(request: Request) -> tuple[dict[str, Any] | None, list[FileReport], Re
         if not is_archive(f.name) and f.size > max_file_bytes():
             detail = f"file {f.name} is {f.size} bytes; the per-file limit is {max_file_bytes()} bytes."
             return None, [], Response({"detail": detail}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
-    reports = records_by_file([SourceFile(f.name, f.read()) for f in files], data["format"])
+    names = data.get("path") or [f.name for f in files]
+    reports = records_by_file(
+        [SourceFile(name, f.read()) for name, f in zip(names, files, strict=True)], data["format"]
+    )
     if data.get("miniwob", "").strip():
         names = [n.strip() for n in data["miniwob"].split(",") if n.strip()]
         try:
