@@ -15,6 +15,22 @@ export interface ScreenPick {
 
 const DRAG_MIN_PX = 6;
 const EDGE_ROOM_PX = 22;
+/** Gap kept between the screen area and the viewport's bottom edge. */
+const BOTTOM_GAP_PX = 12;
+/** The screen area is never shorter than this (a short window scrolls instead). */
+const MIN_AREA_PX = 320;
+/** Below this width the side panel goes under the screen (workspace.css) and the area's height is CSS's. */
+const NARROW = "(max-width: 900px)";
+
+/** The screen area for a screen of `screen` pixels: the stage as large as fits both the area's width
+ *  and the viewport's height below the area's top, and the area's height (no taller than the stage
+ *  with its edge room needs). Pure, for the tests. */
+export function areaLayout(screen: Size, areaWidth: number, roomBelowTop: number): { stage: Size; areaHeight: number } {
+  const height = Math.max(MIN_AREA_PX, roomBelowTop - BOTTOM_GAP_PX);
+  const fit = fitSize(screen, { width: areaWidth - 2 - 2 * EDGE_ROOM_PX, height: height - 2 - 2 * EDGE_ROOM_PX });
+  const areaHeight = fit.height > 0 ? Math.max(MIN_AREA_PX, fit.height + 2 + 2 * EDGE_ROOM_PX) : height;
+  return { stage: { width: fit.width, height: fit.height }, areaHeight };
+}
 
 export class ScreenView {
   readonly root: HTMLElement;
@@ -48,7 +64,12 @@ export class ScreenView {
     this.resize = new ResizeObserver(() => {
       this.layout();
     });
+    // The area's width, and what moves it up or down (a banner, a wrapped instruction, the window).
     this.resize.observe(this.root);
+    this.resize.observe(document.body);
+    window.addEventListener("resize", () => {
+      this.layout();
+    });
     this.bindPointer();
   }
 
@@ -108,16 +129,27 @@ export class ScreenView {
   }
 
   /** Size the stage for the space available: the screenshot, the live canvas and the overlay all
-   *  take the stage's box, so a point on the overlay is the same point of the screen in both modes. */
+   *  take the stage's box, so a point on the overlay is the same point of the screen in both modes.
+   *  The stage fits both the area's width and the viewport's height below the area's top; the area
+   *  (and the side panel beside it) takes the stage's height, so no band of it stays empty. */
   layout(): void {
-    const box = { width: this.root.clientWidth - 2, height: this.root.clientHeight - 2 };
-    // Room around the screen for markers drawn at its edges.
-    const room = { width: box.width - 2 * EDGE_ROOM_PX, height: box.height - 2 * EDGE_ROOM_PX };
-    const fit = fitSize(this.screen, room);
-    this.stage.style.width = `${fit.width}px`;
-    this.stage.style.height = `${fit.height}px`;
-    this.display = { width: fit.width, height: fit.height };
-    this.svg.setAttribute("viewBox", `0 0 ${fit.width} ${fit.height}`);
+    const main = this.root.parentElement;
+    let stage: Size;
+    if (main === null || window.matchMedia(NARROW).matches) {
+      main?.style.removeProperty("--ws-main-h");
+      const box = { width: this.root.clientWidth - 2 - 2 * EDGE_ROOM_PX, height: this.root.clientHeight - 2 - 2 * EDGE_ROOM_PX };
+      stage = fitSize(this.screen, box);
+    } else {
+      const top = this.root.getBoundingClientRect().top + window.scrollY;
+      const fit = areaLayout(this.screen, this.root.clientWidth, window.innerHeight - top);
+      stage = fit.stage;
+      main.style.setProperty("--ws-main-h", `${fit.areaHeight}px`);
+    }
+    this.stage.style.width = `${stage.width}px`;
+    this.stage.style.height = `${stage.height}px`;
+    if (stage.width === this.display.width && stage.height === this.display.height) return;
+    this.display = { width: stage.width, height: stage.height };
+    this.svg.setAttribute("viewBox", `0 0 ${stage.width} ${stage.height}`);
     this.onLayout();
   }
 
