@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import selectors
-from annotation.api.schema import CREATED_RESPONSES, LIST_RESPONSES, OBJECT_RESPONSES
+from annotation.api import schema as S
 from annotation.api.views import IsAnnotator
 from annotation.models import Assignment, AssignmentStatus, Track
 from annotation.services.assignments import AssignmentError, assignment_skip, assignments_create
@@ -62,7 +62,7 @@ class AssignmentListView(APIView):
     def get_permissions(self) -> list[Any]:
         return [IsAdmin()] if self.request.method == "POST" else [IsAnnotator()]
 
-    @extend_schema(responses=OBJECT_RESPONSES)
+    @extend_schema(responses=S.ok(AssignmentOut(many=True)))
     def get(self, request: Request) -> Response:
         pool = _int_param(request, "pool")
         if has_role(request.user, Role.ADMIN):
@@ -76,7 +76,7 @@ class AssignmentListView(APIView):
             qs = selectors.assignment_queue(request.user, pool)
         return Response(AssignmentOut(qs[:1000], many=True).data)
 
-    @extend_schema(request=AssignInput, responses=CREATED_RESPONSES)
+    @extend_schema(request=AssignInput, responses=S.ok(S.AssignmentsCreated, 201))
     def post(self, request: Request) -> Response:
         data = AssignInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -96,7 +96,7 @@ class AssignmentListView(APIView):
 class AssignmentSkipView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(responses=OBJECT_RESPONSES)
+    @extend_schema(request=None, responses=S.ok(AssignmentOut))
     def post(self, request: Request, pk: int) -> Response:
         assignment = Assignment.objects.filter(pk=pk, user=request.user).select_related("task__pool").first()
         if assignment is None:
@@ -113,6 +113,6 @@ class WorkloadView(APIView):
 
     permission_classes = [IsAdmin]
 
-    @extend_schema(responses=LIST_RESPONSES)
+    @extend_schema(responses=S.ok(S.WorkloadRow(many=True)))
     def get(self, request: Request) -> Response:
         return Response(selectors.annotator_workload())

@@ -12,7 +12,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import selectors
-from annotation.api.schema import DETAIL_RESPONSES, FREE_FORM, LIST_RESPONSES
+from annotation.api import schema as S
+from annotation.api.schema import DETAIL_RESPONSES
 from annotation.api.views import IsAnnotator, _error
 from annotation.services import fixes
 from annotation.services.common import SessionConflict
@@ -28,7 +29,7 @@ def _trajectory(request: Request, pk: int) -> Trajectory:
 class FixListView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(responses=LIST_RESPONSES)
+    @extend_schema(responses=S.ok(S.FixRow(many=True)))
     def get(self, request: Request) -> Response:
         return Response(selectors.fixes_open(request.user))
 
@@ -36,7 +37,7 @@ class FixListView(APIView):
 class FixDetailView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(responses={200: FREE_FORM, **DETAIL_RESPONSES})
+    @extend_schema(responses=S.ok(S.FixView))
     def get(self, request: Request, pk: int) -> Response:
         return Response(selectors.fix_view_data(_trajectory(request, pk)))
 
@@ -48,7 +49,7 @@ class FixThoughtInput(serializers.Serializer):
 class FixStepView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(request=FixThoughtInput, responses={200: FREE_FORM, **DETAIL_RESPONSES})
+    @extend_schema(request=FixThoughtInput, responses=S.ok(S.FixStepOut))
     def patch(self, request: Request, pk: int, index: int) -> Response:
         trajectory = _trajectory(request, pk)
         data = FixThoughtInput(data=request.data)
@@ -122,7 +123,7 @@ class FixBranchView(APIView):
 class FixResubmitView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(request=None, responses={200: FREE_FORM, **DETAIL_RESPONSES})
+    @extend_schema(request=None, responses=S.ok(S.FixResubmitted))
     def post(self, request: Request, pk: int) -> Response:
         trajectory = _trajectory(request, pk)
         try:

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.api.schema import ACCEPTED_RESPONSES, CREATED_RESPONSES, OBJECT_RESPONSES
+from annotation.api import schema as S
 from annotation.models import Review, Verdict
 from annotation.review import agreement, selectors, services
 from webapp.accounts.permissions import _RolePermission
@@ -69,7 +69,7 @@ def _mine_row(r: Review) -> dict[str, Any]:
 class QueueView(APIView):
     permission_classes = [IsReviewer]
 
-    @extend_schema(responses=OBJECT_RESPONSES)
+    @extend_schema(responses=S.ok(S.ReviewQueue))
     def get(self, request: Request) -> Response:
         queue = selectors.review_queue(request.user)
         return Response(
@@ -91,7 +91,7 @@ class TakeInput(serializers.Serializer):
 class TakeView(APIView):
     permission_classes = [IsReviewer]
 
-    @extend_schema(request=TakeInput, responses=CREATED_RESPONSES)
+    @extend_schema(request=TakeInput, responses=S.ok(S.ReviewTaken, 201))
     def post(self, request: Request) -> Response:
         data = TakeInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -111,7 +111,7 @@ class TakeView(APIView):
 class TrajectoryReviewView(APIView):
     permission_classes = [IsReviewer]
 
-    @extend_schema(responses=OBJECT_RESPONSES)
+    @extend_schema(responses=S.ok(S.ReviewData))
     def get(self, request: Request, pk: int) -> Response:
         trajectory = _trajectory(request, pk)
         return Response(selectors.review_view_data(trajectory=trajectory, user=request.user))
@@ -138,7 +138,7 @@ class SubmitInput(serializers.Serializer):
 class SubmitView(APIView):
     permission_classes = [IsReviewer]
 
-    @extend_schema(request=SubmitInput, responses=OBJECT_RESPONSES)
+    @extend_schema(request=SubmitInput, responses=S.ok(S.ReviewData))
     def post(self, request: Request, pk: int) -> Response:
         review = Review.objects.filter(pk=pk, reviewer=request.user).first()
         if review is None:
@@ -166,7 +166,7 @@ class AgreementView(APIView):
 
     permission_classes = [IsReviewer]
 
-    @extend_schema(responses=OBJECT_RESPONSES)
+    @extend_schema(responses=S.ok(S.ReviewAgreement))
     def get(self, request: Request, pk: int) -> Response:
         trajectory = _trajectory(request, pk)
         data = selectors.review_view_data(trajectory=trajectory, user=request.user)
@@ -197,7 +197,7 @@ class AgreementView(APIView):
 class DuplicatesView(APIView):
     permission_classes = [IsReviewer]
 
-    @extend_schema(responses=OBJECT_RESPONSES)
+    @extend_schema(responses=S.ok(S.ReviewDuplicates))
     def get(self, request: Request, pk: int) -> Response:
         trajectory = _trajectory(request, pk)
         return Response(
@@ -211,12 +211,12 @@ class DuplicatesView(APIView):
 class ExecutabilityView(APIView):
     permission_classes = [IsReviewer]
 
-    @extend_schema(responses=OBJECT_RESPONSES)
+    @extend_schema(responses=S.ok(S.Executability))
     def get(self, request: Request, pk: int) -> Response:
         trajectory = _trajectory(request, pk)
         return Response({"executability": trajectory.metadata.get("executability")})
 
-    @extend_schema(request=None, responses=ACCEPTED_RESPONSES)
+    @extend_schema(request=None, responses=S.ok(S.Executability, 202))
     def post(self, request: Request, pk: int) -> Response:
         trajectory = _trajectory(request, pk)
         try:

@@ -23,7 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.api.schema import ACCEPTED_RESPONSES, CREATED_RESPONSES, OBJECT_RESPONSES
+from annotation.api import schema as S
 from annotation.api.views import IsAnnotator, _session
 from annotation.models import AnnotationSession
 from annotation.review.selectors import trajectory_for_reviewer
@@ -52,7 +52,7 @@ def _float(raw: Any, name: str) -> float:
 class ThinkAloudStateView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(responses=OBJECT_RESPONSES)
+    @extend_schema(responses=S.ok(S.ThinkAloudState))
     def get(self, request: Request, pk: int) -> Response:
         return Response(thinkaloud_state(_session(request, pk)))
 
@@ -65,7 +65,12 @@ class ChunkUploadView(APIView):
 
     @extend_schema(
         request={"audio/webm": bytes, "audio/ogg": bytes, "audio/wav": bytes},
-        responses={**OBJECT_RESPONSES, **CREATED_RESPONSES},
+        responses={
+            **S.ok(S.ThinkAloudChunkStored),
+            201: S.ThinkAloudChunkStored,
+            413: S.DetailSerializer,
+            415: S.DetailSerializer,
+        },
     )
     def put(self, request: Request, pk: int, index: int) -> Response:
         session = _session(request, pk)
@@ -105,7 +110,7 @@ class ChunkUploadView(APIView):
 class ThinkAloudFinishView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(responses=ACCEPTED_RESPONSES)
+    @extend_schema(request=None, responses=S.ok(S.ThinkAloudState, 202))
     def post(self, request: Request, pk: int) -> Response:
         session = _session(request, pk)
         if session.user_id != request.user.pk:
@@ -152,7 +157,7 @@ def _move(session: AnnotationSession, request: Request, index: int) -> Response:
 class StepThoughtView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(request=ThoughtInput, responses=OBJECT_RESPONSES)
+    @extend_schema(request=ThoughtInput, responses=S.ok(S.ThinkAloudState))
     def patch(self, request: Request, pk: int, index: int) -> Response:
         return _edit(_session(request, pk), request, index)
 
@@ -160,7 +165,7 @@ class StepThoughtView(APIView):
 class StepMoveView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(request=MoveInput, responses=OBJECT_RESPONSES)
+    @extend_schema(request=MoveInput, responses=S.ok(S.ThinkAloudState))
     def post(self, request: Request, pk: int, index: int) -> Response:
         return _move(_session(request, pk), request, index)
 
@@ -180,7 +185,7 @@ def _reviewed_session(request: Request, trajectory_id: int) -> AnnotationSession
 class ReviewThinkAloudView(APIView):
     permission_classes = [IsReviewerOrAdmin]
 
-    @extend_schema(responses=OBJECT_RESPONSES)
+    @extend_schema(responses=S.ok(S.ThinkAloudState))
     def get(self, request: Request, trajectory_id: int) -> Response:
         return Response(thinkaloud_state(_reviewed_session(request, trajectory_id)))
 
@@ -188,7 +193,7 @@ class ReviewThinkAloudView(APIView):
 class ReviewStepThoughtView(APIView):
     permission_classes = [IsReviewerOrAdmin]
 
-    @extend_schema(request=ThoughtInput, responses=OBJECT_RESPONSES)
+    @extend_schema(request=ThoughtInput, responses=S.ok(S.ThinkAloudState))
     def patch(self, request: Request, trajectory_id: int, index: int) -> Response:
         return _edit(_reviewed_session(request, trajectory_id), request, index)
 
@@ -196,6 +201,6 @@ class ReviewStepThoughtView(APIView):
 class ReviewStepMoveView(APIView):
     permission_classes = [IsReviewerOrAdmin]
 
-    @extend_schema(request=MoveInput, responses=OBJECT_RESPONSES)
+    @extend_schema(request=MoveInput, responses=S.ok(S.ThinkAloudState))
     def post(self, request: Request, trajectory_id: int, index: int) -> Response:
         return _move(_reviewed_session(request, trajectory_id), request, index)

@@ -13,9 +13,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import selectors, services
+from annotation.api import schema as S
 from annotation.api.schema import (
-    LIST_RESPONSES,
-    OBJECT_RESPONSES,
     SESSION_CREATED_RESPONSES,
     SESSION_RESPONSES,
 )
@@ -54,7 +53,7 @@ class SessionStartInput(serializers.Serializer):
 class SessionListStartView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(responses=LIST_RESPONSES)
+    @extend_schema(responses=S.ok(S.SessionRow(many=True)))
     def get(self, request: Request) -> Response:
         sessions = selectors.sessions_visible_to(request.user)[:100]
         return Response(
@@ -113,7 +112,7 @@ class DecisionInput(serializers.Serializer):
 class SessionDecideView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(request=DecisionInput, responses=OBJECT_RESPONSES)
+    @extend_schema(request=DecisionInput, responses=S.ok(S.DecideResult))
     def post(self, request: Request, pk: int) -> Response:
         session = _session(request, pk)
         data = DecisionInput(data=request.data)
@@ -133,7 +132,7 @@ class SessionDecideView(APIView):
 class SessionSubmitView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(responses=SESSION_RESPONSES)
+    @extend_schema(request=None, responses=SESSION_RESPONSES)
     def post(self, request: Request, pk: int) -> Response:
         session = _session(request, pk)
         try:
@@ -146,7 +145,7 @@ class SessionSubmitView(APIView):
 class SessionAbandonView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(responses=SESSION_RESPONSES)
+    @extend_schema(request=None, responses=SESSION_RESPONSES)
     def post(self, request: Request, pk: int) -> Response:
         session = services.session_abandon(session=_session(request, pk), reason="abandoned by the annotator")
         return Response(selectors.session_state(session))
@@ -155,7 +154,7 @@ class SessionAbandonView(APIView):
 class SessionHeartbeatView(APIView):
     permission_classes = [IsAnnotator]
 
-    @extend_schema(responses=OBJECT_RESPONSES)
+    @extend_schema(request=None, responses=S.ok(S.Heartbeat))
     def post(self, request: Request, pk: int) -> Response:
         return Response({"lease": services.session_heartbeat(session=_session(request, pk))})
 
@@ -169,7 +168,7 @@ class SessionVncView(APIView):
 
     permission_classes = [IsAnnotator]
 
-    @extend_schema(request=VncInput, responses=OBJECT_RESPONSES)
+    @extend_schema(request=VncInput, responses={**S.ok(S.VncGrant), 410: S.DetailSerializer})
     def post(self, request: Request, pk: int) -> Response:
         session = _session(request, pk)
         data = VncInput(data=request.data)
@@ -208,7 +207,7 @@ class SessionTakeoverEndView(APIView):
 
     permission_classes = [IsAnnotator]
 
-    @extend_schema(request=TakeoverEndInput, responses=OBJECT_RESPONSES)
+    @extend_schema(request=TakeoverEndInput, responses=S.ok(S.TakeoverEnded))
     def post(self, request: Request, pk: int) -> Response:
         from annotation.services.takeover import takeover_end
 
@@ -231,7 +230,7 @@ class SessionTakeoverStartView(APIView):
 
     permission_classes = [IsAnnotator]
 
-    @extend_schema(responses=OBJECT_RESPONSES)
+    @extend_schema(request=None, responses=S.ok(S.TakeoverStarted))
     def post(self, request: Request, pk: int) -> Response:
         from annotation.services.takeover import takeover_start
 

@@ -206,6 +206,18 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # One name per choice set that several models share a field name for (status, source, ...).
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "rl_control.models.RunStatus",
+        "RunAlgorithmEnum": "rl_control.models.RunAlgorithm",
+        "JobStatusEnum": "webapp.store.models.JobStatus",
+        "TrajectoryStatusEnum": "webapp.store.models.TrajectoryStatus",
+        "TrajectorySourceEnum": "webapp.store.models.TrajectorySource",
+        "ExportFormatEnum": "webapp.store.models.ExportFormat",
+        "TrackEnum": "annotation.models.Track",
+        "RunModeEnum": "rl_control.models.RunMode",
+        "ValidationModeEnum": "webapp.store.models.ValidationMode",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "webapp.openapi.add_error_responses",

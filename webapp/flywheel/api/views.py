@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
@@ -15,6 +16,7 @@ from rest_framework.views import APIView
 
 from webapp.accounts.permissions import IsAdmin, IsResearcherOrAdmin
 from webapp.flywheel import selectors
+from webapp.flywheel.api import schema as F
 from webapp.flywheel.models import DatasetIteration, FlywheelJob, JobKind, PromotionTarget, Split
 from webapp.flywheel.services import datasets, jobs, promotion, validation
 from webapp.store.checkpoints import CheckpointError
@@ -41,12 +43,16 @@ class _ReadWrite(APIView):
 class OverviewView(APIView):
     permission_classes = [IsResearcherOrAdmin]
 
+    @extend_schema(responses=F.Overview)
     def get(self, request: Request) -> Response:
         return Response(selectors.flywheel_overview())
 
 
 class DatasetListView(_ReadWrite):
     class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "DatasetBuildInput"  # the component's name in the OpenAPI schema
+
         name = serializers.CharField(required=False, allow_blank=True, default="")
         sources = serializers.ListField(
             child=serializers.ChoiceField(TrajectorySource.choices), required=False, default=list
@@ -55,9 +61,11 @@ class DatasetListView(_ReadWrite):
         created_after = serializers.DateTimeField(required=False, allow_null=True, default=None)
         created_before = serializers.DateTimeField(required=False, allow_null=True, default=None)
 
+    @extend_schema(operation_id="api_flywheel_datasets_list", responses=F.Dataset(many=True))
     def get(self, request: Request) -> Response:
         return Response([selectors.dataset_json(d) for d in DatasetIteration.objects.all()[:200]])
 
+    @extend_schema(request=InputSerializer, responses={201: F.Dataset})
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -74,6 +82,7 @@ class DatasetListView(_ReadWrite):
 class DatasetDetailView(APIView):
     permission_classes = [IsResearcherOrAdmin]
 
+    @extend_schema(responses=F.Dataset)
     def get(self, request: Request, pk: int) -> Response:
         ds = DatasetIteration.objects.filter(pk=pk).first()
         if ds is None:
@@ -85,9 +94,13 @@ class DatasetExportView(APIView):
     permission_classes = [IsResearcherOrAdmin]
 
     class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "DatasetExportInput"  # the component's name in the OpenAPI schema
+
         format = serializers.ChoiceField(ExportFormat.choices)
         split = serializers.ChoiceField([("", "both"), *Split.choices], required=False, default="")
 
+    @extend_schema(request=InputSerializer, responses={201: F.ExportStarted})
     def post(self, request: Request, pk: int) -> Response:
         ds = DatasetIteration.objects.filter(pk=pk).first()
         if ds is None:
@@ -104,6 +117,9 @@ class DatasetExportView(APIView):
 
 class PoolValidationView(_ReadWrite):
     class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "PoolValidationInput"  # the component's name in the OpenAPI schema
+
         mode = serializers.ChoiceField(ValidationMode.choices)
         judge_url = serializers.CharField(required=False, allow_blank=True, default="")
         judge_model = serializers.CharField(required=False, allow_blank=True, default="judge")
@@ -121,9 +137,11 @@ class PoolValidationView(_ReadWrite):
         return {"pool": pool.pk, "mode": pool.validation_mode, "judge_url": config.judge_url,
                 "judge_model": config.judge_model, "keep_failure_prefix": config.keep_failure_prefix}  # fmt: skip
 
+    @extend_schema(responses=F.PoolValidation)
     def get(self, request: Request, pk: int) -> Response:
         return Response(self._json(self._pool(pk)))
 
+    @extend_schema(request=InputSerializer, responses=F.PoolValidation)
     def post(self, request: Request, pk: int) -> Response:
         pool = self._pool(pk)
         data = self.InputSerializer(data=request.data)
@@ -138,6 +156,7 @@ class PoolValidationView(_ReadWrite):
 class PoolDifficultyView(APIView):
     permission_classes = [IsResearcherOrAdmin]
 
+    @extend_schema(responses=F.PoolDifficulty)
     def get(self, request: Request, pk: int) -> Response:
         pool = TaskPool.objects.filter(pk=pk).first()
         if pool is None:
@@ -151,8 +170,12 @@ class ValidateView(APIView):
     permission_classes = [IsAdmin]
 
     class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "ValidateInput"  # the component's name in the OpenAPI schema
+
         pool = serializers.IntegerField(required=False, allow_null=True, default=None)
 
+    @extend_schema(request=InputSerializer, responses=F.ValidateCounts)
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -161,16 +184,25 @@ class ValidateView(APIView):
 
 class JobListView(_ReadWrite):
     class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "JobCreateInput"  # the component's name in the OpenAPI schema
+
         kind = serializers.ChoiceField(JobKind.choices)
         checkpoint = serializers.CharField(required=False, allow_blank=True, default="")
         params = serializers.DictField(required=False, default=dict)
 
+    @extend_schema(
+        operation_id="api_flywheel_jobs_list",
+        parameters=[OpenApiParameter("kind", str, required=False)],
+        responses=F.Job(many=True),
+    )
     def get(self, request: Request) -> Response:
         qs = FlywheelJob.objects.select_related("checkpoint")
         if request.query_params.get("kind"):
             qs = qs.filter(kind=request.query_params["kind"])
         return Response([selectors.job_json(j) for j in qs[:100]])
 
+    @extend_schema(request=InputSerializer, responses={201: F.Job})
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -187,6 +219,7 @@ class JobListView(_ReadWrite):
 class JobDetailView(APIView):
     permission_classes = [IsResearcherOrAdmin]
 
+    @extend_schema(responses=F.Job)
     def get(self, request: Request, pk: int) -> Response:
         job = FlywheelJob.objects.select_related("checkpoint").filter(pk=pk).first()
         if job is None:
@@ -197,6 +230,7 @@ class JobDetailView(APIView):
 class JobCancelView(APIView):
     permission_classes = [IsAdmin]
 
+    @extend_schema(request=None, responses=F.Job)
     def post(self, request: Request, pk: int) -> Response:
         job = FlywheelJob.objects.filter(pk=pk).first()
         if job is None:
@@ -208,10 +242,14 @@ class PromoteView(APIView):
     permission_classes = [IsAdmin]
 
     class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "PromoteInput"  # the component's name in the OpenAPI schema
+
         checkpoint = serializers.CharField()
         targets = serializers.ListField(child=serializers.ChoiceField(PromotionTarget.choices), min_length=1)
         push_to = serializers.CharField(required=False, allow_blank=True, default="")
 
+    @extend_schema(request=InputSerializer, responses=F.Promoted)
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
