@@ -251,7 +251,7 @@ def test_a_folder_upload_names_files_by_their_path_inside_it(api: Any) -> None:
     assert preview.data["files"][1]["issues"][0]["file"].startswith("calc/more/tasks.json")
     done = client.post(URL, {**body, "file": [_upload("tasks.json", json.dumps(osworld("a")).encode()),
                                               _upload("tasks.json", json.dumps(bad).encode())]}, format="multipart")  # fmt: skip
-    assert done.status_code == 201 and [f["file"] for f in done.data["files"]][0] == "os/tasks.json"
+    assert done.status_code == 201 and done.data["files"][0]["file"] == "os/tasks.json"
 
     def refused(paths: list[str]) -> dict[str, Any]:
         upload = [_upload("x.json", json.dumps(osworld("x")).encode()) for _ in paths]
