@@ -2,7 +2,7 @@
 // pixels, so it scales with the image at any size (filmstrip thumbnail or the large view).
 
 import { towardEdge } from "../workspace/geometry";
-import type { ActionJson } from "./types";
+import type { ActionJson } from "../lib/trajectory";
 
 const NS = "http://www.w3.org/2000/svg";
 const POINTER_MARKS: Record<string, string> = {

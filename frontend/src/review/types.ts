@@ -1,18 +1,11 @@
 // Shapes of the review API (annotation/api/review_views.py, annotation/review/selectors.py).
 
+import type { ActionJson, ScreenStep, TaskBrief } from "../lib/trajectory";
+
+export type { ActionJson } from "../lib/trajectory";
+
 export type Verdict = "approve" | "fix" | "reject";
 export const VERDICTS: readonly Verdict[] = ["approve", "fix", "reject"];
-
-/** One action as stored (workers/actions/types.py Action.to_json), points in screen pixels here. */
-export interface ActionJson {
-  kind: string;
-  point?: [number, number];
-  end_point?: [number, number];
-  text?: string;
-  keys?: string[];
-  direction?: string;
-  name?: string;
-}
 
 export interface QueueRow {
   id: number;
@@ -70,20 +63,8 @@ export interface CandidateJson {
   action_text?: string;
 }
 
-export interface ReviewStep {
-  index: number;
-  thought: string;
-  action_text: string;
+export interface ReviewStep extends ScreenStep {
   parse_error: string;
-  screen_actions: ActionJson[];
-  screenshot_url: string;
-  screen_width: number | null;
-  screen_height: number | null;
-  /** 1-based, as shown (docs/annotation.md "Numbering"); absent from older servers. */
-  number?: number;
-  decision: string;
-  decision_index: number | null;
-  decision_number?: number | null;
   decision_meta: Record<string, unknown>;
   candidates: CandidateJson[];
   reward: number;
@@ -136,7 +117,7 @@ export interface ReviewData {
     instruction?: string;
     review_round?: number;
   };
-  task: { id: number; external_id: string; instruction: string; env_kind: string; pool: string };
+  task: TaskBrief & { instruction: string };
   steps: ReviewStep[];
   reviews_required: number;
   reviews_done: number;

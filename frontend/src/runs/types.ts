@@ -178,7 +178,7 @@ export interface ReplayStep {
   thought: string;
   action_text: string;
   parse_error: string;
-  screen_actions: import("../review/types").ActionJson[];
+  screen_actions: import("../lib/trajectory").ActionJson[];
   screenshot_url: string;
   screen_width: number | null;
   screen_height: number | null;

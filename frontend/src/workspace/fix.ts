@@ -9,7 +9,8 @@ import { api, errorText } from "../lib/api";
 import { badge, h, notice, render } from "../lib/dom";
 import { decisionLabel, reward, stepNumber } from "../lib/format";
 import { actionOverlay, lastPoint } from "../review/draw";
-import type { ActionJson, SessionState } from "./types";
+import type { ScreenStep, TaskBrief } from "../lib/trajectory";
+import type { SessionState } from "./types";
 
 export interface FixComment {
   reviewer: string;
@@ -18,17 +19,8 @@ export interface FixComment {
   action_text: string;
 }
 
-export interface FixStep {
-  index: number;
+export interface FixStep extends ScreenStep {
   number: number;
-  thought: string;
-  action_text: string;
-  screen_actions: ActionJson[];
-  screenshot_url: string;
-  screen_width: number | null;
-  screen_height: number | null;
-  decision: string;
-  decision_index: number | null;
   decision_number: number | null;
   edited: boolean;
   comments: FixComment[];
@@ -47,7 +39,7 @@ export interface FixData {
     branch_step: number | null;
     superseded_by: number | null;
   };
-  task: { id: number; external_id: string; env_kind: string; pool: string };
+  task: TaskBrief;
   reviews: { reviewer: string; verdict: string; comment: string }[];
   steps: FixStep[];
   flagged_steps: number[];

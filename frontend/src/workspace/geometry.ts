@@ -1,7 +1,7 @@
 // Coordinates between the screen (observation pixels) and what the page displays, and the shapes a
 // candidate's actions become on the overlay. Pure functions; the overlay module draws the shapes.
 
-import type { ActionJson } from "./types";
+import type { ActionJson } from "../lib/trajectory";
 
 export interface Size {
   width: number;

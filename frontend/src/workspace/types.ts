@@ -1,22 +1,13 @@
 // Shapes of the annotation API and websocket (docs/annotation.md, annotation/selectors.py, events.py).
 
+import type { ActionJson, StepBase, TaskBrief } from "../lib/trajectory";
 import type { ThinkAloudEvent } from "./thinkaloud";
+
+export type { ActionJson } from "../lib/trajectory";
 
 /** created, active, submitted, abandoned (review states may follow). */
 export type SessionStatus = string;
 export type CandidatesStatus = "pending" | "ready" | "failed" | "none";
-
-/** One action as the server stores it (workers/actions/types.py Action.to_json). */
-export interface ActionJson {
-  kind: string;
-  point?: [number, number];
-  end_point?: [number, number];
-  text?: string;
-  keys?: string[];
-  direction?: string;
-  name?: string;
-  arguments?: Record<string, unknown>;
-}
 
 export interface Candidate {
   index: number;
@@ -55,16 +46,7 @@ export interface Candidates {
   model_ms: number | null;
 }
 
-export interface StepRecord {
-  index: number;
-  /** 1-based, as shown (docs/annotation.md "Numbering"); absent from older servers. */
-  number?: number;
-  decision_number?: number | null;
-  thought: string;
-  action_text: string;
-  decision: string;
-  decision_index: number | null;
-  screenshot_url: string;
+export interface StepRecord extends StepBase {
   executed_points: [number, number][];
   reward: number;
   clock_start: number;
@@ -90,7 +72,7 @@ export interface SessionState {
   instruction?: string;
   /** null while active; set once finished (docs/annotation.md "Result after Finish"). */
   result?: SessionResult | null;
-  task: { id: number; external_id: string; instruction: string; env_kind: string; pool: string };
+  task: TaskBrief & { instruction: string };
   trajectory_id: number | null;
   track: string;
   policy: { model: string; profile: string; n: number; measured?: string };
