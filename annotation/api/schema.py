@@ -14,6 +14,8 @@ DETAIL_RESPONSES = {
     404: OpenApiResponse(DetailSerializer, description="No such object among yours."),
     409: OpenApiResponse(DetailSerializer, description="Not allowed in the current state."),
 }
+
+
 class SessionResult(serializers.Serializer):
     final_reward = serializers.FloatField(allow_null=True, help_text="The verifier's score, as stored.")
     success = serializers.BooleanField(allow_null=True)
