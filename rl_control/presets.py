@@ -38,6 +38,11 @@ class Preset:
     overrides: dict[str, Any]
 
 
+# Step-wise GRPO as DART (seed 002 A.4) and ComputerRL (seed 001 §3.3) both run it, with a dynamic
+# rollout count N from 8 down to 2.
+_STEPWISE_GRPO = {"lr": 1e-6, "beta_kl": 0.1, "clip_low": 0.2, "clip_high": 0.28, "rollouts_per_task": 8}
+_DYNAMIC_N = {"rollouts_max": 8, "rollouts_min": 2}
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in [
@@ -69,18 +74,9 @@ PRESETS: dict[str, Preset] = {
             algorithm="grpo",
             mode="async",
             overrides={
-                "grpo": {
-                    "lr": 1e-6,
-                    "beta_kl": 0.1,
-                    "clip_low": 0.2,
-                    "clip_high": 0.28,
-                    "is_cap": 1.0,
-                    "entropy_keep_fraction": 0.8,
-                    "rollouts_per_task": 8,
-                },
+                "grpo": {**_STEPWISE_GRPO, "is_cap": 1.0, "entropy_keep_fraction": 0.8},
                 "curation": {
-                    "rollouts_max": 8,
-                    "rollouts_min": 2,
+                    **_DYNAMIC_N,
                     "success_threshold": 0.6,
                     "step_cap": 30,
                     "injection": "experience_pool",
@@ -117,16 +113,9 @@ PRESETS: dict[str, Preset] = {
             algorithm="grpo",
             mode="async",
             overrides={
-                "grpo": {
-                    "lr": 1e-6,
-                    "beta_kl": 0.1,
-                    "clip_low": 0.2,
-                    "clip_high": 0.28,
-                    "rollouts_per_task": 8,
-                },
+                "grpo": dict(_STEPWISE_GRPO),
                 "curation": {
-                    "rollouts_max": 8,
-                    "rollouts_min": 2,
+                    **_DYNAMIC_N,
                     "injection": "none",
                     "plateau_window": 10,
                     "plateau_reward_min_gain": 0.01,
