@@ -92,6 +92,22 @@ def _run(
     )  # fmt: skip
 
 
+def launch_and_finish(run: Run, stack: LocalStack, timeout_s: float) -> Run:
+    """Launch `run` on `stack`, wait until it stops running and return it, finished (the stack's
+    logs are printed when it is not)."""
+    services.run_launch(run=run)
+    try:
+        wait_for(
+            "the run to finish", lambda: Run.objects.get(pk=run.pk).status != RunStatus.RUNNING, timeout_s
+        )
+    except TimeoutError:
+        print(stack.logs())
+        raise
+    run.refresh_from_db()
+    assert run.status == RunStatus.FINISHED, (run.status, run.error, stack.logs())
+    return run
+
+
 def _check_record(run: Run) -> None:
     """What every engine run must leave behind: no slot handed out twice, versions on every step,
     only completed, fresh trajectories trained on, one checkpoint per update."""

@@ -12,8 +12,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from rl_control import services
-from rl_control.engine.stack import wait_for
-from rl_control.models import Run, RunAlert, RunMetric, RunStatus
+from rl_control.models import RunAlert, RunMetric
 from tests.rl_control import test_engine as engine_tests
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -39,14 +38,7 @@ def test_a_real_run_fires_its_configured_alert_and_exports_its_rows(
             "alerts": {"entropy_min": 50.0, "entropy_max": 100.0},
         },
     )  # fmt: skip
-    services.run_launch(run=run)
-    try:
-        wait_for("the run to finish", lambda: Run.objects.get(pk=run.pk).status != RunStatus.RUNNING, 600)
-    except TimeoutError:
-        print(stack.logs())
-        raise
-    run.refresh_from_db()
-    assert run.status == RunStatus.FINISHED, (run.status, run.error, stack.logs())
+    run = engine_tests.launch_and_finish(run, stack, 600)
     alert = RunAlert.objects.filter(run=run, kind="entropy_collapse").first()
     assert alert is not None and alert.threshold == 50.0 and alert.value < 50.0
 

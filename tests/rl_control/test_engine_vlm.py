@@ -13,9 +13,8 @@ import pytest
 import torch
 
 from rl_control import services
-from rl_control.engine.stack import wait_for
-from rl_control.models import Run, RunMetric, RunStatus
-from tests.rl_control.test_engine import _miniwob_pool, stack_factory  # noqa: F401 (fixture)
+from rl_control.models import RunMetric
+from tests.rl_control.test_engine import _miniwob_pool, launch_and_finish, stack_factory  # noqa: F401 (fixture)
 from webapp.store.models import Checkpoint, Step, Trajectory
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -49,14 +48,7 @@ def test_lora_ppo_on_a_tiny_vlm_through_the_engine(users, stack_factory, vlm_che
             "budget": {"max_updates": 3, "max_minutes": 20},
         },
     )  # fmt: skip
-    services.run_launch(run=run)
-    try:
-        wait_for("the run to finish", lambda: Run.objects.get(pk=run.pk).status != RunStatus.RUNNING, 900)
-    except TimeoutError:
-        print(stack.logs())
-        raise
-    run.refresh_from_db()
-    assert run.status == RunStatus.FINISHED, (run.status, run.error, stack.logs())
+    run = launch_and_finish(run, stack, 900)
     assert run.updates_done == 3 and run.policy_version == 2
     # the rollouts sampled from the HF backend: token ids and log-probs on every step
     steps = list(Step.objects.filter(trajectory__run=run, trajectory__status="completed"))
