@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 FRONTEND := frontend
 
-.PHONY: up down restart setup build test test-python test-frontend test-slow test-schemathesis test-e2e test-interop smoke lint format \
+.PHONY: up down restart setup build test typecheck test-python test-frontend test-slow test-schemathesis test-e2e test-interop smoke lint format \
         migrations-check bench logs osworld-apps
 
 up:            ## install what is missing, migrate, load demo data, start everything, print URL + logins
@@ -20,7 +20,10 @@ setup:         ## Python venv + Debian packages + frontend build, nothing starte
 build:         ## build the frontend bundles
 	@source scripts/lib.sh && ensure_frontend
 
-test: build test-frontend test-python   ## the README's test command: the default suite
+test: build test-frontend typecheck test-python   ## the README's test command: the default suite
+
+typecheck:     ## mypy over workers/ and the apps ([tool.mypy] in pyproject.toml; cache in var/mypy-cache)
+	@$(PY) -m mypy
 
 test-python:   ## pytest on real PostgreSQL, Redis, Chromium, Xvfb, Whisper, torch (not `slow`)
 	@scripts/test.sh

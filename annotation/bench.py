@@ -127,7 +127,7 @@ async def _measure(base: str, decisions: int) -> dict[str, list[float]]:
         assert csrf, "login page without CSRF token"
         await client.post("/login/", data={"username": "bench", "password": "bench-pass-1",
                                            "csrfmiddlewaretoken": csrf.group(1)}, headers={"Referer": base + "/login/"})  # fmt: skip
-        headers = {"X-CSRFToken": client.cookies.get("csrftoken", ""), "Referer": base + "/"}
+        headers = {"X-CSRFToken": client.cookies.get("csrftoken") or "", "Referer": base + "/"}
         cookie = "; ".join(f"{k}={v}" for k, v in client.cookies.items())
         while len(out["obs"]) < decisions:
             started = await client.post("/api/annotation/sessions/", json={}, headers=headers)

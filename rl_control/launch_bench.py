@@ -86,7 +86,7 @@ def run_launch(quick: bool) -> dict[str, Any]:
     window_s = 120.0 if quick else 600.0
     client = httpx.Client(base_url=base, timeout=120, follow_redirects=True)
     _login(client, "researcher", os.environ.get("FLYWHEEL_BENCH_PASSWORD", "researcher"))
-    csrf = {"X-CSRFToken": client.cookies.get("csrftoken", ""), "Referer": f"{base}/runs/new/"}
+    csrf = {"X-CSRFToken": client.cookies.get("csrftoken") or "", "Referer": f"{base}/runs/new/"}
     pools = client.get("/api/pools/").json()
     pools = pools.get("results", pools) if isinstance(pools, dict) else pools
     pool = next(p["id"] for p in pools if p["name"] == "demo-miniwob")

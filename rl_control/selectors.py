@@ -380,7 +380,7 @@ def run_fleet(*, run_id: int, history: int = 50) -> dict[str, Any]:
     pipe = reg.r.pipeline()
     for lease_id in lease_ids:
         pipe.hgetall(f"{reg.prefix}:lease:{lease_id}")
-    live = []
+    live: list[dict[str, Any]] = []
     for lease_id, raw in zip(lease_ids, pipe.execute(), strict=True):
         lease = {
             (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)

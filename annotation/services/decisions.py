@@ -74,7 +74,7 @@ def _choose(session: AnnotationSession, kind: str, data: dict[str, Any]) -> _Cho
         size = tuple(cand["image_size"]) if cand["image_size"] else None
         return _Chosen(
             cand["thought"], actions, Convention(cand["convention"]), size, "accepted", cand["index"], {}
-        )  # type: ignore[arg-type]
+        )
     if kind == "edit":
         cand = _candidate(session, data.get("index"))
         action_text = str(data.get("action_text") or "")
@@ -95,7 +95,7 @@ def _choose(session: AnnotationSession, kind: str, data: dict[str, Any]) -> _Cho
             "edited",
             cand["index"],
             {"edit_diff": diff},
-        )  # type: ignore[arg-type]
+        )
     if kind == "override":
         convention = Convention(data.get("convention") or "screen")
         return _Chosen(

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F, Q
@@ -158,7 +159,7 @@ def pool_push(*, run_id: int, trajectory_id: int, group_id: int) -> None:
 
 def pool_wait(*, run_id: int, last_id: str, timeout_s: float) -> str:
     """Block until a trajectory lands in the pool after `last_id` (or the timeout); the newest id."""
-    got = rds().xread({key(run_id, "pool"): last_id}, block=max(1, int(timeout_s * 1000)))
+    got: Any = rds().xread({key(run_id, "pool"): last_id}, block=max(1, int(timeout_s * 1000)))
     if not got:
         return last_id
     return got[0][1][-1][0].decode()

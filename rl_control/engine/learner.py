@@ -145,7 +145,7 @@ def _chunk(run: Run, state: EngineState, chunk: int) -> str:
         fresh = starting.result()
     # A start checkpoint that names its own version (a fork) relabels what was started as v0.
     serving_push(run, state, serving, state.version, skip=fresh if state.version == labelled else set())
-    sync_s = time.perf_counter() - t0
+    sync_s: float | None = time.perf_counter() - t0
     checked = time.monotonic()
     curator = curator_of(run, state)
     n_slots = int(run.config["env"]["parallel_envs"])
@@ -239,7 +239,8 @@ def trajectory_sample(
     chat_history: list[HistoryItem] = []
     for step in trajectory.steps.order_by("index"):
         rl = step.rl or {}
-        token_ids, logprobs = rl.get("token_ids"), rl.get("logprobs")
+        token_ids: Any = rl.get("token_ids")  # JSON from the rollout: lists, or absent
+        logprobs: Any = rl.get("logprobs")
         if (
             not token_ids
             and grammar is not None
@@ -365,8 +366,8 @@ def _update(
     if samples and run.algorithm == "ppo" and trainer.value_pretrain_done is None:
         # seed 000 §2.5.4: the critic is pretrained on the fixed policy first (the version stays)
         metrics.update(trainer.pretrain_value(samples))
-        for plan in plans.values():
-            plan["value_pretraining"] = True
+        for entry in plans.values():
+            entry["value_pretraining"] = True
     elif samples:
         # The learning-rate schedule anneals over the run's budget (counters as of now, not as loaded).
         lr_scale = trainer.set_progress(services.run_budget_fraction(Run.objects.get(pk=run.pk)))

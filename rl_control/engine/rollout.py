@@ -141,6 +141,7 @@ def run_episode(
                     )
                 version = current_version  # an external server (vLLM) names no run version
             executed: list[dict[str, Any]] = []
+            next_obs: Observation | None = None
             env_error = ""
             terminal = False
             parsed_ok = candidate.parsed.error is None and bool(candidate.parsed.actions)

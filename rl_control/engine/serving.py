@@ -233,7 +233,7 @@ def serving_ensure(run: Run, state: EngineState, checkpoint: Path, version: int)
 
 
 def serving_push(
-    run: Run, state: EngineState, path: Path, version: int, *, skip: set[str] = frozenset()
+    run: Run, state: EngineState, path: Path, version: int, *, skip: frozenset[str] | set[str] = frozenset()
 ) -> float:
     """Load `path` as version `version` on every server of the run, one after the other (seed 002
     §3.5), with the run's secret; seconds taken. A server that died is started again with it."""

@@ -69,7 +69,8 @@ def slot_key(run_id: int, slot: int) -> str:
 
 
 def slot_read(run_id: int, slot: int) -> dict[str, str]:
-    return {k.decode(): v.decode() for k, v in rds().hgetall(slot_key(run_id, slot)).items()}
+    fields: dict[bytes, bytes] = rds().hgetall(slot_key(run_id, slot))  # type: ignore[assignment]
+    return {k.decode(): v.decode() for k, v in fields.items()}
 
 
 def slot_set(run_id: int, slot: int, generation: int, **fields: Any) -> bool:

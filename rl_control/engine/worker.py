@@ -100,6 +100,7 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
             _book(run_id, idle_s=time.perf_counter() - waited)
             slots.slot_set(run_id, slot, generation, trajectory=claim.trajectory.pk)
             version = EngineState.objects.filter(run_id=run_id).values_list("version", flat=True).first() or 0
+            assert policy is not None  # set above with the run's server URL
             started = time.perf_counter()
             try:
                 run_episode(

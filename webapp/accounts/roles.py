@@ -27,9 +27,9 @@ def user_roles(user: AbstractBaseUser | AnonymousUser) -> frozenset[Role]:
     if getattr(user, "is_superuser", False):
         roles = frozenset(ALL_ROLES)
     else:
-        names = set(user.groups.values_list("name", flat=True))  # type: ignore[attr-defined]
+        names = set(user.groups.values_list("name", flat=True))
         roles = frozenset(r for r in ALL_ROLES if r.value in names)
-    user._flywheel_roles = roles  # type: ignore[union-attr]
+    user._flywheel_roles = roles
     return roles
 
 

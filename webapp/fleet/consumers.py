@@ -41,7 +41,7 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
         self._redis = aioredis.Redis.from_url(settings.REDIS_URL)
         self._stream = f"{settings.FLEET_REDIS_PREFIX}:events"
         # Follow from the newest event before the snapshot, so nothing between the two is missed.
-        newest = await self._redis.xrevrange(self._stream, count=1)
+        newest: Any = await self._redis.xrevrange(self._stream, count=1)
         start = newest[0][0] if newest else "0-0"
         await self._send_snapshot("connect")
         self._tail = asyncio.create_task(self._follow(start))
@@ -68,7 +68,7 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
     async def _follow(self, last: bytes | str) -> None:
         while not self._closed:
             try:
-                got = await self._redis.xread({self._stream: last}, block=int(TICK_S * 1000), count=500)
+                got: Any = await self._redis.xread({self._stream: last}, block=int(TICK_S * 1000), count=500)
             except (aioredis.ConnectionError, aioredis.TimeoutError):
                 if self._closed:  # redis-py turns the cancellation of a blocked read into a timeout
                     return

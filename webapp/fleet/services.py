@@ -103,7 +103,7 @@ def fleet_persist_events(*, batch: int = 1000) -> int:
             raise
     total = 0
     while True:
-        got = reg.r.xreadgroup(_GROUP, "persister", {stream: ">"}, count=batch)
+        got: Any = reg.r.xreadgroup(_GROUP, "persister", {stream: ">"}, count=batch)
         if not got:
             return total
         entries = got[0][1]

@@ -67,7 +67,7 @@ def rejection_sampling_chunk(job_id: int, task_id: int, seeds: list[int]) -> dic
         policy = open_policy(
             checkpoint=job.checkpoint,
             policy_url=job.params.get("policy_url", ""),
-            seed=seeds[0],  # type: ignore[arg-type]
+            seed=seeds[0],
             max_new_tokens=job.params.get("max_new_tokens"),
         )
         env = open_env(
@@ -77,7 +77,7 @@ def rejection_sampling_chunk(job_id: int, task_id: int, seeds: list[int]) -> dic
             if not jobs.job_is_running(job_id):
                 break
             (trajectory,) = sample_task(
-                task=task, checkpoint=job.checkpoint, seeds=[seed], policy=policy, env=env,  # type: ignore[arg-type]
+                task=task, checkpoint=job.checkpoint, seeds=[seed], policy=policy, env=env,
                 max_steps=int(job.params.get("max_steps", 6)),
                 temperature=float(job.params.get("temperature", 1.0)), job_id=job_id,
             )  # fmt: skip
@@ -192,7 +192,7 @@ def sft_execute(job_id: int) -> None:
                                                          progress=round(100.0 * p["step"] / steps, 2))  # fmt: skip
 
         child = checkpoint_sft(
-            parent=job.checkpoint, dataset=dataset, steps=steps, lr=float(job.params.get("lr", 1e-3)),  # type: ignore[arg-type]
+            parent=job.checkpoint, dataset=dataset, steps=steps, lr=float(job.params.get("lr", 1e-3)),
             batch_size=int(job.params.get("batch_size", 16)), progress=progress,
             should_stop=lambda: not jobs.job_is_running(job_id),
         )  # fmt: skip

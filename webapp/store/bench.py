@@ -36,7 +36,7 @@ def _fill(db_url: str, n_steps: int) -> int:
     action = json.dumps([{"kind": "click", "point": [100, 200]}])
     with psycopg.connect(db_url.replace("postgres://", "postgresql://")) as conn:
         pool_id = conn.execute("INSERT INTO store_taskpool (name, description, candidates_n, validation_mode, created_at)"
-                               " VALUES ('bench', '', 3, 'verifier', %s) RETURNING id", [now]).fetchone()[0]  # fmt: skip
+                               " VALUES ('bench', '', 3, 'verifier', %s) RETURNING id", [now]).fetchone()[0]  # type: ignore[index]  # fmt: skip
         task_id = conn.execute(
             "INSERT INTO store_task (pool_id, external_id, instruction, env_kind, source, setup, verifier,"
             " difficulty_steps, difficulty_cross_page, difficulty_prerequisites, difficulty_exceptions, difficulty,"
@@ -44,7 +44,7 @@ def _fill(db_url: str, n_steps: int) -> int:
             " created_at, updated_at) VALUES (%s, 'click-button', 'Click the Submit button.', 'browser', 'miniwob',"
             " '{}', '{}', 1, false, 0, false, 0, 1, '{}', true, true, '[]', 0, 0, 0, %s, %s) RETURNING id",
             [pool_id, now, now],
-        ).fetchone()[0]
+        ).fetchone()[0]  # type: ignore[index]
         with conn.cursor().copy(
             "COPY store_trajectory (task_id, env_kind, source, policy_version, status, final_reward, validator, route,"
             " review_state, num_steps, metadata, created_at) FROM STDIN"
@@ -52,7 +52,7 @@ def _fill(db_url: str, n_steps: int) -> int:
             for i in range(n_traj):
                 copy.write_row([task_id, "browser", "rl", "v12", "completed", float(i % 2), "", "none", "none",
                                 STEPS_PER_TRAJECTORY, "{}", now])  # fmt: skip
-        first_id = conn.execute("SELECT min(id) FROM store_trajectory").fetchone()[0]
+        first_id = conn.execute("SELECT min(id) FROM store_trajectory").fetchone()[0]  # type: ignore[index]
         with conn.cursor().copy(
             "COPY store_step (trajectory_id, index, clock_start, clock_end, created_at, screenshot, observation_refs,"
             " raw_text, thought, action_text, action, parse_error, coord_convention, executed_points, candidates,"

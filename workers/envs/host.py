@@ -286,7 +286,7 @@ def _target_dict(target: Any) -> dict[str, Any] | None:
 
 def _frames_op(hosted: HostedEnv, payload: dict[str, Any]) -> dict[str, Any]:
     """Take-over screens: {cmd: start} | {cmd: before, times: [monotonic...]} | {cmd: stop}."""
-    env = hosted.env
+    env: Any = hosted.env  # a desktop env; the frame methods are not part of `Environment`
     if not hasattr(env, "frames_start"):
         raise EnvError(f"a {hosted.kind} environment does not record take-over frames")
     cmd = payload.get("cmd")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from workers.envs.base import Element
 from workers.policy.base import HistoryItem
@@ -150,5 +150,5 @@ def sft_examples_from(
                 grammar.encode_response(text)
             except GrammarError:
                 continue
-            examples.append(SFTExample(step.prompt, text))
+            examples.append(SFTExample(cast(EmbeddedInputs, step.prompt), text))  # an embedded policy's step
     return examples

@@ -260,7 +260,7 @@ class PromoteView(APIView):
                 checkpoint=checkpoint,
                 targets=v["targets"],
                 user=request.user,
-                push_to=v["push_to"] or None,  # type: ignore[arg-type]
+                push_to=v["push_to"] or None,
             )
         except (CheckpointError, ValueError) as exc:
             raise ValidationError({"detail": str(exc)}) from exc

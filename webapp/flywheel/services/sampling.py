@@ -104,7 +104,7 @@ def open_policy(
 
 
 def task_spec(task: Task) -> TaskSpec:
-    return TaskSpec(task_id=task.external_id, instruction=task.instruction, kind=task.env_kind,  # type: ignore[arg-type]
+    return TaskSpec(task_id=task.external_id, instruction=task.instruction, kind=task.env_kind,
                     source=task.source, setup=task.setup, verifier=task.verifier)  # fmt: skip
 
 

@@ -44,7 +44,7 @@ class TrajectoryFilter(django_filters.FilterSet):
 
     def filter_dataset(self, queryset: QuerySet[Trajectory], name: str, value: str) -> QuerySet[Trajectory]:
         dataset_id, _, split = value.partition(":")
-        lookup = {"flywheel_memberships__dataset_id": int(dataset_id)}
+        lookup: dict[str, object] = {"flywheel_memberships__dataset_id": int(dataset_id)}
         if split:
             lookup["flywheel_memberships__split"] = split
         # One filter() call: the id and split conditions apply to the same membership row.

@@ -212,7 +212,7 @@ class ExportJobCancelView(ExportJobDetailView):
 
 class ExportJobDownloadView(ExportJobDetailView):
     @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY})
-    def get(self, request: Request, pk: int) -> HttpResponse:  # type: ignore[override]
+    def get(self, request: Request, pk: int) -> HttpResponse:
         job = self._job(request, pk)
         if job.status != JobStatus.SUCCEEDED or not job.archive:
             raise ValidationError({"detail": f"export job {pk} is {job.status}; nothing to download yet"})

@@ -91,7 +91,7 @@ def write_native_jsonl(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], p
             data = _image_bytes(final) if final else None
             record["final_screenshot"] = None
             if data is not None:
-                record["final_screenshot"] = f"images/t{int(record['id'])}/final.{_ext(final)}"
+                record["final_screenshot"] = f"images/t{int(record['id'])}/final.{_ext(str(final))}"
                 zf.writestr(record["final_screenshot"], data)
             out.write((json.dumps(record, ensure_ascii=False) + "\n").encode())
             done += 1
@@ -346,7 +346,7 @@ def write_osworld(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], progre
             data = _image_bytes(after) if after else None
             if data is not None:
                 png_name = f"step_{number}_{stamp}.png" if stamp else f"step_{number}.png"
-                zf.writestr(f"{folder}/{png_name}", data if after.endswith(".png") else _as_png(data))
+                zf.writestr(f"{folder}/{png_name}", data if str(after).endswith(".png") else _as_png(data))
             lines.append(
                 json.dumps(
                     {

@@ -65,9 +65,13 @@ async def aiter_sync(iterator: Iterator[Any]) -> AsyncIterator[Any]:
     StreamingHttpResponse streams instead of buffering the whole body (and the DB cursor stays on
     one thread)."""
     sentinel = object()
-    step = sync_to_async(next, thread_sensitive=True)
+
+    def advance() -> Any:
+        return next(iterator, sentinel)
+
+    step = sync_to_async(advance, thread_sensitive=True)
     while True:
-        item = await step(iterator, sentinel)
+        item = await step()
         if item is sentinel:
             return
         yield item

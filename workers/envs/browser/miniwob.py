@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from workers.actions.types import Action
-from workers.envs.base import EnvError, Observation, TaskSpec
+from workers.envs.base import EnvError, EnvKind, Observation, TaskSpec
 from workers.envs.browser.page_env import PageEnv, transition_pause_s
 from workers.envs.browser.pool import BrowserPool, PageSession
 from workers.envs.browser.server import get_server
@@ -102,7 +102,7 @@ def resolve_task_name(task: TaskSpec) -> str:
 class MiniWoBEnv(PageEnv):
     """One MiniWoB++ episode at a time in a pooled 160×210 page. See the module docstring."""
 
-    kind = "browser"
+    kind: EnvKind = "browser"
 
     def __init__(self, pool: BrowserPool | None = None, **kwargs: Any) -> None:
         super().__init__(pool, **kwargs)

@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,7 +245,7 @@ class BrowserPool:
     def _submit(self, coro: Awaitable[T], timeout: float) -> T:
         if self._closed and not self._thread.is_alive():
             raise EnvError("browser pool is closed")
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
         try:
             return future.result(timeout)
         except FutureTimeout as exc:
@@ -398,6 +399,7 @@ class BrowserPool:
             # Many pages share this box: each renderer has a dozen threads, and RLIMIT_NPROC counts them.
             self._box = Sandbox(home, policy=SandboxPolicy(processes=8192, memory_mb=16384, cpus=4.0))
             self._box.start()
+        assert self._box_dir is not None  # made with the box above
         launcher = self._box_dir / "chromium-in-sandbox"
         return str(self._box.launcher(launcher, self.executable))
 

@@ -9,6 +9,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from workers.envs.base import EnvError
 from workers.envs.sandbox.spawner import popen_tied
@@ -26,6 +27,8 @@ def spawn(
     """Start `argv` in a new session (process group) that dies with this process, as `user` (uid and
     gid) if given; stdout+stderr go to `log` or /dev/null."""
     out = open(log, "ab") if log is not None else subprocess.DEVNULL
+    # A process that serves one session runs as that session's unprivileged uid.
+    as_user: dict[str, Any] = {"user": user, "group": user, "extra_groups": []} if user is not None else {}
     try:
         # Tied to this process: a crashed env host leaves no Xvfb or x11vnc behind.
         return popen_tied(
@@ -37,8 +40,7 @@ def spawn(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             pass_fds=tuple(pass_fds),
-            # A process that serves one session runs as that session's unprivileged uid.
-            **({"user": user, "group": user, "extra_groups": []} if user is not None else {}),
+            **as_user,
         )
     except OSError as exc:
         raise EnvError(f"cannot start {argv[0]}: {exc}") from exc

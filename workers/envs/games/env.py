@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from workers.actions.types import Action
-from workers.envs.base import EnvError, Observation, TaskSpec
+from workers.envs.base import EnvError, EnvKind, Observation, TaskSpec
 from workers.envs.browser import vtime
 from workers.envs.browser.input import perform
 from workers.envs.browser.page_env import PageEnv
@@ -73,7 +73,7 @@ def _check_verdict(raw: Any) -> dict[str, Any]:
 class GameEnv(PageEnv):
     """One game episode in a pooled page; see the module docstring."""
 
-    kind = "game"
+    kind: EnvKind = "game"
 
     def __init__(
         self,

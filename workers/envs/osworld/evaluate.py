@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -95,7 +96,7 @@ def _one_metric(
     except Exception as exc:  # OSWorld's getters raise on what the session lacks (a config file
         # the app has not written yet): the state is not the expected one, so 0, with the reason
         return MetricOutcome(func, 0.0, error=f"getter {getter.get('type')!r} failed: {exc!r}"[:500])
-    fn = regex_match if func == "regex_match" else vocab.metric(func)
+    fn: Callable[..., Any] = regex_match if func == "regex_match" else vocab.metric(func)
     try:
         value = fn(result, exp, **options) if expected else fn(result, **options)
     except Exception as exc:  # OSWorld's metrics raise on files the agent left malformed

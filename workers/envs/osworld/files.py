@@ -57,7 +57,7 @@ def _url_candidates(url: str, bundle_dir: Path | None) -> list[tuple[Path, str]]
     if bundle_dir is not None:
         out += [
             (bundle_dir, relative),
-            (bundle_dir, "/".join([parts.hostname, *tail])),
+            (bundle_dir, "/".join([parts.hostname or "", *tail])),
             (bundle_dir, tail[-1]),
         ]
     mirror = mirror_dir()

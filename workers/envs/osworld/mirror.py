@@ -26,7 +26,7 @@ MAX_FILE_BYTES = 512 * 1024 * 1024
 
 def task_urls(task: dict[str, Any]) -> list[str]:
     """The web files one task downloads (set-up, postconfig, cloud_file getters), in order."""
-    evaluator = task.get("evaluator") if isinstance(task.get("evaluator"), dict) else {}
+    evaluator = evaluator if isinstance(evaluator := task.get("evaluator"), dict) else {}
     steps = [*(task.get("config") or []), *(evaluator.get("postconfig") or [])]
     urls: list[str] = []
     for step in steps:

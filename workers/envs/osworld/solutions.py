@@ -53,8 +53,9 @@ SOLUTIONS: dict[str, list[tuple[Action, float]]] = {
 }
 
 
-def _page(path: Path, title: str) -> None:
+def _page(path: Path, title: str) -> Path:
     path.write_text(f"<!doctype html><title>{title}</title><h1>{title}</h1>\n")
+    return path
 
 
 def _png(path: Path) -> None:
@@ -63,7 +64,7 @@ def _png(path: Path) -> None:
     Image.new("RGB", (64, 48), (200, 120, 40)).save(path)
 
 
-def _prices(path: Path, total: int | None) -> None:
+def _prices(path: Path, total: int | None) -> Path:
     book = openpyxl.Workbook()
     sheet = book.active
     sheet.title = "Sheet1"
@@ -72,6 +73,7 @@ def _prices(path: Path, total: int | None) -> None:
     if total is not None:
         sheet["B5"] = total
     book.save(path)
+    return path
 
 
 # task id -> writes the task's bundle (its files) into a directory

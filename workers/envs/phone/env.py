@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from workers.actions.types import Action, Point
-from workers.envs.base import EnvError, Observation, TaskSpec
+from workers.envs.base import EnvError, EnvKind, Observation, TaskSpec
 from workers.envs.browser.input import perform, require_point
 from workers.envs.browser.page_env import PageEnv, transition_pause_s
 from workers.envs.browser.pool import PageSession
@@ -51,7 +51,7 @@ async def touch(s: PageSession, kind: str, point: Point | None) -> None:
 
 
 class PhoneEnv(PageEnv):
-    kind = "phone"
+    kind: EnvKind = "phone"
 
     def reset(self, task: TaskSpec, seed: int | None = None) -> Observation:
         self.apps: dict[str, str] = {

@@ -39,7 +39,7 @@ def load_image(image: bytes | None, width: int, height: int) -> torch.Tensor:
     if not image:
         return torch.zeros(3, height, width)
     try:
-        img = Image.open(io.BytesIO(image))
+        img: Image.Image = Image.open(io.BytesIO(image))
         img.draft("RGB", (width * 2, height * 2))
         img = img.convert("RGB").resize((width, height), Image.Resampling.BILINEAR)
     except (UnidentifiedImageError, OSError) as exc:

@@ -53,7 +53,7 @@ def image_max_pixels(directory: str | Path) -> int | None:
         return None
     if not isinstance(config, dict):
         return None
-    size = config.get("size") if isinstance(config.get("size"), dict) else {}
+    size = size if isinstance(size := config.get("size"), dict) else {}
     value = config.get("max_pixels") or size.get("longest_edge") or size.get("max_pixels")
     return int(value) if isinstance(value, int | float) and value > 0 else None
 

@@ -83,7 +83,7 @@ def _corpus() -> list[str]:
 def build_tokenizer(vocab_size: int = TINY_VOCAB):
     """A Qwen2 fast tokenizer (byte-level BPE, Qwen's special tokens, Qwen2-VL chat template)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import Qwen2TokenizerFast
+    from transformers import Qwen2TokenizerFast  # type: ignore[attr-defined]  # a lazy export
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -172,7 +172,7 @@ def build_tiny_checkpoint(directory: str | Path, seed: int = 0, version: str = "
     config = tiny_config(tokenizer)
     config.flywheel_version = version
     torch.manual_seed(seed)
-    model = Qwen2_5_VLForConditionalGeneration(config).to(torch.float32)
+    model = Qwen2_5_VLForConditionalGeneration(config).to(torch.float32)  # type: ignore[arg-type]
     model.generation_config.eos_token_id = config.text_config.eos_token_id
     model.generation_config.pad_token_id = config.text_config.pad_token_id
     model.save_pretrained(out)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +21,7 @@ from workers.policy.embedded.grammar import THOUGHT_TEXT
 from workers.policy.embedded.modeling import FlywheelPolicyModel
 from workers.policy.embedded.policy import EmbeddedPolicy, load_checkpoint, load_image
 from workers.policy.embedded.tokenizer import FlywheelTokenizer
+from workers.policy.prompts import EmbeddedInputs
 from workers.rl.config import ConfigError, RLConfig, lr_scale
 from workers.rl.curation import PlateauDetector
 from workers.rl.samples import StepSample, TrajectorySample, sft_examples_from
@@ -137,8 +138,9 @@ class PolicyTrainer:
         rows = []
         for i, traj in enumerate(trajectories):
             for step in traj.steps:
-                pixels = load_image(step.prompt.image, cfg.image_width, cfg.image_height)
-                row = Row(i, step, pixels, self._policy.encode_prompt(step.prompt.text))
+                prompt = cast(EmbeddedInputs, step.prompt)  # this trainer's own policy wrote it
+                pixels = load_image(prompt.image, cfg.image_width, cfg.image_height)
+                row = Row(i, step, pixels, self._policy.encode_prompt(prompt.text))
                 if not self.config.train_thought:  # the thought is context: only the action's tokens train
                     keys = grammar_keys(self.grammar, [step.token_ids], len(step.token_ids))[0]
                     row.trained = (keys != THOUGHT_TEXT).float()

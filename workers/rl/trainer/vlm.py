@@ -259,7 +259,14 @@ class VLMPolicyTrainer(PolicyTrainer):
         return trainer
 
     # not available --------------------------------------------------------------------------
-    def entropulse(self, successes: list[TrajectorySample], **kwargs: Any) -> dict[str, Any]:
+    def entropulse(
+        self,
+        successes: list[TrajectorySample],
+        steps: int = 50,
+        lr: float = 1e-4,
+        batch_size: int = 16,
+        workdir: str | Path | None = None,
+    ) -> dict[str, Any]:
         raise PolicyError("Entropulse SFT is not available for HF VLM policies yet")
 
 
