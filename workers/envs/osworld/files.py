@@ -104,7 +104,10 @@ def _url_problems(url: str, bundle_dir: Path | None = None) -> list[str]:
         where = "no local mirror is set (OSWORLD_MIRROR_DIR)"
     else:
         where = "neither the task's bundle nor the local mirror has a copy"
-    return [f"{url!r} needs the network: {where}, and sessions have no network"]
+    return [
+        f"{url!r} needs the network: {where}, and sessions have no network "
+        "(manage.py osworld_mirror fills the mirror)"
+    ]
 
 
 def _bundle_file(bundle_dir: Path | None, url: str, index: int) -> Path:
