@@ -30,6 +30,7 @@ import math
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -316,65 +317,30 @@ def _take_acct(run_id: int) -> dict[str, float]:
     return {raw[i].decode(): float(raw[i + 1]) for i in range(0, len(raw), 2)}
 
 
+@dataclass
+class _Batch:
+    """What one update trains on: the samples, each group's plan (for the dashboards), the fresh
+    rollouts trained on, every finished rollout (for the outcome figures) and what curation did."""
+
+    samples: list[TrajectorySample] = field(default_factory=list)
+    plans: dict[int, dict[str, Any]] = field(default_factory=dict)
+    trained: set[int] = field(default_factory=set)
+    finished: list[Trajectory] = field(default_factory=list)
+    injections: dict[str, int] = field(
+        default_factory=lambda: {"experience_pool": 0, "bepa_cache": 0, "replay": 0}
+    )
+    stale: int = 0
+
+
 def _update(
     run: Run, state: EngineState, chunk: int, trainer: PolicyTrainer, curator: GroupCurator,
     groups: list[RolloutGroup], *, window: tuple[float, float], sync_s: float | None,
 ) -> None:  # fmt: skip
-    by_group = group_trajectories([g.pk for g in groups], run)
-    profile = run_profile(run)
-    chat = profile if not profile.include_elements else None  # the embedded layout is not a chat prompt
-    samples: list[TrajectorySample] = []
-    plans: dict[int, dict[str, Any]] = {}
-    trained: set[int] = set()
-    finished: list[Trajectory] = []
-    injections = {"experience_pool": 0, "bepa_cache": 0, "replay": 0}
-    stale = 0
-    for group in groups:
-        done = [t for t in by_group[group.pk] if t.status == TrajectoryStatus.COMPLETED]
-        finished += done
-        if not done:
-            plans[group.pk] = {"skipped": "no completed rollout"}
-            continue
-        plan = curator.process_group(group.task.external_id, [_outcome(t) for t in done], state.version)
-        plans[group.pk] = plan.to_dict()
-        stale += len(plan.stale_ids)
-        if plan.no_signal and run.algorithm == "grpo":
-            continue
-        fresh = {int(i) for i in plan.train_ids}
-        for t in done:
-            if t.pk in fresh and (s := trajectory_sample(t, str(group.pk), profile=chat)) is not None:
-                samples.append(s)
-                trained.add(t.pk)
-        for use in plan.injections:
-            injections[use.source] = injections.get(use.source, 0) + 1
-            stored = Trajectory.objects.filter(pk=int(use.trajectory_id)).select_related("task").first()
-            s = stored and trajectory_sample(
-                stored,
-                str(group.pk),
-                sample_id=f"{stored.pk}@g{group.pk}",
-                grammar=trainer.grammar,
-                profile=chat,
-            )
-            if s:
-                # BEPA / pool: the stored success's log-probs are recomputed under the current policy.
-                for step, lps in zip(s.steps, trainer.recompute_logprobs(s.steps), strict=True):
-                    step.rollout_logprobs, step.policy_version = lps, trainer.version
-                samples.append(s)
-    metrics: dict[str, float] = measures.curation_figures(plans.values())
+    """One update: curate the groups into samples, train, save and serve the weights, commit the
+    new version with the groups' plans (unless the chunk was superseded), record the figures."""
+    batch = _batch(run, state, trainer, curator, groups)
     before = trainer.version
-    step_stats: dict[str, list[dict[str, Any]]] = {}
-    if samples and run.algorithm == "ppo" and trainer.value_pretrain_done is None:
-        # seed 000 §2.5.4: the critic is pretrained on the fixed policy first (the version stays)
-        metrics.update(trainer.pretrain_value(samples))
-        for entry in plans.values():
-            entry["value_pretraining"] = True
-    elif samples:
-        # The learning-rate schedule anneals over the run's budget (counters as of now, not as loaded).
-        lr_scale = trainer.set_progress(services.run_budget_fraction(Run.objects.get(pk=run.pk)))
-        metrics.update(trainer.update(samples))
-        metrics["policy/lr_scale"] = lr_scale
-        metrics.update(entropulse_after_update(run, trainer))
-        step_stats = trainer.last_step_stats
+    metrics, step_stats = _train(run, trainer, batch)
     # Nothing to learn from (every rollout stale or without signal): the groups still close below, but the
     # weights did not change, so neither does the version. Moving it would make every rollout in flight
     # one version staler and, under a tight staleness bound, leave the next batches empty too.
@@ -385,43 +351,137 @@ def _update(
     sync = (serving_push(run, state, out_dir, version) if new_policy else 0.0) + (sync_s or 0.0)
     parent = Checkpoint.objects.filter(run=run).order_by("-created_at", "-id").first() or run.start_checkpoint
     with transaction.atomic():
-        locked = EngineState.objects.select_for_update().get(pk=state.pk)
-        if locked.chunk != chunk:
-            raise Superseded(f"chunk {chunk} superseded before committing version {version}")
-        locked.version, locked.updates, locked.trainer_dir = version, locked.updates + 1, str(out_dir)
-        locked.curation = curator.to_dict()
-        locked.save(update_fields=["version", "updates", "trainer_dir", "curation", "updated_at"])
-        state.version, state.updates, state.trainer_dir = locked.version, locked.updates, locked.trainer_dir
-        for group in groups:
-            has_samples = any(s.group_id == str(group.pk) for s in samples)
-            RolloutGroup.objects.filter(pk=group.pk).update(
-                state=RolloutGroupState.TRAINED if has_samples else RolloutGroupState.SKIPPED,
-                trained_version=version, plan=plans[group.pk],
-            )  # fmt: skip
-        for trajectory_id, rows in step_stats.items():
-            if not trajectory_id.isdigit() or int(trajectory_id) not in trained:
-                continue
-            steps = list(
-                Step.objects.filter(trajectory_id=int(trajectory_id), rl__has_key="token_ids").order_by(
-                    "index"
-                )
-            )
-            for step, stats in zip(steps, rows, strict=False):
-                step.rl = {**step.rl, **{k: v for k, v in stats.items() if k != "policy_version"}}
-            Step.objects.bulk_update(steps, ["rl"])
+        _commit_version(state, chunk, version, out_dir, curator)
+        _close_groups(groups, batch, version)
+        _store_step_stats(step_stats, batch.trained)
         if new_policy:
-            online = checkpoint_register(
-                version=f"run{run.pk}-v{version}", path=str(out_dir), parent=parent, run_id=run.pk,
-                metrics={k: metrics[k] for k in ("policy/entropy", "policy/kl") if k in metrics},
-            )  # fmt: skip
-            if (out_dir / EMA_DIR / "config.json").is_file():
-                decay = trainer.config.section.weight_ema
-                checkpoint_register(
-                    version=f"run{run.pk}-v{version}-ema", path=str(out_dir / EMA_DIR), parent=online,
-                    run_id=run.pk, metrics={"weight_ema": decay},
-                    notes=f"averaged weights (EMA, decay {decay:g}) of run {run.pk} up to version {version}",
-                )  # fmt: skip
-    _record(run, state.updates, version, metrics, finished, trained, injections, stale, window, sync)
+            _register_checkpoints(run, trainer, version, out_dir, parent, metrics)
+    _record(
+        run, state.updates, version, metrics, batch.finished, batch.trained, batch.injections, batch.stale,
+        window, sync,
+    )  # fmt: skip
+
+
+def _batch(
+    run: Run, state: EngineState, trainer: PolicyTrainer, curator: GroupCurator, groups: list[RolloutGroup]
+) -> _Batch:
+    """Curate each group's completed rollouts (staleness, signal, injections) into samples."""
+    by_group = group_trajectories([g.pk for g in groups], run)
+    profile = run_profile(run)
+    chat = profile if not profile.include_elements else None  # the embedded layout is not a chat prompt
+    batch = _Batch()
+    for group in groups:
+        done = [t for t in by_group[group.pk] if t.status == TrajectoryStatus.COMPLETED]
+        batch.finished += done
+        if not done:
+            batch.plans[group.pk] = {"skipped": "no completed rollout"}
+            continue
+        plan = curator.process_group(group.task.external_id, [_outcome(t) for t in done], state.version)
+        batch.plans[group.pk] = plan.to_dict()
+        batch.stale += len(plan.stale_ids)
+        if plan.no_signal and run.algorithm == "grpo":
+            continue
+        fresh = {int(i) for i in plan.train_ids}
+        for t in done:
+            if t.pk in fresh and (s := trajectory_sample(t, str(group.pk), profile=chat)) is not None:
+                batch.samples.append(s)
+                batch.trained.add(t.pk)
+        for use in plan.injections:
+            batch.injections[use.source] = batch.injections.get(use.source, 0) + 1
+            if (s := _injected_sample(int(use.trajectory_id), group, trainer, chat)) is not None:
+                batch.samples.append(s)
+    return batch
+
+
+def _injected_sample(
+    trajectory_id: int, group: RolloutGroup, trainer: PolicyTrainer, chat: ModelProfile | None
+) -> TrajectorySample | None:
+    """A stored success injected into `group` (BEPA cache / experience pool), its log-probs
+    recomputed under the current policy; None when it is gone or the model cannot write it."""
+    stored = Trajectory.objects.filter(pk=trajectory_id).select_related("task").first()
+    s = stored and trajectory_sample(
+        stored, str(group.pk), sample_id=f"{stored.pk}@g{group.pk}", grammar=trainer.grammar, profile=chat
+    )
+    if not s:
+        return None
+    for step, lps in zip(s.steps, trainer.recompute_logprobs(s.steps), strict=True):
+        step.rollout_logprobs, step.policy_version = lps, trainer.version
+    return s
+
+
+def _train(
+    run: Run, trainer: PolicyTrainer, batch: _Batch
+) -> tuple[dict[str, float], dict[str, list[dict[str, Any]]]]:
+    """The update's figures and per-step statistics: PPO pretrains its critic on the fixed policy
+    first (seed 000 §2.5.4, the version stays); otherwise one policy update, then Entropulse's check."""
+    metrics: dict[str, float] = measures.curation_figures(batch.plans.values())
+    if not batch.samples:
+        return metrics, {}
+    if run.algorithm == "ppo" and trainer.value_pretrain_done is None:
+        metrics.update(trainer.pretrain_value(batch.samples))
+        for entry in batch.plans.values():
+            entry["value_pretraining"] = True
+        return metrics, {}
+    # The learning-rate schedule anneals over the run's budget (counters as of now, not as loaded).
+    lr_scale = trainer.set_progress(services.run_budget_fraction(Run.objects.get(pk=run.pk)))
+    metrics.update(trainer.update(batch.samples))
+    metrics["policy/lr_scale"] = lr_scale
+    metrics.update(entropulse_after_update(run, trainer))
+    return metrics, trainer.last_step_stats
+
+
+def _commit_version(
+    state: EngineState, chunk: int, version: int, out_dir: Path, curator: GroupCurator
+) -> None:
+    """The engine state moves to `version` (in the caller's transaction), unless a newer chunk of
+    the learner took over meanwhile."""
+    locked = EngineState.objects.select_for_update().get(pk=state.pk)
+    if locked.chunk != chunk:
+        raise Superseded(f"chunk {chunk} superseded before committing version {version}")
+    locked.version, locked.updates, locked.trainer_dir = version, locked.updates + 1, str(out_dir)
+    locked.curation = curator.to_dict()
+    locked.save(update_fields=["version", "updates", "trainer_dir", "curation", "updated_at"])
+    state.version, state.updates, state.trainer_dir = locked.version, locked.updates, locked.trainer_dir
+
+
+def _close_groups(groups: list[RolloutGroup], batch: _Batch, version: int) -> None:
+    for group in groups:
+        has_samples = any(s.group_id == str(group.pk) for s in batch.samples)
+        RolloutGroup.objects.filter(pk=group.pk).update(
+            state=RolloutGroupState.TRAINED if has_samples else RolloutGroupState.SKIPPED,
+            trained_version=version, plan=batch.plans[group.pk],
+        )  # fmt: skip
+
+
+def _store_step_stats(step_stats: dict[str, list[dict[str, Any]]], trained: set[int]) -> None:
+    """The trainer's per-step figures (value, advantage, ratio, ...) into the trained rollouts' steps."""
+    for trajectory_id, rows in step_stats.items():
+        if not trajectory_id.isdigit() or int(trajectory_id) not in trained:
+            continue
+        steps = list(
+            Step.objects.filter(trajectory_id=int(trajectory_id), rl__has_key="token_ids").order_by("index")
+        )
+        for step, stats in zip(steps, rows, strict=False):
+            step.rl = {**step.rl, **{k: v for k, v in stats.items() if k != "policy_version"}}
+        Step.objects.bulk_update(steps, ["rl"])
+
+
+def _register_checkpoints(
+    run: Run, trainer: PolicyTrainer, version: int, out_dir: Path, parent: Checkpoint | None,
+    metrics: dict[str, float],
+) -> None:  # fmt: skip
+    """The new policy as a checkpoint, and its averaged weights beside it when the trainer keeps them."""
+    online = checkpoint_register(
+        version=f"run{run.pk}-v{version}", path=str(out_dir), parent=parent, run_id=run.pk,
+        metrics={k: metrics[k] for k in ("policy/entropy", "policy/kl") if k in metrics},
+    )  # fmt: skip
+    if (out_dir / EMA_DIR / "config.json").is_file():
+        decay = trainer.config.section.weight_ema
+        checkpoint_register(
+            version=f"run{run.pk}-v{version}-ema", path=str(out_dir / EMA_DIR), parent=online,
+            run_id=run.pk, metrics={"weight_ema": decay},
+            notes=f"averaged weights (EMA, decay {decay:g}) of run {run.pk} up to version {version}",
+        )  # fmt: skip
 
 
 def _record(
