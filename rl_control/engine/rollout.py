@@ -109,104 +109,144 @@ def run_episode(
     slot was reclaimed (then `Fenced` is raised). Raises fleet.LeaseLost when the env crashed (the
     trajectory is closed as crashed first)."""
     started = time.perf_counter()
-    trajectory, group = claim.trajectory, claim.group
-    algo = run.config.get(run.algorithm) or {}
-    temperature = float(algo.get("temperature", 1.0))
-    thought_temperature = algo.get("thought_temperature")  # None: the thought is sampled at `temperature`
-    context = int(run.config["env"]["context_screenshots"])
-    seed = episode_seed(run.config, group.pk, trajectory.pk)
-    parse_oks: list[bool] = []
+    trajectory = claim.trajectory
+    parse_oks: list[bool] = []  # per step: the response parsed and every action ran
+    actions_done: list[str] = []
     try:
-        out = fleet.env_call(
-            lease=lease, op="reset", payload={"task": task_spec_wire(group.task), "seed": seed}
+        reward, last_screen, judged = _play(
+            run, claim, lease, policy, beat, current_version, parse_oks, actions_done
         )
-        obs = observation_from_wire(out["observation"])
-        store.trajectory_set_instruction(trajectory=trajectory, instruction=obs.instruction)
-        history: list[HistoryItem] = []
-        last_screen = obs
-        actions_done: list[str] = []
-        done = False
-        for index in range(group.step_limit):
-            if not beat():
-                raise Fenced(f"trajectory {trajectory.pk}: slot reclaimed")
-            candidate = policy.propose(
-                obs, history, None, n=1, temperature=temperature, thought_temperature=thought_temperature
-            )[0]
-            version = version_of(run.pk, candidate.model_version)
-            if version is None:
-                if not external_urls(run):  # the run's own server must name this run's version
-                    raise PolicyError(
-                        f"the policy server answered as {candidate.model_version[:100]!r}, not a version "
-                        f"of run {run.pk}: refusing a sample another run's weights made"
-                    )
-                version = current_version  # an external server (vLLM) names no run version
-            executed: list[dict[str, Any]] = []
-            next_obs: Observation | None = None
-            env_error = ""
-            terminal = False
-            parsed_ok = candidate.parsed.error is None and bool(candidate.parsed.actions)
-            if parsed_ok:
-                for action in candidate.parsed.actions:
-                    if action.kind in TERMINAL_KINDS:
-                        terminal = True
-                        break
-                    screen, refusal = screen_action(action, candidate, obs)
-                    if screen is None:  # never execute (and train on) a corner the model did not mean
-                        env_error, parsed_ok = refusal, False
-                        break
-                    try:
-                        result = fleet.env_call(lease=lease, op="step", payload={"action": screen.to_json()})
-                    except fleet.EnvCallFailed as exc:  # the env refused the action: a policy mistake
-                        env_error = str(exc)[:500]
-                        parsed_ok = False
-                        break
-                    executed.append(screen.to_json())
-                    done = done or bool(result.get("done"))
-                    next_obs = observation_from_wire(result["observation"])
-                    if done:
-                        break
-            if not executed:
-                next_obs = None
-            last_screen = next_obs if next_obs is not None else obs
-            _store_step(trajectory, index, obs, candidate, version, executed, env_error)
-            parse_oks.append(parsed_ok)
-            actions_done.append(candidate.action_text.strip())
-            history.append(
-                HistoryItem(thought=candidate.thought, action=candidate.action_text,
-                            screenshot=obs.screenshot if context > 1 else None, image_format=obs.image_format)
-            )  # fmt: skip
-            if terminal or done:
-                break
-            obs = (
-                next_obs
-                if next_obs is not None
-                else observation_from_wire(fleet.env_call(lease=lease, op="observe")["observation"])
-            )
-        reward = float(fleet.env_call(lease=lease, op="evaluate")["reward"])
-        judged = _judge(run, trajectory, group.task, last_screen.screenshot, reward)
-        reward = judged["reward"] if judged else reward
     except fleet.LeaseLost as exc:
         _close(trajectory, TrajectoryStatus.CRASHED, None, {"error": f"the environment was lost: {exc}"})
         raise
     except (PolicyError, fleet.EnvCallFailed, judging.JudgeFailed) as exc:
         _close(trajectory, TrajectoryStatus.FAILED, None, {"error": f"{type(exc).__name__}: {exc}"[:2000]})
         return EpisodeResult(TrajectoryStatus.FAILED, None, len(parse_oks), time.perf_counter() - started)
+    _complete(run, claim, reward, judged, actions_done, parse_oks, last_screen)
+    return EpisodeResult(TrajectoryStatus.COMPLETED, reward, len(parse_oks), time.perf_counter() - started)
+
+
+def _play(
+    run: Run, claim: Claim, lease: Any, policy: OpenAIPolicy, beat: Any, current_version: int,
+    parse_oks: list[bool], actions_done: list[str],
+) -> tuple[float, Observation, dict[str, Any] | None]:  # fmt: skip
+    """Reset the env, then one sampled response per step up to the group's step limit, each stored;
+    returns the reward (the judge's verdict where it scores the task), the final screen and that
+    verdict. `parse_oks` and `actions_done` fill as the episode goes, also when it fails."""
+    trajectory, group = claim.trajectory, claim.group
+    algo = run.config.get(run.algorithm) or {}
+    temperature = float(algo.get("temperature", 1.0))
+    thought_temperature = algo.get("thought_temperature")  # None: the thought is sampled at `temperature`
+    context = int(run.config["env"]["context_screenshots"])
+    seed = episode_seed(run.config, group.pk, trajectory.pk)
+    out = fleet.env_call(lease=lease, op="reset", payload={"task": task_spec_wire(group.task), "seed": seed})
+    obs = observation_from_wire(out["observation"])
+    store.trajectory_set_instruction(trajectory=trajectory, instruction=obs.instruction)
+    history: list[HistoryItem] = []
+    last_screen = obs
+    for index in range(group.step_limit):
+        if not beat():
+            raise Fenced(f"trajectory {trajectory.pk}: slot reclaimed")
+        candidate = policy.propose(
+            obs, history, None, n=1, temperature=temperature, thought_temperature=thought_temperature
+        )[0]
+        version = _sample_version(run, candidate.model_version, current_version)
+        step = _act(candidate, obs, lease)
+        last_screen = step.next_obs if step.next_obs is not None else obs
+        _store_step(trajectory, index, obs, candidate, version, step.executed, step.env_error)
+        parse_oks.append(step.parsed_ok)
+        actions_done.append(candidate.action_text.strip())
+        history.append(
+            HistoryItem(thought=candidate.thought, action=candidate.action_text,
+                        screenshot=obs.screenshot if context > 1 else None, image_format=obs.image_format)
+        )  # fmt: skip
+        if step.terminal or step.done:
+            break
+        obs = (
+            step.next_obs
+            if step.next_obs is not None
+            else observation_from_wire(fleet.env_call(lease=lease, op="observe")["observation"])
+        )
+    reward = float(fleet.env_call(lease=lease, op="evaluate")["reward"])
+    judged = _judge(run, trajectory, group.task, last_screen.screenshot, reward)
+    return (judged["reward"] if judged else reward), last_screen, judged
+
+
+def _sample_version(run: Run, served_by: str, current_version: int) -> int:
+    """The run version that made a sample, from the server's label; an external server (vLLM) names
+    none and counts as the current version, the run's own server must name one of this run's."""
+    version = version_of(run.pk, served_by)
+    if version is not None:
+        return version
+    if not external_urls(run):
+        raise PolicyError(
+            f"the policy server answered as {served_by[:100]!r}, not a version "
+            f"of run {run.pk}: refusing a sample another run's weights made"
+        )
+    return current_version
+
+
+@dataclass
+class _Acted:
+    """What executing one response did: the screen actions that ran, the observation after them
+    (None when none ran), why the env refused one, a terminal action, the env's episode end."""
+
+    executed: list[dict[str, Any]]
+    parsed_ok: bool
+    next_obs: Observation | None = None
+    env_error: str = ""
+    terminal: bool = False
+    done: bool = False
+
+
+def _act(candidate: Any, obs: Observation, lease: Any) -> _Acted:
+    """Run the candidate's actions on the leased env in screen coordinates, up to a terminal action,
+    a refused one or the end of the episode."""
+    acted = _Acted([], parsed_ok=candidate.parsed.error is None and bool(candidate.parsed.actions))
+    if not acted.parsed_ok:
+        return acted
+    for action in candidate.parsed.actions:
+        if action.kind in TERMINAL_KINDS:
+            acted.terminal = True
+            break
+        screen, refusal = screen_action(action, candidate, obs)
+        if screen is None:  # never execute (and train on) a corner the model did not mean
+            acted.env_error, acted.parsed_ok = refusal, False
+            break
+        try:
+            result = fleet.env_call(lease=lease, op="step", payload={"action": screen.to_json()})
+        except fleet.EnvCallFailed as exc:  # the env refused the action: a policy mistake
+            acted.env_error, acted.parsed_ok = str(exc)[:500], False
+            break
+        acted.executed.append(screen.to_json())
+        acted.done = bool(result.get("done"))
+        acted.next_obs = observation_from_wire(result["observation"])
+        if acted.done:
+            break
+    return acted
+
+
+def _complete(
+    run: Run, claim: Claim, reward: float, judged: dict[str, Any] | None, actions_done: list[str],
+    parse_oks: list[bool], last_screen: Observation,
+) -> None:  # fmt: skip
+    """Close the trajectory as completed with its reward breakdown; the first close pushes it to the
+    run's pool and counts it in the rollout accounting."""
+    trajectory, group = claim.trajectory, claim.group
     breakdown = total_reward(reward, actions_done, parse_oks, RewardConfig.from_dict(run.config["reward"]))
-    success_min = float(run.config["curation"]["success_min_reward"])
+    success = reward >= float(run.config["curation"]["success_min_reward"])
     closed = _close(
         trajectory, TrajectoryStatus.COMPLETED, reward,
-        {"reward": breakdown.to_dict(), "success": reward >= success_min, "steps": len(parse_oks),
+        {"reward": breakdown.to_dict(), "success": success, "steps": len(parse_oks),
          **({"judge": judged} if judged else {})},
-        success=reward >= success_min, final_screen=last_screen,
+        success=success, final_screen=last_screen,
     )  # fmt: skip
     if closed:
         pool_push(run_id=run.pk, trajectory_id=trajectory.pk, group_id=group.pk)
-        r = rds()
-        pipe = r.pipeline()
+        pipe = rds().pipeline()
         pipe.hincrby(key(run.pk, "acct"), "episodes", 1)
         pipe.hincrby(key(run.pk, "acct"), "actions", len(parse_oks))
         pipe.execute()
-    return EpisodeResult(TrajectoryStatus.COMPLETED, reward, len(parse_oks), time.perf_counter() - started)
 
 
 def _judge(
