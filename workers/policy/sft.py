@@ -137,10 +137,7 @@ def sft_train(
     """
     if not examples:
         raise PolicyError("no SFT examples")
-    if steps is None:
-        if epochs is None:
-            raise PolicyError("give steps or epochs")
-        steps = max(1, math.ceil(epochs * len(examples) / batch_size))
+    steps = _planned_steps(steps, epochs, len(examples), batch_size)
     out = Path(out_dir)
     start_model, state = _load_start(model, out)
     tokenizer = FlywheelTokenizer()
@@ -165,29 +162,15 @@ def sft_train(
         rng = torch.Generator().manual_seed(seed * 1_000_003 + step)
         picks = torch.randint(len(encoded), (min(batch_size, len(encoded)),), generator=rng).tolist()
         batch, responses = _batch([encoded[i] for i in picks], tokenizer.pad_id)
-        current_lr = lr * 0.5 * (1 + math.cos(math.pi * step / max(1, steps)))
-        for group in optimizer.param_groups:
-            group["lr"] = current_lr
-        scored = score(start_model, grammar, batch, responses, temperature=1.0)
-        loss = -(scored.logprobs.sum() / scored.mask.sum())
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(start_model.parameters(), grad_clip)
-        optimizer.step()
+        current_lr = lr * 0.5 * (1 + math.cos(math.pi * step / max(1, steps)))  # cosine decay
+        loss = _optimizer_step(start_model, grammar, optimizer, batch, responses, current_lr, grad_clip)
         if step % log_every == 0 or step == steps - 1:
-            losses.append(loss.item())
+            losses.append(loss)
             if progress_callback is not None:
-                progress_callback({"step": step + 1, "total": steps, "loss": losses[-1], "lr": current_lr})
-    else:
-        step = steps
+                progress_callback({"step": step + 1, "total": steps, "loss": loss, "lr": current_lr})
     done_steps = step if stopped else steps
     start_model.eval()
-    out.mkdir(parents=True, exist_ok=True)
-    save_checkpoint(start_model, out, version, parent, {"steps": done_steps, "examples": len(examples)})
-    torch.save(
-        {"optimizer": optimizer.state_dict(), "step": done_steps, "version": version, "parent": parent},
-        out / STATE_FILE,
-    )
+    _save(start_model, optimizer, out, version, parent, done_steps, len(examples))
     return {
         "steps": done_steps,
         "losses": losses,
@@ -200,6 +183,43 @@ def sft_train(
         "stopped": stopped,
         "examples": len(examples),
     }
+
+
+def _planned_steps(steps: int | None, epochs: float | None, examples: int, batch_size: int) -> int:
+    if steps is not None:
+        return steps
+    if epochs is None:
+        raise PolicyError("give steps or epochs")
+    return max(1, math.ceil(epochs * examples / batch_size))
+
+
+def _optimizer_step(
+    model: FlywheelPolicyModel, grammar: Grammar, optimizer: torch.optim.Optimizer, batch: PromptBatch,
+    responses: list[list[int]], lr: float, grad_clip: float,
+) -> float:  # fmt: skip
+    """One step on the mean negative log-likelihood of the response tokens; the loss."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    scored = score(model, grammar, batch, responses, temperature=1.0)
+    loss = -(scored.logprobs.sum() / scored.mask.sum())
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    return float(loss.item())
+
+
+def _save(
+    model: FlywheelPolicyModel, optimizer: torch.optim.Optimizer, out: Path, version: str, parent: str,
+    steps: int, examples: int,
+) -> None:  # fmt: skip
+    """The checkpoint, and beside it the trainer state a later call resumes from."""
+    out.mkdir(parents=True, exist_ok=True)
+    save_checkpoint(model, out, version, parent, {"steps": steps, "examples": examples})
+    torch.save(
+        {"optimizer": optimizer.state_dict(), "step": steps, "version": version, "parent": parent},
+        out / STATE_FILE,
+    )
 
 
 def policy_from_result(result: dict[str, Any], seed: int | None = None) -> EmbeddedPolicy:
