@@ -64,22 +64,6 @@ def open_env(*, use_fleet: bool, kind: str, owner: str) -> Any:
     return MiniWoBEnv(wait_s=0.0)
 
 
-class CappedEmbeddedPolicy:
-    """The embedded policy with a cap on new tokens per response: an untrained model otherwise
-    writes to its full thought + text budget at every step. A capped (unfinished) response does not
-    parse, so the episode ends as a failure, which is what it is."""
-
-    def __init__(self, policy: Any, max_new_tokens: int) -> None:
-        self.policy = policy
-        self.max_new_tokens = max_new_tokens
-
-    def propose(self, observation: Observation, history: list[Any], task: TaskSpec | None = None,
-                n: int = 4, temperature: float = 1.0) -> list[Any]:  # fmt: skip
-        inputs = [self.policy.inputs_for(observation, history, task)]
-        out, version = self.policy.generate(inputs, n, temperature, 0, self.max_new_tokens)
-        return [self.policy.to_candidate(g, version, (observation.width, observation.height)) for g in out[0]]
-
-
 def open_policy(
     *,
     checkpoint: Checkpoint,
@@ -99,8 +83,9 @@ def open_policy(
         return OpenAIPolicy(policy_url, checkpoint.version, EMBEDDED)
     from workers.policy.embedded.policy import EmbeddedPolicy
 
-    policy = EmbeddedPolicy.from_pretrained(checkpoint_dir(checkpoint), seed=seed)
-    return CappedEmbeddedPolicy(policy, max_new_tokens) if max_new_tokens else policy
+    return EmbeddedPolicy.from_pretrained(
+        checkpoint_dir(checkpoint), seed=seed, max_new_tokens=max_new_tokens or None
+    )
 
 
 def task_spec(task: Task) -> TaskSpec:

@@ -82,17 +82,26 @@ class EmbeddedPolicy:
     convention = Convention.SCREEN
 
     def __init__(
-        self, model: FlywheelPolicyModel, tokenizer: FlywheelTokenizer | None = None, seed: int | None = None
+        self,
+        model: FlywheelPolicyModel,
+        tokenizer: FlywheelTokenizer | None = None,
+        seed: int | None = None,
+        max_new_tokens: int | None = None,
     ) -> None:
+        """`max_new_tokens` caps every proposed response (an untrained model otherwise writes to its
+        full thought + text budget at every step; a capped response does not parse)."""
         self.tokenizer = tokenizer or FlywheelTokenizer()
+        self.max_new_tokens = max_new_tokens
         self.lock = threading.Lock()
         self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
         self.set_model(model)
 
     @classmethod
-    def from_pretrained(cls, directory: str | Path, seed: int | None = None) -> EmbeddedPolicy:
+    def from_pretrained(
+        cls, directory: str | Path, seed: int | None = None, max_new_tokens: int | None = None
+    ) -> EmbeddedPolicy:
         model, tokenizer = load_checkpoint(directory)
-        return cls(model, tokenizer, seed=seed)
+        return cls(model, tokenizer, seed=seed, max_new_tokens=max_new_tokens)
 
     def set_model(self, model: FlywheelPolicyModel) -> None:
         """Swap weights (hot reload); the grammar follows the new config's caps."""
@@ -198,7 +207,13 @@ class EmbeddedPolicy:
     ) -> list[list[Candidate]]:
         """Candidates for several observations in one batched decode (rollouts across envs)."""
         inputs = [self.inputs_for(obs, hist, task) for obs, hist, task in items]
-        out, version = self.generate(inputs, n, temperature, thought_temperature=thought_temperature)
+        out, version = self.generate(
+            inputs,
+            n,
+            temperature,
+            max_new_tokens=self.max_new_tokens,
+            thought_temperature=thought_temperature,
+        )
         # Screen-pixel coordinates: the image the coordinates refer to is the screen itself.
         return [
             [self.to_candidate(g, version, (obs.width, obs.height)) for g in row]
