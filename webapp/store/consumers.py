@@ -8,7 +8,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from webapp.store import selectors
-from webapp.store.events import export_job_group
+from webapp.store.events import export_job_group, export_progress_event
 
 
 class ExportJobConsumer(AsyncJsonWebsocketConsumer):
@@ -25,17 +25,7 @@ class ExportJobConsumer(AsyncJsonWebsocketConsumer):
         self.group = export_job_group(job_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        await self.send_json(
-            {
-                "type": "export.progress",
-                "job_id": job.pk,
-                "status": job.status,
-                "progress": job.progress,
-                "done_trajectories": job.done_trajectories,
-                "total_trajectories": job.total_trajectories,
-                "error": job.error,
-            }
-        )
+        await self.send_json(dict(export_progress_event(job)))
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):

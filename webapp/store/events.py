@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -16,6 +16,19 @@ class ExportJobProgress(TypedDict):
     done_trajectories: int
     total_trajectories: int
     error: str
+
+
+def export_progress_event(job: Any) -> ExportJobProgress:
+    """The progress payload of an `ExportJob` row (published on change, sent on connect)."""
+    return {
+        "type": "export.progress",
+        "job_id": job.pk,
+        "status": job.status,
+        "progress": job.progress,
+        "done_trajectories": job.done_trajectories,
+        "total_trajectories": job.total_trajectories,
+        "error": job.error,
+    }
 
 
 def export_job_group(job_id: int) -> str:

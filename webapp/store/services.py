@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from webapp.store.events import ExportJobProgress, publish_export_progress
+from webapp.store.events import export_progress_event, publish_export_progress
 from webapp.store.jobs import job_cancel, job_claim, job_end
 from webapp.store.models import (
     TERMINAL_JOB_STATUSES,
@@ -260,16 +260,7 @@ def export_job_create(*, user: Any, format: str, filters: dict[str, Any]) -> Exp
 
 
 def _publish(job: ExportJob) -> None:
-    payload: ExportJobProgress = {
-        "type": "export.progress",
-        "job_id": job.pk,
-        "status": job.status,
-        "progress": job.progress,
-        "done_trajectories": job.done_trajectories,
-        "total_trajectories": job.total_trajectories,
-        "error": job.error,
-    }
-    publish_export_progress(payload)
+    publish_export_progress(export_progress_event(job))
 
 
 def export_job_claim(*, job_id: int) -> ExportJob | None:
