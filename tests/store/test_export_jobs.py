@@ -249,3 +249,30 @@ def test_export_job_through_a_real_celery_worker(api, two_trajectories) -> None:
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=20)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_job_socket_sends_the_current_progress_then_each_change(users) -> None:
+    from asgiref.sync import async_to_sync
+    from channels.db import database_sync_to_async
+    from channels.routing import URLRouter
+    from channels.testing import WebsocketCommunicator
+
+    from webapp.routing import websocket_urlpatterns
+
+    job = ExportJob.objects.create(created_by=users["researcher"], format="jsonl", filters={})
+
+    async def scenario() -> None:
+        ws = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/export-jobs/{job.pk}/")
+        ws.scope["user"] = users["researcher"]
+        connected, _ = await ws.connect()
+        assert connected
+        first = await ws.receive_json_from(timeout=10)
+        assert first == {"type": "export.progress", "job_id": job.pk, "status": "queued", "progress": 0.0,
+                         "done_trajectories": 0, "total_trajectories": 0, "error": ""}  # fmt: skip
+        await database_sync_to_async(services.export_job_claim)(job_id=job.pk)
+        claimed = await ws.receive_json_from(timeout=10)
+        assert claimed["status"] == "running" and claimed["job_id"] == job.pk
+        await ws.disconnect()
+
+    async_to_sync(scenario)()
