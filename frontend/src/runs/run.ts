@@ -60,6 +60,10 @@ class RunPage {
   private catalogue = new Map<string, CatalogueRow>();
   private connectedOnce = false;
   private fleetTimer = 0;
+  private episodesTimer = 0;
+  private episodesSeen = -1; // the run's episode count when the list was last loaded
+  private episodePick = "latest";
+  private episodeTask = "";
 
   private readonly el = {
     head: h("div", { class: "page-head rc-head", "data-testid": "run-head" }),
@@ -90,7 +94,7 @@ class RunPage {
     this.catalogue = new Map(catalogue.map((c) => [c.name, c]));
     this.layout();
     this.renderStatus(run);
-    await Promise.all([this.loadCharts(), this.loadAlerts(), this.loadEpisodes("latest", ""), this.loadFleet(), this.loadCheckpoints()]);
+    await Promise.all([this.loadCharts(), this.loadAlerts(), this.loadEpisodes(), this.loadFleet(), this.loadCheckpoints()]);
     new RunSocket(this.runId, (e) => { this.onEvent(e); }, (state, detail) => {
       this.el.link.textContent = state === "live" ? "● live" : `${state}${detail ? ` (${detail})` : ""}`;
       this.el.link.className = `rc-link rc-link-${state}`;
@@ -121,7 +125,11 @@ class RunPage {
     reset.addEventListener("click", () => { for (const c of this.charts.values()) c.setZoom(null, null); });
     const pick = h("select", { "data-testid": "episode-pick" }, ...[["latest", "latest"], ["best", "best reward"], ["worst", "worst reward"], ["step_reward", "highest step reward"]].map(([v, t]) => h("option", { value: v ?? "" }, t)));
     const task = h("input", { placeholder: "task id (optional)", size: 16, "data-testid": "episode-task" });
-    const reload = (): void => void this.loadEpisodes(pick.value, task.value.trim());
+    const reload = (): void => {
+      this.episodePick = pick.value;
+      this.episodeTask = task.value.trim();
+      void this.loadEpisodes();
+    };
     pick.addEventListener("change", reload);
     task.addEventListener("change", reload);
 
@@ -187,6 +195,7 @@ class RunPage {
       counter("verified success", percent(run.headline_success), "success"),
       h("div", { class: "rc-counter rc-progress" }, progressBar(progress), h("div", { class: "muted" }, "budget")),
     );
+    if (this.episodesSeen >= 0 && run.episodes_done !== this.episodesSeen) this.scheduleEpisodes();
     const buttons = (CONTROLS[run.status] ?? []).map((action) => {
       const b = h("button", { type: "button", class: `btn${action === "stop" ? " btn-secondary" : ""}`, "data-testid": `action-${action}` }, `${action.charAt(0).toUpperCase()}${action.slice(1)}`);
       b.addEventListener("click", () => { void this.control(action); });
@@ -359,9 +368,20 @@ class RunPage {
 
   // ----------------------------------------------------------------------------- episodes
 
-  private async loadEpisodes(which: string, task: string): Promise<void> {
-    const q = new URLSearchParams({ which, limit: "25" });
-    if (task) q.set("task", task);
+  // The list follows the run: a status event with a new episode count reloads it (at most every 3 s),
+  // so a page opened at launch does not keep saying "No episodes yet".
+  private scheduleEpisodes(): void {
+    if (this.episodesTimer !== 0) return;
+    this.episodesTimer = window.setTimeout(() => {
+      this.episodesTimer = 0;
+      void this.loadEpisodes();
+    }, 3000);
+  }
+
+  private async loadEpisodes(): Promise<void> {
+    this.episodesSeen = this.run.episodes_done;
+    const q = new URLSearchParams({ which: this.episodePick, limit: "25" });
+    if (this.episodeTask) q.set("task", this.episodeTask);
     const rows = await api<EpisodeRow[]>(`/api/rl/runs/${this.runId}/episodes/pick/?${q.toString()}`);
     if (rows.length === 0) {
       render(this.el.episodes, notice("empty", "No episodes yet."));
