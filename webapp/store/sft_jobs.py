@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from django.conf import settings
 from django.core.files.storage import default_storage
@@ -239,6 +239,17 @@ def writable_examples(examples: list[Any], checkpoint_path: Any) -> tuple[list[A
     return kept, len(examples) - len(kept)
 
 
+class SftTraining(TypedDict, total=False):
+    """How `checkpoint_sft` trains, for the callers that pass it on (its defaults apply)."""
+
+    steps: int
+    lr: float
+    batch_size: int
+    seed: int
+    progress: Callable[[dict[str, float]], None] | None
+    should_stop: Callable[[], bool] | None
+
+
 def checkpoint_sft(
     *,
     parent: Checkpoint,
@@ -300,16 +311,7 @@ def checkpoint_sft(
 
 
 def checkpoint_sft_from_store(
-    *,
-    base: Checkpoint,
-    version: str,
-    filters: dict[str, Any],
-    steps: int = 200,
-    lr: float = 1e-3,
-    batch_size: int = 16,
-    seed: int = 0,
-    progress: Callable[[dict[str, float]], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    *, base: Checkpoint, version: str, filters: dict[str, Any], **training: Unpack[SftTraining]
 ) -> Checkpoint:
     """`checkpoint_sft` of `base` on the trajectories selected by the export API's filters."""
     if not VERSION_RE.match(version):
@@ -321,8 +323,7 @@ def checkpoint_sft_from_store(
         raise SftError(f"no trajectory steps with screenshot and element list match {filters}")
     return checkpoint_sft(
         parent=base, examples=examples, version=version, about={"filters": filters},
-        notes=f"SFT of {base.version} on {len(examples)} stored steps", steps=steps, lr=lr,
-        batch_size=batch_size, seed=seed, progress=progress, should_stop=should_stop,
+        notes=f"SFT of {base.version} on {len(examples)} stored steps", **training,
     )  # fmt: skip
 
 

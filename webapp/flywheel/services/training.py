@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from django.conf import settings
 
 from webapp.flywheel.models import DatasetIteration, Split
 from webapp.store.checkpoints import CheckpointError, checkpoint_dir, checkpoint_register
 from webapp.store.models import Checkpoint
-from webapp.store.sft_jobs import SftError, trajectory_sft_examples
+from webapp.store.sft_jobs import SftError, SftTraining, trajectory_sft_examples
 from webapp.store.sft_jobs import checkpoint_sft as store_sft
 
 
@@ -47,16 +46,7 @@ def _slug(text: str) -> str:
 
 
 def checkpoint_sft(
-    *,
-    parent: Checkpoint,
-    dataset: DatasetIteration,
-    steps: int,
-    lr: float = 1e-3,
-    batch_size: int = 16,
-    seed: int = 0,
-    version: str = "",
-    progress: Callable[[dict[str, float]], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    *, parent: Checkpoint, dataset: DatasetIteration, version: str = "", **training: Unpack[SftTraining]
 ) -> Checkpoint:
     """Fine-tune `parent` on the dataset's SFT examples (`webapp.store.sft_jobs.checkpoint_sft`, the
     one SFT path) and register the result as a child of `parent`."""
@@ -65,8 +55,7 @@ def checkpoint_sft(
     try:
         return store_sft(
             parent=parent, examples=examples, version=version, about={"dataset": dataset.version},
-            notes=f"SFT on dataset v{dataset.version} ({len(examples)} examples)", steps=steps, lr=lr,
-            batch_size=batch_size, seed=seed, progress=progress, should_stop=should_stop,
+            notes=f"SFT on dataset v{dataset.version} ({len(examples)} examples)", **training,
         )  # fmt: skip
     except SftError as exc:
         raise TrainingError(f"dataset v{dataset.version}: {exc}") from exc
