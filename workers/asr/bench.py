@@ -144,6 +144,7 @@ def run_asr(quick: bool) -> dict[str, Any]:
         "wer_ci95": [round(x, 4) for x in bootstrap_ratio_interval(e, n)],
         "alignment_accuracy_ci95": [round(x, 4) for x in bootstrap_ratio_interval(c, t)],
         "wer_errors": errors,
+        "errors_words_by_session": [[a, b] for a, b, _, _ in per_session],
         "model": config.model,
         "speech_set": config.speech_set,
         "split": config.split,
