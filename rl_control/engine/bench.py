@@ -135,11 +135,11 @@ def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchCon
     from rl_control.models import RolloutGroup, Run, RunMetric
     from webapp.store.models import Step, Trajectory
 
-    algo: dict[str, Any] = {"temperature": config.temperature}
     if config.algorithm == "grpo":
-        algo.update(rollouts_per_task=config.group_size, beta_kl=0.0)
-    else:  # every update a policy update with a weight push (no critic-only pretraining phase)
-        algo.update(value_pretrain_max_updates=0)
+        algo: dict[str, Any] = {"temperature": config.temperature, "rollouts_per_task": config.group_size,
+                                "beta_kl": 0.0}  # fmt: skip
+    else:  # "budgets", as before: every update a policy update with a weight push (no critic-only phase)
+        algo = {"value_pretrain_max_updates": 0}
     run = services.run_create(
         user=_user(), name=f"bench-{mode}", algorithm=config.algorithm, mode=mode, pool=pool,
         start_checkpoint=checkpoint,
@@ -147,8 +147,9 @@ def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchCon
             "env": {"parallel_envs": config.envs},
             config.algorithm: algo,
             # fixed N (no dynamic sampling), so a sync batch is exactly B groups × N rollouts
-            "curation": {"step_cap": config.step_cap, "rollouts_min": config.group_size,
-                         "rollouts_max": config.group_size,
+            "curation": {"step_cap": config.step_cap,
+                         **({"rollouts_min": config.group_size, "rollouts_max": config.group_size}
+                            if config.algorithm == "grpo" else {}),
                          "min_batch_trajectories": config.batch_groups * config.group_size,
                          "staleness_bound": config.async_staleness if mode == "async" else 0,
                          "injection": "none"},
