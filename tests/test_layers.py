@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-PURE = ["workers.actions", "workers.envs", "workers.policy", "workers.rl", "workers.asr"]
+PURE = ["workers.actions", "workers.envs", "workers.policy", "workers.rl", "workers.asr", "workers.benchkit"]
 
 
 @pytest.mark.parametrize("package", PURE)

@@ -1,7 +1,7 @@
 """Engine benchmarks (SPEC §10, issues 7 and 24). Both run the real engine: Celery rollout and
 trainer workers, an env host with Chromium + MiniWoB++, the run's policy server, PostgreSQL, Redis,
 in a database of their own (`<name>_bench_rollout`, `<name>_bench_learn`). Their settings are
-`webapp.benchkit.config.RolloutBenchConfig` / `LearnBenchConfig`; history in docs/benchmarks.md.
+`workers.benchkit.config.RolloutBenchConfig` / `LearnBenchConfig`; history in docs/benchmarks.md.
 
 `run_rollout(quick)`: the same workload in async mode, then in sync mode, each for a fixed
 wall-clock window. The workload ("starter", the default) is a trained policy's: the starter model
@@ -38,9 +38,9 @@ from typing import Any
 
 from django.conf import settings
 
-from webapp.benchkit.config import ROLLOUT_BUDGETS, ROLLOUT_TASKS, LearnBenchConfig, RolloutBenchConfig
 from webapp.benchkit.database import bench_database
 from webapp.benchkit.processes import owned_processes
+from workers.benchkit.config import ROLLOUT_BUDGETS, ROLLOUT_TASKS, LearnBenchConfig, RolloutBenchConfig
 
 
 def _driver(kind: str, quick: bool) -> dict[str, Any]:

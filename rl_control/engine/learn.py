@@ -5,14 +5,14 @@
 2. A deliberately limited SFT of a fresh embedded model on them (few optimizer steps); its thought
    is then capped (`LearnBenchConfig.max_thought`, 0 by default), so every policy acts directly.
 3. Greedy success on the evaluation seeds (workers.policy.evaluate) — the "before". A full run reads
-   the final-test range (the reported figure), --quick the validation range (webapp.benchkit.stats).
+   the final-test range (the reported figure), --quick the validation range (workers.benchkit.stats).
 4. An RL run (step-wise GRPO, with or without experience-pool injection of the stored
    demonstrations) from that checkpoint through the real engine: Celery rollout and trainer
    workers, env host with Chromium, policy server.
 5. Greedy success of the run's averaged weights (grpo.weight_ema) on the same seeds — the "after"
    — and, beside it, of the newest online weights. Every rate carries its Wilson 95 % interval.
 
-The settings are `webapp.benchkit.config.LearnBenchConfig`; their history is in docs/benchmarks.md.
+The settings are `workers.benchkit.config.LearnBenchConfig`; their history is in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any
 
 from django.conf import settings
 
-from webapp.benchkit.config import LearnBenchConfig
-from webapp.benchkit.stats import rate
+from workers.benchkit.config import LearnBenchConfig
+from workers.benchkit.stats import rate
 
 
 def report_figures(report: Any) -> dict[str, Any]:

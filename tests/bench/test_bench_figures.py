@@ -8,7 +8,8 @@ import inspect
 
 import pytest
 
-from webapp.benchkit.config import (
+from webapp.management.commands.bench import BENCHES, SPEC_KEYS, missing_keys
+from workers.benchkit.config import (
     ASR_SEED_OFFSETS,
     LEARN_SEEDS,
     LEARN_TASK_SETS,
@@ -17,8 +18,7 @@ from webapp.benchkit.config import (
     RolloutBenchConfig,
     report_split,
 )
-from webapp.benchkit.stats import SeedRanges, bootstrap_ratio_interval, rate, wilson_interval
-from webapp.management.commands.bench import BENCHES, SPEC_KEYS, missing_keys
+from workers.benchkit.stats import SeedRanges, bootstrap_ratio_interval, rate, wilson_interval
 
 
 @pytest.mark.parametrize(

@@ -1,2 +1,2 @@
-"""What every benchmark shares (SPEC §10): its own database, the processes it owns, the figures'
-statistics (seed ranges, Wilson intervals) and its typed configuration (`benchkit.config`)."""
+"""What every benchmark shares (SPEC §10) that needs Django or the OS: its own database and the
+processes it owns. The figures' statistics and the typed configurations are `workers.benchkit`."""

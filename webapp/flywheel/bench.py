@@ -78,8 +78,8 @@ def _success(
     intervals: dict[str, Any] | None = None,
 ) -> float:
     """Greedy success of `checkpoint` on the held-out seeds; its Wilson interval goes into `intervals`."""
-    from webapp.benchkit.stats import wilson_interval
     from webapp.flywheel.services.training import evaluate_checkpoint
+    from workers.benchkit.stats import wilson_interval
 
     _log(f"evaluating {checkpoint.version} on {len(tasks)} tasks × {len(seeds)} held-out seeds")
     report = evaluate_checkpoint(checkpoint=checkpoint, tasks=list(tasks), seeds=seeds, max_steps=max_steps,
@@ -104,7 +104,7 @@ def _rl_then_pick(
     from django.contrib.auth import get_user_model
 
     from rl_control.engine.learn import rl_phase
-    from webapp.benchkit.config import LearnBenchConfig
+    from workers.benchkit.config import LearnBenchConfig
 
     learn = LearnBenchConfig(quick=False)  # the learn bench's RL settings (lr, temperature, staleness)
     user, _ = get_user_model().objects.get_or_create(username="bench-flywheel")
@@ -140,7 +140,7 @@ def _rl_then_pick(
 def run_flywheel(quick: bool) -> dict[str, Any]:
     import torch
 
-    from webapp.benchkit.stats import wilson_interval
+    from workers.benchkit.stats import wilson_interval
 
     torch.set_num_threads(2)
     _use_own_database(f"{settings.DATABASES['default']['NAME']}_bench_flywheel")
