@@ -4,6 +4,10 @@ for the screenshots they take ($FLYWHEEL_E2E_SCREENSHOTS or a fresh temp dir, pr
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +43,48 @@ def browser() -> Iterator[Browser]:
         b = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+SERVE = (
+    "import sys, uvicorn\n"
+    "from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler\n"
+    "from webapp.asgi import application\n"
+    "uvicorn.run(ASGIStaticFilesHandler(application), host='127.0.0.1', port=int(sys.argv[1]), log_level='warning')\n"
+)
+
+
+@pytest.fixture
+def asgi_server(transactional_db) -> Iterator[str]:
+    """The ASGI app (websockets included) under uvicorn on the test database, for page tests that
+    set their data up through the services (the flywheel page)."""
+    from django.db import connection
+
+    from tests.annotation.conftest import _kill
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "webapp.settings.test",
+        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVE, str(port)], env=env, cwd=settings.BASE_DIR, start_new_session=True
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            assert proc.poll() is None, "uvicorn exited"
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.1)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        _kill(proc)
 
 
 from tests.e2e.live_stack import LiveStack, live_stack  # noqa: E402, F401  (the `make up` stack fixture)

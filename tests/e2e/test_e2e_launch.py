@@ -1,14 +1,20 @@
-"""A researcher's RL run on the platform as `make up` starts it (issue 19): launched from the form,
+"""A researcher's RL runs on the platform as `make up` starts it (issue 19): launched from the form,
 trained by the real engine (the run's own policy server, rollout workers on the env host's Chromium,
-the trainer worker), its charts drawn from the trainer's metrics as they arrive, paused (its policy
-server stops), resumed from the same version, forked and stopped. Nothing is played by the test."""
+the trainer worker), its charts drawn from the trainer's metrics as they arrive, its configured
+entropy-collapse alert firing live, its episodes listed as they come and replayed, paused (its policy
+server stops), resumed from the same version, exported (CSV, TensorBoard), forked into a second real
+run and compared with it. Nothing is played by the test."""
 
 from __future__ import annotations
 
+import csv
+import io
 import re
+import struct
 import time
 
 import httpx
+import psycopg
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
@@ -48,15 +54,19 @@ def _wait_points(page: Page, metric: str, more_than: int, timeout_s: float) -> i
     raise AssertionError(f"chart {metric} stayed at {more_than} points for {timeout_s:.0f} s")
 
 
-def _submit(page: Page) -> float:
-    """Press Create run; while the env host is still booting its browsers right after `make up`, the
-    preflight refuses and the form says so: press again, as a person would. Returns when it went."""
+def _submit(page: Page, away_from: int | None = None) -> float:
+    """Press Create run; while the env host is still booting its browsers right after `make up` (or a
+    stopped run's environments are still being handed back), the preflight refuses and the form says
+    so: press again, as a person would. Returns when it went."""
     deadline = time.monotonic() + 240
+    went = re.compile(r"/runs/\d+/$")
     while True:
         started = time.monotonic()
         page.get_by_test_id("launch-submit").click()
         try:
-            page.wait_for_url(re.compile(r"/runs/\d+/$"), timeout=20_000)
+            page.wait_for_url(
+                lambda u: went.search(u) is not None and f"/runs/{away_from}/" not in u, timeout=20_000
+            )
             return started
         except Exception:
             said = page.get_by_test_id("launch-form").inner_text()
@@ -104,7 +114,9 @@ def test_researcher_launches_watches_pauses_resumes_forks_and_stops_a_run(
     _open_advanced(page)
     # the group size is asked once (curation.rollouts_max, mirrored into grpo.rollouts_per_task)
     for field, value in {"env.parallel_envs": "2", "curation.rollouts_max": "2", "curation.step_cap": "4",
-                         "curation.min_batch_trajectories": "4", "budget.max_updates": "500"}.items():  # fmt: skip
+                         "curation.min_batch_trajectories": "4", "budget.max_updates": "500",
+                         # "Entropy collapse below": above any real entropy, so the alert fires on a real run
+                         "alerts.entropy_min": "50", "alerts.entropy_max": "100"}.items():  # fmt: skip
         _fill(page, field, value)
     page.screenshot(path=str(shots / "launch-form.png"), full_page=True)
     started = _submit(page)
@@ -132,6 +144,12 @@ def test_researcher_launches_watches_pauses_resumes_forks_and_stops_a_run(
     # Something trains: an update whose batch had a learning signal makes a new version (an update with
     # nothing to train on keeps it, so the rollouts in flight stay fresh and later batches train).
     trained = _wait_run(api, run_id, lambda r: r["policy_version"] >= 1, FIRST_METRIC_S, "a trained version")
+    # the configured alert fires on the trained update's entropy and shows up without a reload
+    expect(page.get_by_test_id("alert-entropy_collapse").first).to_contain_text("50", timeout=30_000)
+    # the episode list follows the run (it said "No episodes yet" for good when opened at launch)
+    expect(page.get_by_test_id("episodes").locator("a[data-testid^='replay-']").first).to_be_visible(
+        timeout=30_000
+    )
 
     # pause: the trainer and rollouts stop, and so does the run's own policy server
     page.get_by_test_id("action-pause").click()
@@ -168,21 +186,92 @@ def test_researcher_launches_watches_pauses_resumes_forks_and_stops_a_run(
         f"versions skipped or restarted: {versions}"
     )
     page.screenshot(path=str(shots / "dashboard-resumed.png"), full_page=True)
+    page.get_by_test_id("action-stop").click()
+    expect(page.get_by_test_id("run-status")).to_contain_text("stopped")
+    time.sleep(3)  # an update in flight lands or is dropped
 
-    # fork from its newest checkpoint, launched at once; then stop both
+    # CSV and TensorBoard exports hold every row the run recorded
+    _exports_hold_every_row(live_stack, api, run_id)
+
+    # replay one of its episodes from the run page: the real screenshots, step by step
+    page.reload()
+    with page.expect_response(lambda r: "episodes/pick/?which=best" in r.url):
+        page.get_by_test_id("episode-pick").select_option("best")  # finished episodes, best reward first
+    page.wait_for_timeout(300)
+    link = page.get_by_test_id("episodes").locator("a[data-testid^='replay-']").first
+    expect(link).to_be_visible()
+    episode_id = int(link.get_attribute("data-testid").removeprefix("replay-"))
+    steps = api.get(f"/api/rl/trajectories/{episode_id}/replay/").json()["steps"]
+    shown = sum(1 for step in steps if step["screenshot_url"])
+    assert shown >= 1, steps
+    link.click()
+    expect(page).to_have_url(f"{live_stack.base_url}/replay/{episode_id}/")
+    expect(page.get_by_test_id("filmstrip").locator("img")).to_have_count(shown)
+    stage = page.get_by_test_id("stage").locator("img").first
+    expect(stage).to_have_js_property("complete", True)
+    assert stage.evaluate("img => img.naturalWidth") > 0
+    expect(page.get_by_test_id("step-panel")).to_contain_text(f"Step 1 of {len(steps)}")
+    sampled = str(steps[0]["policy_version"])  # the version of the run that sampled the step
+    assert sampled.isdigit() and int(sampled) <= api.get(f"/api/rl/runs/{run_id}/").json()["policy_version"]
+    expect(page.get_by_test_id("fig-version")).to_have_text(sampled)
+    page.screenshot(path=str(shots / "replay.png"), full_page=True)
+
+    # fork from its newest checkpoint, launched at once: a second real run with charts of its own
+    page.goto(f"{live_stack.base_url}/runs/{run_id}/")
     page.get_by_test_id("action-fork").click()
     expect(page.get_by_test_id("launch-form")).to_be_visible()
     page.get_by_test_id("field-name").fill("e2e live fork")
-    page.get_by_test_id("launch-submit").click()
-    page.wait_for_url(lambda u: re.search(r"/runs/(\d+)/$", u) is not None and f"/runs/{run_id}/" not in u)
+    _submit(page, away_from=run_id)
     fork_id = int(re.search(r"/runs/(\d+)/", page.url).group(1))
     expect(page.get_by_test_id("run-status")).to_contain_text("running")
     expect(page.get_by_test_id("run-head")).to_contain_text(f"fork of #{run_id}")
     fork = api.get(f"/api/rl/runs/{fork_id}/").json()
     assert fork["start_checkpoint"].startswith(f"run{run_id}-v")
+    _wait_points(page, "outcome/verified_success_rate", 0, FIRST_METRIC_S)
     page.get_by_test_id("action-stop").click()
     expect(page.get_by_test_id("run-status")).to_contain_text("stopped")
-    page.goto(f"{live_stack.base_url}/runs/{run_id}/")
-    page.get_by_test_id("action-stop").click()
-    expect(page.get_by_test_id("run-status")).to_contain_text("stopped")
+    time.sleep(3)
+
+    # compare the two real runs: the run list selects them, the overlay draws both
+    page.goto(f"{live_stack.base_url}/runs/")
+    expect(page.get_by_test_id(f"run-row-{run_id}")).to_contain_text("entropy collapse")
+    page.get_by_test_id(f"select-{run_id}").check()
+    page.get_by_test_id(f"select-{fork_id}").check()
+    page.get_by_test_id("compare-selected").click()
+    expect(page).to_have_url(re.compile(rf"/runs/compare/\?runs=({run_id},{fork_id}|{fork_id},{run_id})$"))
+    metric = "outcome/verified_success_rate"
+    expect(page.get_by_test_id("compare-metric")).to_have_value(metric)
+    held = sum(_series_total(api, i, metric) for i in (run_id, fork_id))
+    chart = page.get_by_test_id("chart-compare")
+    expect(chart).to_have_attribute("data-lines", "2")
+    expect(chart).to_have_attribute("data-points", str(held))
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(shots / "compare.png"), full_page=True)
     assert api.get(f"/api/rl/runs/{run_id}/").json()["status"] == "stopped"
+    page.close()
+
+
+def _series_total(api: httpx.Client, run_id: int, name: str) -> int:
+    body = api.get(f"/api/rl/runs/{run_id}/metrics/", params={"names": name, "x": "step"}).json()
+    (series,) = body["series"]
+    assert series["total"] >= 1, (run_id, series)
+    return int(series["total"])
+
+
+def _exports_hold_every_row(stack: LiveStack, api: httpx.Client, run_id: int) -> None:
+    url = stack.env["DATABASE_URL"].replace("postgres://", "postgresql://", 1)
+    with psycopg.connect(url) as conn:
+        (stored,) = conn.execute(
+            "SELECT count(*) FROM rl_control_runmetric WHERE run_id = %s", [run_id]
+        ).fetchone()
+    body = api.get(f"/api/rl/runs/{run_id}/export.csv").text
+    rows = list(csv.DictReader(io.StringIO(body)))
+    assert len(rows) == stored > 20, (len(rows), stored)
+    assert {"policy/entropy", "outcome/reward_mean", "fleet/live"} <= {r["name"] for r in rows}
+    data = api.get(f"/api/rl/runs/{run_id}/export.tfevents").content
+    events, pos = 0, 0
+    while pos < len(data):
+        (length,) = struct.unpack_from("<Q", data, pos)
+        pos += 12 + length + 4
+        events += 1
+    assert events == len(rows) + 1  # the file-version event, then one scalar per row

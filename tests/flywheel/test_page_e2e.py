@@ -9,8 +9,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from tests.conftest import PASSWORD
-from tests.e2e.conftest import browser, shots  # noqa: F401  (fixtures)
-from tests.e2e.test_e2e_runs import asgi_server  # noqa: F401  (fixtures)
+from tests.e2e.conftest import asgi_server, browser, shots  # noqa: F401  (fixtures)
 from tests.flywheel.conftest import make_trajectory
 from webapp.flywheel.services.datasets import dataset_build
 from webapp.flywheel.services.promotion import checkpoint_promote
