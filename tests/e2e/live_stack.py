@@ -92,6 +92,8 @@ def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
         "POLICY_PORT": str(policy_port),
         "POLICY_BASE_URL": f"http://127.0.0.1:{policy_port}/v1",
         "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
+        # The stack's own (empty) mirror of OSWorld task files; a test lays files in it.
+        "OSWORLD_MIRROR_DIR": str(var_dir.parent / "osworld-mirror"),
     }
     # The test process's own settings must not leak into the stack's processes.
     for name in ("FLYWHEEL_TEST_MEDIA_ROOT", "TEST_REDIS_URL", "PYTEST_CURRENT_TEST"):
@@ -99,6 +101,7 @@ def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
     redis.Redis.from_url(redis_url).flushdb()
+    (var_dir.parent / "osworld-mirror").mkdir()
     stack = LiveStack(base_url=f"http://127.0.0.1:{port}", env=env, var_dir=var_dir)
     try:
         up = subprocess.run(["make", "up"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
