@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 def entropulse_after_update(run: Run, trainer: PolicyTrainer) -> dict[str, float]:
     """Run an SFT phase when it is due; the update's Entropulse figures (empty when disabled)."""
     from rl_control.engine.learner import trajectory_sample
+    from rl_control.engine.rollout import run_profile
 
     cfg = EntropulseSettings.from_dict(run.config.get("entropulse") or {})
     if not cfg.enabled:
@@ -38,7 +39,11 @@ def entropulse_after_update(run: Run, trainer: PolicyTrainer) -> dict[str, float
         .select_related("task")
         .order_by("-finished_at", "-pk")[: cfg.successes]
     )
-    samples = [s for t in recent if (s := trajectory_sample(t, "entropulse", grammar=trainer.grammar))]
+    profile = run_profile(run)
+    chat = profile if not profile.include_elements else None  # an HF VLM run: its rollouts' chat prompts
+    samples = [
+        s for t in recent if (s := trajectory_sample(t, "entropulse", grammar=trainer.grammar, profile=chat))
+    ]
     if not samples:
         log.info("run %s: training plateaued but there is no stored success to run Entropulse on", run.pk)
         return out

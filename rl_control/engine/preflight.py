@@ -170,13 +170,17 @@ def checkpoint_problem(directory: Path) -> str | None:
 def _vlm_config_problems(run: Run) -> dict[str, list[str]]:
     """Settings only the embedded model has, refused for an HF VLM start checkpoint."""
     errors: dict[str, list[str]] = {}
+    serving = run.config.get("serving") or {}
+    if (
+        serving.get("endpoint_api") == "vllm_lora"
+        and int((run.config.get("vlm") or {}).get("lora_rank", 8)) == 0
+    ):
+        errors["serving.endpoint_api"] = [
+            "vLLM's runtime LoRA loading takes adapters: set vlm.lora_rank above 0, or push whole weights"
+        ]
     if run.algorithm == "grpo" and (run.config.get("grpo") or {}).get("thought_temperature") is not None:
         errors["grpo.thought_temperature"] = [
             "an HF vision-language policy samples its whole answer at one temperature: leave this empty"
-        ]
-    if (run.config.get("entropulse") or {}).get("enabled"):
-        errors["entropulse.enabled"] = [
-            "Entropulse SFT phases are not available for HF vision-language policies yet"
         ]
     return errors
 
@@ -221,4 +225,8 @@ def run_preflight(run: Run) -> dict[str, list[str]]:
 
         if checkpoint_kind_of(checkpoint_dir(run.start_checkpoint)) == "hf_vlm":
             errors.update(_vlm_config_problems(run))
+        elif (run.config.get("serving") or {}).get("endpoint_api") == "vllm_lora":
+            errors["serving.endpoint_api"] = [
+                "vLLM's runtime LoRA loading takes the adapters of an HF vision-language policy trained with LoRA"
+            ]
     return errors

@@ -123,3 +123,17 @@ def test_vlm_trainer_refuses_the_embedded_only_thought_temperature(tiny: Path) -
     with pytest.raises(ConfigError) as exc:
         trainer_for(tiny, config)
     assert "grpo.thought_temperature" in exc.value.errors
+
+
+def test_entropulse_phase_trains_the_sampled_tokens_of_successes_under_lora(tiny: Path) -> None:
+    successes = [t for t in _rollouts(tiny, n=2, steps=1) if t.success] * 2
+    config = RLConfig.from_dict({"algorithm": "grpo"})
+    trainer = trainer_for(tiny, config, seed=0, vlm={"lora_rank": 4})
+    steps = [s for t in successes for s in t.steps]
+    before = sum(sum(lps) for lps in trainer.recompute_logprobs(steps))
+    figures = trainer.entropulse(successes, steps=6, lr=5e-3, batch_size=2)
+    after = sum(sum(lps) for lps in trainer.recompute_logprobs(steps))
+    assert figures["examples"] == len(steps) and figures["steps"] == 6
+    assert after > before and trainer.entropulse_count == 1
+    assert trainer.reference is not None  # reset to the SFT'd policy
+    assert all("lora_" in n for n, p in trainer.model.named_parameters() if p.requires_grad)

@@ -174,7 +174,7 @@ def test_hf_vlm_checkpoints_pass_whole_and_refuse_embedded_only_settings(
     assert code == 400
     assert "start_checkpoint" not in errors, errors
     assert "one temperature" in errors["grpo.thought_temperature"][0]
-    assert "not available" in errors["entropulse.enabled"][0]
+    assert "entropulse.enabled" not in errors  # Entropulse phases train HF VLMs too
 
 
 def test_environments_in_parallel_default_to_what_the_host_holds(api, isolated, pool) -> None:

@@ -1,4 +1,7 @@
-"""Supervised fine-tuning of the embedded policy on `Thought: ...\\nAction: ...` targets.
+"""Supervised fine-tuning of a policy checkpoint on `Thought: ...\\nAction: ...` targets: the one SFT
+path. `sft_train` trains the embedded model here and hands a Qwen2.5-VL-family checkpoint (by its
+config.json) to `workers.policy.hf_vlm.sft.sft_train_vlm`, which builds the VLM's own chat prompt
+from the same examples.
 
 Loss: mean negative log-likelihood of the target's thought + action tokens (prompt tokens carry no
 loss), under the grammar-constrained distribution that decoding samples from. Runs in resumable
@@ -26,6 +29,7 @@ from workers.policy.embedded.grammar import Grammar, GrammarError
 from workers.policy.embedded.modeling import FlywheelPolicyModel
 from workers.policy.embedded.policy import EmbeddedPolicy, load_checkpoint, load_image
 from workers.policy.embedded.tokenizer import FlywheelTokenizer
+from workers.policy.hf_vlm import checkpoint_kind
 from workers.policy.prompts import EmbeddedInputs, build_embedded_prompt, format_elements
 
 STATE_FILE = "trainer_state.pt"
@@ -34,10 +38,14 @@ VERSION_FILE = "flywheel_version.json"
 
 @dataclass(frozen=True)
 class SFTExample:
-    """One training pair: what the model reads (prompt text + screenshot) and the target response."""
+    """One training pair: what the embedded model reads (prompt text + screenshot) and the target
+    response; `observation` and `history` are the step itself, from which an HF VLM builds its own
+    prompt (None / empty for examples made from an embedded rollout's stored prompt)."""
 
     inputs: EmbeddedInputs
     target: str
+    observation: Observation | None = None
+    history: tuple[HistoryItem, ...] = ()
 
 
 def example_from_step(
@@ -48,7 +56,35 @@ def example_from_step(
     text = build_embedded_prompt(
         instruction, format_elements(observation.elements), [h.action for h in history]
     )
-    return SFTExample(EmbeddedInputs(text, observation.screenshot), target)
+    return SFTExample(EmbeddedInputs(text, observation.screenshot), target, observation, tuple(history))
+
+
+def screen_text(thought: str, action_text: str, convention: str, width: int, height: int) -> str:
+    """A stored step's `Thought: …\\nAction: …` with its coordinates in screen pixels. Annotated steps
+    keep the annotating profile's convention (`Step.coord_convention`, model image sizes from the
+    default smart_resize as decisions store them); SFT targets are screen pixels, which each model
+    kind rewrites into its own convention. Text that does not parse is returned as it is."""
+    from workers.actions.coords import action_to_screen
+    from workers.actions.parse import parse_response
+    from workers.actions.serialize import format_response
+    from workers.actions.types import Convention
+
+    text = f"Thought: {thought}\nAction: {action_text}"
+    try:
+        source = Convention(convention or "screen")
+    except ValueError:
+        return text
+    if source == Convention.SCREEN or width <= 0 or height <= 0:
+        return text
+    parsed = parse_response(text, convention=source)
+    if parsed.error is not None or not parsed.actions:
+        return text
+    try:
+        return format_response(
+            thought, [action_to_screen(a, source, width, height).action for a in parsed.actions]
+        )
+    except ValueError:
+        return text
 
 
 @dataclass
@@ -139,6 +175,14 @@ def sft_train(
         raise PolicyError("no SFT examples")
     steps = _planned_steps(steps, epochs, len(examples), batch_size)
     out = Path(out_dir)
+    resuming = (out / STATE_FILE).is_file() and (out / "config.json").is_file()
+    if not isinstance(model, FlywheelPolicyModel) and checkpoint_kind(out if resuming else model) == "hf_vlm":
+        from workers.policy.hf_vlm.sft import sft_train_vlm
+
+        return sft_train_vlm(
+            model, examples, out, steps, lr=lr, batch_size=batch_size, seed=seed, version=version,
+            progress_callback=progress_callback, should_stop=should_stop, log_every=log_every,
+        )  # fmt: skip
     start_model, state = _load_start(model, out)
     tokenizer = FlywheelTokenizer()
     parent = str(start_model.config.flywheel_version) if state is None else str(state["parent"])

@@ -4,6 +4,11 @@
 frozen, as UI-TARS fine-tunes do); `merged_copy` folds the adapters into a plain
 `Qwen2_5_VLForConditionalGeneration` (W + B·A·α/r) without touching the training model;
 `save_hf` writes a servable checkpoint directory (weights, tokenizer, image processor, lineage).
+
+A LoRA-trained version directory also holds the adapter alone under `adapter/` (peft's format:
+`adapter_config.json` + `adapter_model.safetensors`, which vLLM's `--lora-modules` and its
+`/v1/load_lora_adapter` read too) and names the base it applies to in `flywheel_version.json`
+(`base_dir`); `adapter_of` finds both, `adapter_base` reads the base an adapter was trained on.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 # The language model's projections in Qwen2 blocks; the vision tower's `qkv` / `proj` are left out.
 LORA_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
 VERSION_FILE = "flywheel_version.json"
+ADAPTER_DIR = "adapter"
 
 
 def add_lora(model: Any, r: int = 8, alpha: int = 16, dropout: float = 0.0) -> Any:
@@ -52,3 +58,29 @@ def save_hf(
     image_processor.save_pretrained(out)
     record = {"version": str(version), "parent": str(parent), "created": time.time(), **(extra or {})}
     (out / VERSION_FILE).write_text(json.dumps(record, indent=2))
+
+
+def adapter_of(directory: str | Path) -> tuple[Path, Path] | None:
+    """(base checkpoint directory, adapter directory) of a LoRA-trained version directory; None for
+    a plain checkpoint (full fine-tuning, the start checkpoint, the embedded model)."""
+    root = Path(directory)
+    adapter = root / ADAPTER_DIR
+    if not (adapter / "adapter_config.json").is_file():
+        return None
+    try:
+        record = json.loads((root / VERSION_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    base = record.get("base_dir") if isinstance(record, dict) else None
+    return (Path(base), adapter) if isinstance(base, str) and base else None
+
+
+def adapter_base(adapter: str | Path) -> str:
+    """The base checkpoint an adapter directory was trained on (peft's `base_model_name_or_path`,
+    the path the trainer loaded its base from); "" when it does not say."""
+    try:
+        config = json.loads((Path(adapter) / "adapter_config.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    value = config.get("base_model_name_or_path") if isinstance(config, dict) else None
+    return value if isinstance(value, str) else ""

@@ -16,8 +16,8 @@ checkpoint state, resume); this class swaps what depends on the model:
   trainer_state.pt (adapter / value-head weights, optimizer, counters). `resume` rebuilds LoRA from
   the base checkpoint it started from plus the saved adapter, so optimizer moments stay meaningful.
 
-Not here (yet): Entropulse SFT on stored successes and `thought_temperature` (the HF server samples
-the whole response at one temperature).
+Entropulse phases train the sampled tokens of stored successes (workers.policy.hf_vlm.sft). Not
+here: `thought_temperature` (the HF server samples the whole response at one temperature).
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ import torch.nn.functional as F
 
 from workers.policy.base import PolicyError
 from workers.policy.embedded.generation import Scored
-from workers.policy.hf_vlm.lora import add_lora, is_peft, merged_copy, save_hf
+from workers.policy.hf_vlm.lora import ADAPTER_DIR, add_lora, is_peft, merged_copy, save_hf
 from workers.policy.hf_vlm.model import PromptInputs, encode_prompt, eos_ids, load_vlm, score
+from workers.policy.hf_vlm.sft import EncodedPair, train_pairs
 from workers.policy.prompts import ChatInputs
 from workers.rl.config import ConfigError, RLConfig
 from workers.rl.curation import PlateauDetector
@@ -41,8 +42,6 @@ from workers.rl.samples import StepSample, TrajectorySample
 from workers.rl.trainer.batch import Row
 from workers.rl.trainer.core import EMA_DIR, STATE_FILE, PolicyTrainer
 from workers.rl.value_pretrain import ValuePretrainMonitor
-
-ADAPTER_DIR = "adapter"
 
 
 @dataclass
@@ -218,7 +217,13 @@ class VLMPolicyTrainer(PolicyTrainer):
         if curation_state is not None:
             self.curation_state = curation_state
         parent = str(getattr(self.model.config, "flywheel_parent", "") or "")
-        extra = {"kind": "rl", "steps_done": self.steps_done, "lora_rank": int(self.vlm["lora_rank"])}
+        extra: dict[str, Any] = {
+            "kind": "rl",
+            "steps_done": self.steps_done,
+            "lora_rank": int(self.vlm["lora_rank"]),
+        }
+        if is_peft(self.model):
+            extra["base_dir"] = str(Path(self.base_dir).resolve())  # what adapter/ applies to
         save_hf(self.model, out, self.tokenizer, self.image_processor, str(self.version), parent, extra)
         if is_peft(self.model):
             self.model.save_pretrained(out / ADAPTER_DIR)
@@ -258,7 +263,7 @@ class VLMPolicyTrainer(PolicyTrainer):
         trainer.restore(state, config)
         return trainer
 
-    # not available --------------------------------------------------------------------------
+    # Entropulse ----------------------------------------------------------------------------
     def entropulse(
         self,
         successes: list[TrajectorySample],
@@ -267,7 +272,20 @@ class VLMPolicyTrainer(PolicyTrainer):
         batch_size: int = 16,
         workdir: str | Path | None = None,
     ) -> dict[str, Any]:
-        raise PolicyError("Entropulse SFT is not available for HF VLM policies yet")
+        """SFT on stored successes — the token ids their rollouts sampled, after the chat prompts they
+        were sampled from (workers.policy.hf_vlm.sft.train_pairs, on the trainable parameters: the
+        adapters under LoRA) — then reset the reference and the plateau detector."""
+        pairs = [EncodedPair(self._encode(step), list(step.token_ids)) for t in successes for step in t.steps]
+        if not pairs:
+            raise PolicyError("Entropulse needs at least one stored success")
+        self._encoded = {}
+        losses, done, _, _ = train_pairs(
+            self.model, pairs, steps, lr=lr, batch_size=batch_size, seed=self.seed + self.entropulse_count
+        )
+        self.entropulse_count += 1
+        self.reset_reference()
+        self.plateau.reset()
+        return {"examples": len(pairs), "steps": done, "loss_first": losses[0], "loss_last": losses[-1]}
 
 
 def merged_model(trainer: VLMPolicyTrainer) -> Any:
