@@ -157,6 +157,7 @@ FIELD_LABELS: dict[str, str] = {
     "env.shared_group_seed": "Same task instance for a whole group",
     "serving.endpoints": "Policy endpoints (external servers)",
     "serving.servers": "Policy servers to start for the run",
+    "serving.endpoint_api": "How new weights reach the endpoints",
     "budget.max_updates": "Stop after this many updates",
     "budget.max_episodes": "Stop after this many episodes",
     "budget.max_minutes": "Stop after this many minutes",

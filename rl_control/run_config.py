@@ -159,6 +159,9 @@ class JudgeSettings(_Config):
         return e
 
 
+EndpointApi = Literal["flywheel", "vllm_lora"]
+
+
 @dataclass
 class ServingSettings(_Config):
     """Where the run's policy is served (rl_control.engine.serving)."""
@@ -167,6 +170,9 @@ class ServingSettings(_Config):
     # OpenAI-compatible servers (vLLM …), which must accept the install's POLICY_WEIGHTS_SECRET.
     endpoints: str = ""  # external policy server URLs (…/v1, comma-separated); empty = its own servers
     servers: int = 1  # embedded policy servers the run starts for itself (rollout slots share them)
+    # How new weights reach external endpoints: our server's /v1/load_weights, or stock vLLM's runtime
+    # LoRA loading (/v1/load_lora_adapter; an HF VLM run with vlm.lora_rank > 0)
+    endpoint_api: EndpointApi = "flywheel"
 
     def urls(self) -> list[str]:
         return [u.strip() for u in self.endpoints.replace("\n", ",").split(",") if u.strip()]

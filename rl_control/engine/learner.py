@@ -53,7 +53,7 @@ from rl_control.engine.data import (
 from rl_control.engine.entropulse import entropulse_after_update
 from rl_control.engine.keys import key, rds
 from rl_control.engine.rollout import run_profile
-from rl_control.engine.serving import lifeline_set, serving_ensure, serving_push
+from rl_control.engine.serving import lifeline_set, lora_models, serving_ensure, serving_push
 from rl_control.models import EngineState, RolloutGroup, RolloutGroupState, Run, RunMode, RunStatus
 from webapp.store.checkpoints import checkpoint_register
 from webapp.store.models import Checkpoint, Step, Trajectory, TrajectoryStatus
@@ -144,6 +144,10 @@ def _chunk(run: Run, state: EngineState, chunk: int) -> str:
         starting = pool.submit(_in_thread, serving_ensure, run, state, serving, labelled)
         trainer = _load_trainer(run, state)
         fresh = starting.result()
+    if lora_models(run) and not state.trainer_dir:
+        # stock vLLM serves versions as adapters: the first one is the untrained adapter (B = 0)
+        serving = Path(settings.RL_CHECKPOINT_ROOT) / f"run{run.pk}" / f"u000000-v{state.version}"
+        trainer.save(serving, state.version)
     # A start checkpoint that names its own version (a fork) relabels what was started as v0.
     serving_push(run, state, serving, state.version, skip=fresh if state.version == labelled else set())
     sync_s: float | None = time.perf_counter() - t0

@@ -37,6 +37,7 @@ from django.conf import settings
 from rl_control.engine.keys import key, rds
 from rl_control.models import EngineState, Run
 from rl_control.run_config import ServingSettings
+from workers.policy.hf_vlm.lora import adapter_of
 from workers.policy.openai_client import OpenAIClient
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,12 @@ def serving_settings(run: Run) -> ServingSettings:
 
 def external_urls(run: Run) -> list[str]:
     return serving_settings(run).urls()
+
+
+def lora_models(run: Run) -> bool:
+    """The run's endpoints are stock vLLM taking each version as a LoRA adapter named after it: a
+    rollout asks for model `run<id>-v<n>` of the version it samples (its answer names it back)."""
+    return bool(external_urls(run)) and serving_settings(run).endpoint_api == "vllm_lora"
 
 
 def version_label(run_id: int, version: int) -> str:
@@ -152,8 +159,14 @@ def _spawn(run_id: int, index: int, checkpoint: Path, label: str, secret: str) -
     log_path = var / "log" / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     port = _free_port()
+    lora = adapter_of(checkpoint)  # a LoRA version: the base plus its adapter (later ones swap in)
+    served = (
+        ["--checkpoint", str(lora[0]), "--adapter", str(lora[1])]
+        if lora
+        else ["--checkpoint", str(checkpoint)]
+    )
     args = [
-        sys.executable, "-m", "workers.policy.server", "--checkpoint", str(checkpoint),
+        sys.executable, "-m", "workers.policy.server", *served,
         "--host", settings.RL_POLICY_BIND, "--port", str(port), "--model-name", f"run{run_id}",
         "--version-label", label, "--threads", str(settings.RL_POLICY_THREADS),
         "--lifeline-key", lifeline_key(run_id),
@@ -236,7 +249,10 @@ def serving_push(
     run: Run, state: EngineState, path: Path, version: int, *, skip: frozenset[str] | set[str] = frozenset()
 ) -> float:
     """Load `path` as version `version` on every server of the run, one after the other (seed 002
-    §3.5), with the run's secret; seconds taken. A server that died is started again with it."""
+    §3.5), with the run's secret; seconds taken. A server that died is started again with it.
+
+    A LoRA version goes as its adapter (`/v1/load_lora_adapter`: the base stays loaded), else the
+    whole directory (`/v1/load_weights`); external endpoints take what `serving.endpoint_api` says."""
     from webapp.store.checkpoints import policy_weights_secret
 
     started = time.perf_counter()
@@ -244,13 +260,17 @@ def serving_push(
     secret = policy_weights_secret() if external else run_secret(state)
     urls = external or [s["url"] for s in state.servers]
     label = version_label(run.pk, version)
+    vllm_lora = lora_models(run)
     lost = False
     for url in urls:
         if url in skip:
             continue
         client = OpenAIClient(root_of(url), api_key=secret, max_retries=1)
         try:
-            client.load_weights(str(path), version=label)
+            if vllm_lora:
+                _push_vllm_lora(client, run.pk, path, version)
+            else:
+                _push(client, path, label, lora=not external)
         except Exception as exc:
             if external:
                 raise ServingError(f"policy endpoint {url} refused the weights: {exc}") from exc
@@ -262,3 +282,41 @@ def serving_push(
     if lost:
         serving_ensure(run, state, path, version)
     return time.perf_counter() - started
+
+
+def _push(client: OpenAIClient, path: Path, label: str, *, lora: bool) -> None:
+    """Our server: the adapter alone when the version has one and the server's base is its base
+    (a 400 says it is not: the whole merged directory then), else the whole directory."""
+    from workers.policy.openai_client import OpenAIHTTPError
+
+    parts = adapter_of(path) if lora else None
+    if parts is not None:
+        try:
+            client.load_lora_adapter(label, str(parts[1]))
+            return
+        except OpenAIHTTPError as exc:
+            if exc.status != 400:
+                raise
+            log.info("%s: %s; loading the merged weights", label, exc.message)
+    client.load_weights(str(path), version=label)
+
+
+def _push_vllm_lora(client: OpenAIClient, run_id: int, path: Path, version: int) -> None:
+    """Stock vLLM (`--enable-lora`, VLLM_ALLOW_RUNTIME_LORA_UPDATING=True): the version's adapter is
+    loaded as model `run<id>-v<n>` (the rollouts ask for that model, and vLLM names it in its answer,
+    which is how a sample knows its version); the one before the previous is unloaded, so a rollout
+    still sampling from the previous version finishes."""
+    from workers.policy.openai_client import OpenAIHTTPError
+
+    parts = adapter_of(path)
+    if parts is None:
+        raise ServingError(
+            f"{path} holds no LoRA adapter: vLLM's runtime LoRA loading needs vlm.lora_rank > 0"
+        )
+    client.load_lora_adapter(version_label(run_id, version), str(parts[1]))
+    if version >= 2:
+        try:
+            client.unload_lora_adapter(version_label(run_id, version - 2))
+        except OpenAIHTTPError as exc:
+            if exc.status not in (400, 404):  # never loaded here (a server added later): nothing to drop
+                raise

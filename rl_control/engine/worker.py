@@ -22,7 +22,7 @@ from rl_control.engine import slots
 from rl_control.engine.data import rollout_claim
 from rl_control.engine.keys import key, rds
 from rl_control.engine.rollout import Fenced, policy_for, run_episode, run_profile
-from rl_control.engine.serving import lifeline_renew, serving_urls
+from rl_control.engine.serving import lifeline_renew, lora_models, serving_urls, version_label
 from rl_control.models import EngineState, Run, RunStatus
 from webapp.fleet import services as fleet
 from workers.envs.leases import Lease
@@ -101,6 +101,8 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
             slots.slot_set(run_id, slot, generation, trajectory=claim.trajectory.pk)
             version = EngineState.objects.filter(run_id=run_id).values_list("version", flat=True).first() or 0
             assert policy is not None  # set above with the run's server URL
+            if lora_models(run):
+                policy.model = version_label(run_id, version)  # vLLM serves each version's adapter by name
             started = time.perf_counter()
             try:
                 run_episode(

@@ -89,6 +89,14 @@ def _server_message(response: httpx.Response) -> str:
     return str(body)[:500]
 
 
+def _body(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        return {"message": response.text[:500]}
+    return body if isinstance(body, dict) else {"message": str(body)[:500]}
+
+
 class OpenAIClient:
     """Thin synchronous client; one `httpx.Client` (connection pooling) per instance. `base_url` is
     the server root or its `/v1` URL."""
@@ -171,6 +179,17 @@ class OpenAIClient:
             body["version"] = version
         response, _ = self.request("POST", "/v1/load_weights", body)
         return dict(response.json())
+
+    def load_lora_adapter(self, name: str, path: str) -> dict[str, Any]:
+        """vLLM's runtime LoRA load (`VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`, `--enable-lora`), which
+        our server speaks too: the adapter at `path` is served as model `name`. vLLM answers plain
+        text, our server JSON; either comes back as a dict (`message` for text)."""
+        response, _ = self.request("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": path})
+        return _body(response)
+
+    def unload_lora_adapter(self, name: str) -> dict[str, Any]:
+        response, _ = self.request("POST", "/v1/unload_lora_adapter", {"lora_name": name})
+        return _body(response)
 
     def chat(
         self,

@@ -207,6 +207,7 @@ class HFVLMPolicy:
         self.lock = threading.Lock()
         self.seed = seed
         self.calls = 0
+        self._adapters = 0
         self.set_model(model)
 
     @classmethod
@@ -220,6 +221,33 @@ class HFVLMPolicy:
         with self.lock:
             self.model = model.eval()
             self.eos = eos_ids(model, self.tokenizer)
+
+    def load_adapter(self, adapter: str | Path, label: str) -> None:
+        """Serve the base with this LoRA adapter (peft format) from now on, reported as `label`: the
+        base stays loaded and the previous adapter is dropped (runtime LoRA loading, as vLLM's
+        `/v1/load_lora_adapter`). PolicyError when the adapter does not fit the base."""
+        from peft import PeftModel
+
+        from workers.policy.hf_vlm.lora import is_peft
+
+        with self.lock:
+            current = self.model
+            self._adapters += 1
+            name = f"a{self._adapters}"  # internal: a label may hold characters peft keys cannot
+            try:
+                if is_peft(current):
+                    previous = current.active_adapter
+                    current.load_adapter(str(adapter), adapter_name=name)
+                    current.set_adapter(name)
+                    current.delete_adapter(previous)
+                    model = current
+                else:
+                    model = PeftModel.from_pretrained(current, str(adapter), adapter_name=name)
+            except (OSError, ValueError, RuntimeError, KeyError) as exc:
+                raise PolicyError(f"cannot load adapter {adapter}: {exc}") from exc
+            model.eval()
+            model.config.flywheel_version = label
+            self.model = model
 
     @property
     def model_version(self) -> str:

@@ -1,0 +1,3 @@
+from workers.policy.server.cli import main
+
+raise SystemExit(main())
