@@ -92,18 +92,18 @@ def test_coordinates_go_screen_then_model_convention() -> None:
 
 @pytest.mark.django_db
 def test_sft_job_on_annotated_trajectories_makes_a_vlm_checkpoint_that_writes_them_better() -> None:
-    trajectories = _annotated(3)
+    trajectories = _annotated(2)
     base = checkpoint_create_tiny_vlm(version="tiny-vlm-sft-base")
     job = sft_job_create(user=None, base=base, version="tiny-vlm-sft-1", filters={"source": ["annotation"]},
-                         steps=15, lr=2e-3, batch_size=4, enqueue=False)  # fmt: skip
+                         steps=8, lr=5e-3, batch_size=2, enqueue=False)  # fmt: skip
     job = sft_job_run(job_id=job.pk)
     assert job is not None and job.status == JobStatus.SUCCEEDED, job and job.error
     child = job.result
-    assert child.parent == base and job.examples == 6
+    assert child.parent == base and job.examples == 4
     directory = checkpoint_dir(child)
     assert checkpoint_kind(directory) == "hf_vlm" and (directory / "preprocessor_config.json").is_file()
     sft = child.metrics["sft"]
-    assert sft["examples"] == 6 and sft["skipped_examples"] == 0 and sft["steps"] == 15
+    assert sft["examples"] == 4 and sft["skipped_examples"] == 0 and sft["steps"] == 8
     assert sft["loss_last"] < sft["loss_first"]
     examples = sft_examples_from(
         Trajectory.objects.filter(pk__in=[t.pk for t in trajectories]), need_elements=False

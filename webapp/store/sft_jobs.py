@@ -181,13 +181,17 @@ def trajectories_for_sft(filters: dict[str, Any]) -> QuerySet[Trajectory]:
     return filterset.qs.select_related("task")
 
 
-def trajectory_sft_examples(trajectory: Trajectory, *, limit: int | None = None) -> list[Any]:
-    """One SFTExample per step (of the first `limit` steps) that has a screenshot, an element list
-    and an action, the prompt rebuilt as the policy builds it at inference time: its history holds
-    every earlier step's action. Other steps cannot be re-prompted and are skipped."""
+def trajectory_sft_examples(
+    trajectory: Trajectory, *, limit: int | None = None, need_elements: bool = True
+) -> list[Any]:
+    """One SFTExample per step (of the first `limit` steps) that has a screenshot, an action and,
+    for the embedded model (`need_elements`), an element list; the prompt rebuilt as the policy
+    builds it at inference time: its history holds every earlier step's action (and screenshot, which
+    an HF VLM shows for the last few). Targets and history are in screen pixels, whatever convention
+    the step was stored in (`workers.policy.sft.screen_text`). Other steps are skipped."""
     from workers.envs.base import Element, Observation
     from workers.policy.base import HistoryItem
-    from workers.policy.sft import example_from_step
+    from workers.policy.sft import example_from_step, screen_text
 
     examples = []
     history: list[Any] = []
@@ -195,28 +199,46 @@ def trajectory_sft_examples(trajectory: Trajectory, *, limit: int | None = None)
         if limit is not None and step.index >= limit:
             break
         elements = (step.rl or {}).get("elements")
-        if step.screenshot and isinstance(elements, list) and step.action_text:
+        has_elements = isinstance(elements, list)
+        image = None
+        if step.screenshot:
             with default_storage.open(step.screenshot.name, "rb") as fh:
                 image = fh.read()
+        width, height = step.screen_width or 0, step.screen_height or 0
+        target = screen_text(step.thought, step.action_text, step.coord_convention, width, height)
+        if image is not None and (has_elements or not need_elements) and step.action_text:
             obs = Observation(
                 screenshot=image,
-                width=step.screen_width or 0,
-                height=step.screen_height or 0,
+                width=width,
+                height=height,
                 instruction=(step.rl or {}).get("instruction") or trajectory.episode_instruction,
-                elements=tuple(Element(**e) for e in elements),
+                elements=tuple(Element(**e) for e in elements) if has_elements else (),
             )
-            target = f"Thought: {step.thought}\nAction: {step.action_text}"
             examples.append(example_from_step(obs, history, target))
-        history.append(HistoryItem(step.thought, step.action_text))
+        history.append(HistoryItem(step.thought, target.partition("Action:")[2].strip(), image))
     return examples
 
 
-def sft_examples_from(trajectories: QuerySet[Trajectory]) -> list[Any]:
+def sft_examples_from(trajectories: QuerySet[Trajectory], *, need_elements: bool = True) -> list[Any]:
     """`trajectory_sft_examples` of every trajectory, in order."""
     examples = []
     for trajectory in trajectories.prefetch_related("steps").iterator(chunk_size=100):
-        examples += trajectory_sft_examples(trajectory)
+        examples += trajectory_sft_examples(trajectory, need_elements=need_elements)
     return examples
+
+
+def needs_elements(checkpoint: Checkpoint) -> bool:
+    """Whether SFT of this checkpoint needs the element list of each step: the embedded model reads
+    one, an HF vision-language model (workers.policy.hf_vlm) reads only screenshots."""
+    from workers.policy.base import PolicyError
+    from workers.policy.hf_vlm import checkpoint_kind
+
+    if checkpoint.endpoint_url or not checkpoint.path:
+        return True
+    try:
+        return checkpoint_kind(checkpoint_dir(checkpoint)) != "hf_vlm"
+    except PolicyError as exc:
+        raise SftError(str(exc)) from exc
 
 
 def writable_examples(examples: list[Any], checkpoint_path: Any) -> tuple[list[Any], int]:
@@ -226,7 +248,10 @@ def writable_examples(examples: list[Any], checkpoint_path: Any) -> tuple[list[A
     from workers.policy.embedded.configuration import FlywheelPolicyConfig
     from workers.policy.embedded.grammar import Grammar, GrammarError
     from workers.policy.embedded.tokenizer import FlywheelTokenizer
+    from workers.policy.hf_vlm import checkpoint_kind
 
+    if checkpoint_kind(checkpoint_path) == "hf_vlm":
+        return list(examples), 0  # no grammar: the VLM's SFT leaves out what it cannot encode itself
     config = FlywheelPolicyConfig.from_pretrained(checkpoint_path)
     grammar = Grammar(FlywheelTokenizer.from_pretrained(checkpoint_path), config.max_thought, config.max_text)
     kept = []
@@ -277,7 +302,7 @@ def checkpoint_sft(
     kept, skipped = writable_examples(examples, checkpoint_dir(parent))
     if not kept:
         raise SftError(
-            "no SFT examples with screenshots and elements"
+            f"no SFT examples with screenshots{' and elements' if needs_elements(parent) else ''}"
             + (f" that the model can write ({skipped} cannot)" if skipped else "")
         )
     relative = Path("checkpoints") / version
@@ -294,8 +319,8 @@ def checkpoint_sft(
     metrics = {
         "sft": {
             **about,
-            "examples": len(kept),
-            "skipped_examples": skipped,
+            "examples": result["examples"],
+            "skipped_examples": skipped + int(result.get("skipped_examples", 0)),
             "steps": result["steps"],
             "stopped": result["stopped"],
             "lr": lr,
@@ -318,9 +343,11 @@ def checkpoint_sft_from_store(
         raise SftError("version: 1-100 characters of letters, digits, '.', '_' or '-'")
     if Checkpoint.objects.filter(version=version).exists():
         raise SftError(f"a checkpoint {version!r} exists already")
-    examples = sft_examples_from(trajectories_for_sft(filters))
+    need_elements = needs_elements(base)
+    examples = sft_examples_from(trajectories_for_sft(filters), need_elements=need_elements)
     if not examples:
-        raise SftError(f"no trajectory steps with screenshot and element list match {filters}")
+        needs = "screenshot and element list" if need_elements else "screenshot and action"
+        raise SftError(f"no trajectory steps with {needs} match {filters}")
     return checkpoint_sft(
         parent=base, examples=examples, version=version, about={"filters": filters},
         notes=f"SFT of {base.version} on {len(examples)} stored steps", **training,
@@ -404,6 +431,7 @@ __all__ = [
     "checkpoint_sft_from_store",
     "demos_collect",
     "expert_trajectory_store",
+    "needs_elements",
     "sft_examples_from",
     "sft_job_cancel",
     "sft_job_create",

@@ -13,7 +13,7 @@ from django.conf import settings
 from webapp.flywheel.models import DatasetIteration, Split
 from webapp.store.checkpoints import CheckpointError, checkpoint_dir, checkpoint_register
 from webapp.store.models import Checkpoint
-from webapp.store.sft_jobs import SftError, SftTraining, trajectory_sft_examples
+from webapp.store.sft_jobs import SftError, SftTraining, needs_elements, trajectory_sft_examples
 from webapp.store.sft_jobs import checkpoint_sft as store_sft
 
 
@@ -21,18 +21,23 @@ class TrainingError(ValueError):
     """Training or merging was refused; the message says why."""
 
 
-def dataset_sft_examples(*, dataset: DatasetIteration, include_prefixes: bool = True) -> list[Any]:
+def dataset_sft_examples(
+    *, dataset: DatasetIteration, include_prefixes: bool = True, need_elements: bool = True
+) -> list[Any]:
     """One `SFTExample` per step of the SFT split (plus the judge-marked correct prefixes of CT
-    failures), by `webapp.store.sft_jobs.trajectory_sft_examples`."""
+    failures), by `webapp.store.sft_jobs.trajectory_sft_examples` (`need_elements`: False for an
+    HF vision-language parent)."""
     members = dataset.members.select_related("trajectory__task").prefetch_related("trajectory__steps")
     if not include_prefixes:
         members = members.filter(split=Split.SFT)
     examples = []
     for member in members.iterator(chunk_size=200):
         if member.split == Split.SFT:
-            examples += trajectory_sft_examples(member.trajectory)
+            examples += trajectory_sft_examples(member.trajectory, need_elements=need_elements)
         elif member.sft_prefix_steps:
-            examples += trajectory_sft_examples(member.trajectory, limit=member.sft_prefix_steps)
+            examples += trajectory_sft_examples(
+                member.trajectory, limit=member.sft_prefix_steps, need_elements=need_elements
+            )
     return examples
 
 
@@ -50,7 +55,10 @@ def checkpoint_sft(
 ) -> Checkpoint:
     """Fine-tune `parent` on the dataset's SFT examples (`webapp.store.sft_jobs.checkpoint_sft`, the
     one SFT path) and register the result as a child of `parent`."""
-    examples = dataset_sft_examples(dataset=dataset)
+    try:
+        examples = dataset_sft_examples(dataset=dataset, need_elements=needs_elements(parent))
+    except SftError as exc:
+        raise TrainingError(str(exc)) from exc
     version = version or _slug(f"sft-d{dataset.version}-{uuid.uuid4().hex[:6]}")
     try:
         return store_sft(
