@@ -59,10 +59,10 @@ class PromptInputs:
     pixel_values: torch.Tensor | None
     image_grid_thw: torch.Tensor | None
 
-    def model_kwargs(self) -> dict[str, Any]:
+    def model_kwargs(self, device: Any = None) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if self.pixel_values is not None:
-            out["pixel_values"] = self.pixel_values
+            out["pixel_values"] = self.pixel_values.to(device) if device is not None else self.pixel_values
             out["image_grid_thw"] = self.image_grid_thw
         return out
 
@@ -130,8 +130,11 @@ def encode_prompt(tokenizer: Any, image_processor: Any, messages: Any) -> Prompt
     return PromptInputs(list(ids), pixel_values, grid)
 
 
-def load_vlm(directory: str | Path, dtype: torch.dtype = torch.float32) -> tuple[Any, Any, Any]:
-    """(model, tokenizer, image processor) of a Qwen2.5-VL-family checkpoint directory."""
+def load_vlm(
+    directory: str | Path, dtype: torch.dtype = torch.float32, device: str | None = None
+) -> tuple[Any, Any, Any]:
+    """(model, tokenizer, image processor) of a Qwen2.5-VL-family checkpoint directory; the model in
+    `dtype` on `device` (default: the CPU)."""
     from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoTokenizer
 
     path = Path(directory)
@@ -148,6 +151,8 @@ def load_vlm(directory: str | Path, dtype: torch.dtype = torch.float32) -> tuple
             image_processor = Qwen2VLImageProcessorPil.from_pretrained(path)
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
         raise PolicyError(f"cannot load checkpoint {path}: {exc}") from exc
+    if device is not None:
+        model.to(device)
     model.eval()
     return model, tokenizer, image_processor
 
@@ -177,23 +182,25 @@ class ScoredTokens:
 
 def score(model: Any, prompt: PromptInputs, response: list[int], temperature: float) -> ScoredTokens:
     """log π_T of `response` after `prompt`: one forward pass over prompt + response (differentiable
-    unless called under no_grad)."""
-    ids = torch.tensor([prompt.ids + list(response)], dtype=torch.long)
+    unless called under no_grad). The model may sit on an accelerator; the results come back on the
+    CPU in float32 (the trainer's math runs there; the copy is differentiable)."""
+    device = model.device
+    ids = torch.tensor([prompt.ids + list(response)], dtype=torch.long, device=device)
     out = model(
         input_ids=ids,
         attention_mask=torch.ones_like(ids),
         output_hidden_states=True,
         use_cache=False,
-        **prompt.model_kwargs(),
+        **prompt.model_kwargs(device),
     )
     start = len(prompt.ids) - 1
     logits = out.logits[0, start : start + len(response)].float() / effective_temperature(temperature)
     logp = F.log_softmax(logits, dim=-1)
-    target = torch.tensor(response, dtype=torch.long)
+    target = torch.tensor(response, dtype=torch.long, device=device)
     chosen = logp.gather(-1, target[:, None])[:, 0]
     entropy = -(logp.exp() * logp).sum(-1)
-    hidden = out.hidden_states[-1][0, start : start + len(response)]
-    return ScoredTokens(chosen, entropy, hidden)
+    hidden = out.hidden_states[-1][0, start : start + len(response)].float()
+    return ScoredTokens(chosen.cpu(), entropy.cpu(), hidden.cpu())
 
 
 class HFVLMPolicy:
@@ -280,8 +287,9 @@ class HFVLMPolicy:
             if self.seed is not None:
                 torch.manual_seed(self.seed + self.calls)
             self.calls += 1
-            ids = torch.tensor([prompt.ids], dtype=torch.long)
-            kwargs = prompt.model_kwargs()
+            device = self.model.device
+            ids = torch.tensor([prompt.ids], dtype=torch.long, device=device)
+            kwargs = prompt.model_kwargs(device)
             config = GenerationConfig(
                 do_sample=temperature > 0,
                 temperature=temperature if temperature > 0 else None,
@@ -297,9 +305,9 @@ class HFVLMPolicy:
             out = self.model.generate(
                 input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config, **kwargs
             )
-            new = out.sequences[:, ids.shape[1] :]
+            new = out.sequences[:, ids.shape[1] :].cpu()
             # `scores` are the processed logits: divided by T when sampling, raw when greedy
-            logp = torch.stack([F.log_softmax(s.float(), dim=-1) for s in out.scores], dim=1)
+            logp = torch.stack([F.log_softmax(s.float(), dim=-1) for s in out.scores], dim=1).cpu()
             rows = []
             for i in range(new.shape[0]):
                 tokens, lps, tops, finished = [], [], [], False

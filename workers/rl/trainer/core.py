@@ -408,8 +408,9 @@ class PolicyTrainer:
             else:
                 avg.copy_(value)
 
-    def averaged_model(self) -> FlywheelPolicyModel | None:
-        """A copy of the model holding the averaged weights (None when weight_ema is off)."""
+    def averaged_model(self) -> Any:
+        """A copy of the model holding the averaged weights (None when weight_ema is off); the
+        model's own class (the embedded model, or an HF VLM with its adapters)."""
         if self.ema is None:
             return None
         averaged = copy.deepcopy(self.model)

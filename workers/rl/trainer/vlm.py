@@ -22,7 +22,6 @@ here: `thought_temperature` (the HF server samples the whole response at one tem
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +60,8 @@ class ResponseEncoder:
 
 
 class VLMPolicyTrainer(PolicyTrainer):
-    """See the module docstring. `vlm`: {"lora_rank": int (0 = full fine-tuning), "lora_alpha": int}."""
+    """See the module docstring. `vlm`: {"lora_rank": int (0 = full fine-tuning), "lora_alpha": int,
+    optional "device" and "dtype"}."""
 
     def __init__(
         self,
@@ -77,7 +77,12 @@ class VLMPolicyTrainer(PolicyTrainer):
         if problems:
             raise ConfigError(problems)
         self.vlm = {"lora_rank": 0, "lora_alpha": 16, **(vlm or {})}
-        model, tokenizer, image_processor = load_vlm(checkpoint_dir)
+        # "device" / "dtype" (e.g. "cuda", "bfloat16"): where the model runs; the trainer's math and
+        # the value head stay on the CPU in float32 (scripts/gpu_check.sh)
+        dtype = getattr(torch, str(self.vlm.get("dtype") or "float32"))
+        model, tokenizer, image_processor = load_vlm(
+            checkpoint_dir, dtype=dtype, device=self.vlm.get("device")
+        )
         torch.manual_seed(seed)
         self.base_dir = str(base_dir or checkpoint_dir)
         if int(self.vlm["lora_rank"]) > 0:
@@ -137,9 +142,6 @@ class VLMPolicyTrainer(PolicyTrainer):
         for group in groups:
             group["base_lr"] = group["lr"]
         return torch.optim.Adam(groups)
-
-    def _fresh_ema(self) -> dict[str, torch.Tensor]:
-        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
 
     # encoding and scoring -------------------------------------------------------------------
     def _encode(self, step: StepSample) -> PromptInputs:
@@ -201,14 +203,6 @@ class VLMPolicyTrainer(PolicyTrainer):
         return Scored(logprobs, entropies, values, mask)
 
     # checkpoints ----------------------------------------------------------------------------
-    def averaged_model(self) -> Any:
-        if self.ema is None:
-            return None
-        averaged = copy.deepcopy(self.model)
-        averaged.load_state_dict(self.ema)
-        averaged.eval()
-        return averaged
-
     def save(self, out_dir: str | Path, version: int, curation_state: dict[str, Any] | None = None) -> None:
         """A servable HF directory (LoRA merged), the adapter under adapter/, trainer_state.pt."""
         out = Path(out_dir)
