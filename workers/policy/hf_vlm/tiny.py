@@ -114,7 +114,11 @@ def build_image_processor():
     return Qwen2VLImageProcessorPil(size={"shortest_edge": TINY_MIN_PIXELS, "longest_edge": TINY_MAX_PIXELS})
 
 
-def tiny_config(tokenizer, hidden: int = 64, layers: int = 2):
+def tiny_config(
+    tokenizer, hidden: int = 64, layers: int = 2, text: dict | None = None, vision: dict | None = None
+):
+    """The tiny model's Qwen2_5_VLConfig; `text` / `vision` override fields of the language model's
+    and the vision tower's config (a larger model of the same architecture: hf_vlm.gpu_check)."""
     from transformers import Qwen2_5_VLConfig
 
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
@@ -140,7 +144,8 @@ def tiny_config(tokenizer, hidden: int = 64, layers: int = 2):
             "eos_token_id": ids["<|im_end|>"],
             "pad_token_id": ids["<|endoftext|>"],
             "tie_word_embeddings": True,
-        },
+        }
+        | (text or {}),
         vision_config={
             "depth": 2,
             "hidden_size": 32,
@@ -152,7 +157,8 @@ def tiny_config(tokenizer, hidden: int = 64, layers: int = 2):
             "temporal_patch_size": 2,
             "window_size": 112,
             "fullatt_block_indexes": [1],
-        },
+        }
+        | (vision or {}),
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"],
