@@ -99,7 +99,7 @@ def test_sft_job_on_annotated_trajectories_makes_a_vlm_checkpoint_that_writes_th
     job = sft_job_run(job_id=job.pk)
     assert job is not None and job.status == JobStatus.SUCCEEDED, job and job.error
     child = job.result
-    assert child.parent == base and job.examples == 4
+    assert child.parent == base and child.profile == "hf-vlm" and job.examples == 4
     directory = checkpoint_dir(child)
     assert checkpoint_kind(directory) == "hf_vlm" and (directory / "preprocessor_config.json").is_file()
     sft = child.metrics["sft"]

@@ -8,9 +8,12 @@
    largest |trainer − server| log-prob over every token (goal ≤ 1e-3 in float32).
 3. `update_s`: one step-wise GRPO update with LoRA (rank 8) over the proposals grouped as rollouts
    (median over updates).
-4. `sync_s`: the new weights to the serving side — save the merged HF directory + the server's
-   `/v1/load_weights` full reload (`sync_save_s`, `sync_load_s` apart); `adapter_bytes` vs
-   `merged_bytes` is what a vLLM runtime LoRA load would move instead of a full reload.
+4. `sync_s`: the new weights to the serving side as the engine sends a LoRA version — the
+   trainer's save (merged HF directory + adapter) and the server's runtime LoRA load
+   (`/v1/load_lora_adapter`: the base stays loaded); `sync_full_reload_s` the same with a full
+   reload of the merged directory (`/v1/load_weights`) instead, which is what every version cost
+   before runtime LoRA loading (`sync_save_s`, `sync_lora_load_s`, `sync_load_s` apart);
+   `adapter_bytes` vs `merged_bytes` is what moves in each case.
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ def run_vlm(quick: bool = False) -> dict[str, Any]:
         samples.append(TrajectorySample(str(i), f"t{i % 3}", f"g{i % 3}", [step], float(i % 2), bool(i % 2)))
     config = RLConfig.from_dict({"algorithm": "grpo", "grpo": {"lr": 1e-4, "entropy_keep_fraction": 1.0}})
     trainer = VLMPolicyTrainer(checkpoint, config, seed=0, vlm={"lora_rank": 8, "lora_alpha": 16})
-    update_s, save_s, load_s = [], [], []
+    update_s, save_s, load_s, lora_s = [], [], [], []
     client = OpenAIClient(server.url, api_key=secret)
     try:
         for u in range(updates):
@@ -100,9 +103,13 @@ def run_vlm(quick: bool = False) -> dict[str, Any]:
             trainer.save(out, trainer.version)
             save_s.append(time.perf_counter() - started)
             started = time.perf_counter()
+            client.load_lora_adapter(f"v{u + 1}", str(out / "adapter"))
+            lora_s.append(time.perf_counter() - started)
+            served = client.models()[0]["model_version"]
+            started = time.perf_counter()
             client.load_weights(str(out))
             load_s.append(time.perf_counter() - started)
-        served = client.models()[0]["model_version"]
+            client.load_weights(str(checkpoint))  # back to the base the next adapter applies to
     finally:
         client.close()
         policy.client.close()
@@ -122,8 +129,12 @@ def run_vlm(quick: bool = False) -> dict[str, Any]:
         "updates": updates,
         "update_s": round(statistics.median(update_s), 2),
         "update_samples": len(samples),
-        "sync_s": round(statistics.median(s + ld for s, ld in zip(save_s, load_s, strict=True)), 3),
+        "sync_s": round(statistics.median(s + ld for s, ld in zip(save_s, lora_s, strict=True)), 3),
+        "sync_full_reload_s": round(
+            statistics.median(s + ld for s, ld in zip(save_s, load_s, strict=True)), 3
+        ),
         "sync_save_s": round(statistics.median(save_s), 3),
+        "sync_lora_load_s": round(statistics.median(lora_s), 3),
         "sync_load_s": round(statistics.median(load_s), 3),
         "served_version_after": served,
         "merged_bytes": _dir_bytes(last)
