@@ -198,8 +198,9 @@ def trajectory_sft_examples(
     for step in sorted(trajectory.steps.all(), key=lambda s: s.index):
         if limit is not None and step.index >= limit:
             break
-        elements = (step.rl or {}).get("elements")
-        has_elements = isinstance(elements, list)
+        found = (step.rl or {}).get("elements")
+        elements: list[dict[str, Any]] = found if isinstance(found, list) else []
+        has_elements = isinstance(found, list)
         image = None
         if step.screenshot:
             with default_storage.open(step.screenshot.name, "rb") as fh:

@@ -60,7 +60,7 @@ def build(directory: Path, tiny: bool = False) -> tuple[Path, int]:
     config = tiny_config(tokenizer) if tiny else scaled_config(tokenizer)
     config.flywheel_version = "0"
     torch.manual_seed(0)
-    model = Qwen2_5_VLForConditionalGeneration(config).to(torch.bfloat16)
+    model = Qwen2_5_VLForConditionalGeneration(config).to(torch.bfloat16)  # type: ignore[arg-type]
     model.generation_config.eos_token_id = config.text_config.eos_token_id
     model.generation_config.pad_token_id = config.text_config.pad_token_id
     model.save_pretrained(directory)

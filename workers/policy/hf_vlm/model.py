@@ -152,7 +152,7 @@ def load_vlm(
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
         raise PolicyError(f"cannot load checkpoint {path}: {exc}") from exc
     if device is not None:
-        model.to(device)
+        model.to(device)  # type: ignore[arg-type]
     model.eval()
     return model, tokenizer, image_processor
 

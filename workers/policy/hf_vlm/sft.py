@@ -191,7 +191,7 @@ def sft_train_vlm(
     if not pairs:
         raise PolicyError(f"none of the {len(examples)} examples can be written by this model")
     started = time.perf_counter()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    optimizer: torch.optim.Optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     if state is not None:
         optimizer.load_state_dict(state["optimizer"])
     losses, done, stopped, optimizer = train_pairs(
