@@ -1,4 +1,4 @@
-// The annotator's workspace for one session: wires the state (REST + websocket), the screen with
+// The annotator's workspace for one session: wires the state (kept in step by sync.ts), the screen with
 // its overlay, the candidates, the editor, the outcome buttons and the timeline.
 
 import { api, ApiError, errorText } from "../lib/api";
@@ -14,9 +14,9 @@ import { OutcomePanel } from "./outcome";
 import { candidatesPanel, headerMeta, modeControls, timeline } from "./panels";
 import { ThinkAloudRecorder } from "./recorder";
 import { ScreenView, type ScreenPick } from "./screen";
-import { SessionSocket, socketUrl, type SocketStatus } from "./socket";
-import { applyCandidates, applyObservation, applyStatus, canDecide, mergeState } from "./state";
-import type { DecideResult, Decision, ServerMessage, SessionState } from "./types";
+import { canDecide, mergeState } from "./state";
+import { SessionSync } from "./sync";
+import type { DecideResult, Decision, SessionState } from "./types";
 
 function isEditable(target: EventTarget | null): boolean {
   return target instanceof HTMLElement && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName));
@@ -29,15 +29,12 @@ export class SessionPage {
   private hovered: number | null = null;
   private own: ScreenPick | null = null;
   private busy = false;
-  private socket: SessionSocket;
+  private readonly sync: SessionSync;
   private candidatesKey = "";
   private timelineKey = "";
-  private fetching = false;
-  private refetch = false;
 
   private readonly instruction = h("h1", { class: "ws-instruction", "data-testid": "instruction" }, "Loading the session…");
   private readonly meta = h("div", { class: "ws-meta" });
-  private readonly connection = h("span", { class: "ws-conn", "data-testid": "connection", "data-status": "connecting" }, "Connecting…");
   private readonly modeBox = h("div", { class: "ws-mode" });
   private readonly banner = h("div", { class: "ws-banner", role: "alert", "data-testid": "banner", hidden: true });
   private readonly screen: ScreenView;
@@ -81,15 +78,21 @@ export class SessionPage {
       abandon: () => void this.abandon(),
       takeNext: (button) => void takeNextTask(button, this.banner),
     });
-    this.socket = new SessionSocket(
-      socketUrl(`/ws/annotation/sessions/${sessionId}/`),
-      (msg) => {
-        this.onMessage(msg);
+    this.sync = new SessionSync(sessionId, {
+      current: () => this.state,
+      apply: (state) => {
+        this.apply(state);
       },
-      (status, detail) => {
-        this.onSocketStatus(status, detail);
+      setState: (next, before) => {
+        this.setState(next, before);
       },
-    );
+      showBanner: (text, kind) => {
+        this.showBanner(text, kind);
+      },
+      thinkAloud: (state) => {
+        this.thinkaloud.onEvent(state);
+      },
+    });
     this.thinkaloud = new ThinkAloudRecorder(sessionId, () => {
       this.thinkaloud.decorate(this.timelineBox);
     });
@@ -108,7 +111,7 @@ export class SessionPage {
         this.apply(state);
       },
       requestState: () => {
-        this.requestState();
+        this.sync.requestState();
       },
     });
     this.layout();
@@ -130,7 +133,7 @@ export class SessionPage {
         "header",
         { class: "ws-head" },
         h("div", { class: "ws-head-main" }, h("div", { class: "ws-kicker" }, "Task"), this.instruction, this.meta),
-        h("div", { class: "ws-head-side" }, this.connection, this.modeBox, helpButton),
+        h("div", { class: "ws-head-side" }, this.sync.connection, this.modeBox, helpButton),
       ),
       this.thinkaloud.root,
       this.banner,
@@ -172,13 +175,13 @@ export class SessionPage {
       this.onKey(ev);
     });
     window.addEventListener("beforeunload", () => {
-      this.socket.stop();
+      this.sync.stop();
     });
     setInterval(() => {
       this.tick();
     }, 1000);
     setInterval(() => {
-      this.restHeartbeat();
+      this.sync.restHeartbeat();
     }, 10_000);
     try {
       this.apply(await api<SessionState>(`/api/annotation/sessions/${this.sessionId}/`));
@@ -186,8 +189,7 @@ export class SessionPage {
       this.showBanner(`Could not load the session: ${errorText(error)}`);
       return;
     }
-    if (this.state?.status === "active") this.socket.start();
-    else this.onSocketStatus("closed", ""); // nothing live to connect to: say so, not "Connecting…"
+    this.sync.start(this.state?.status === "active");
     void this.thinkaloud.start(this.state?.status === "active");
     if (this.state?.task.env_kind === "desktop" && this.state.status === "active") void this.desktop.connect();
   }
@@ -211,94 +213,10 @@ export class SessionPage {
     }
     if (next.candidates.status === "pending" && (newScreen || before.candidates.status !== "pending")) this.pendingSince = Date.now();
     if (before !== null && before.status === "active" && next.status !== "active") {
-      this.socket.stop();
+      this.sync.stop();
       void this.thinkaloud.finish();
     }
     this.draw();
-  }
-
-  /** Fetch the state over REST (authoritative even when the socket is half dead); calls made while
-   *  one is in flight are folded into one more fetch after it. */
-  private requestState(): void {
-    if (this.fetching) {
-      this.refetch = true;
-      return;
-    }
-    this.fetching = true;
-    api<SessionState>(`/api/annotation/sessions/${this.sessionId}/`)
-      .then((s) => {
-        this.apply(s);
-      })
-      .catch((error: unknown) => {
-        this.showBanner(`Could not refresh the session: ${errorText(error)}`);
-      })
-      .finally(() => {
-        this.fetching = false;
-        if (this.refetch) {
-          this.refetch = false;
-          this.requestState();
-        }
-      });
-  }
-
-  private onMessage(raw: unknown): void {
-    if (raw === null || typeof raw !== "object" || !("type" in raw)) return;
-    const msg = raw as ServerMessage;
-    const state = this.state;
-    switch (msg.type) {
-      case "annotation.state":
-        // Sent on every (re)connect, so a reconnect catches up on what it missed.
-        if ((msg.state as SessionState | null) !== null) this.apply(msg.state);
-        return;
-      case "heartbeat":
-        if (msg.lease !== "active" && state?.status === "active") this.requestState();
-        return;
-      case "error":
-        this.showBanner(`Server: ${msg.detail}`);
-        return;
-      case "annotation.observation": {
-        if (state === null) return;
-        const update = applyObservation(state, msg);
-        if (update.changed) this.setState(update.state, state);
-        if (update.refetch) this.requestState();
-        return;
-      }
-      case "annotation.candidates":
-        if (state !== null) this.setState(applyCandidates(state, msg), state);
-        return;
-      case "annotation.thinkaloud":
-        this.thinkaloud.onEvent(msg.state);
-        return;
-      case "annotation.status":
-        if (state === null) return;
-        this.setState(applyStatus(state, msg), state);
-        this.requestState();
-        return;
-    }
-  }
-
-  private onSocketStatus(status: SocketStatus, detail: string): void {
-    const text: Record<SocketStatus, string> = {
-      connecting: "Connecting…",
-      open: "Live",
-      reconnecting: "Reconnecting…",
-      closed: this.state !== null && this.state.status !== "active" ? "Session closed" : "Offline",
-    };
-    this.connection.dataset.status = status === "closed" && this.state !== null && this.state.status !== "active" ? "ended" : status;
-    this.connection.textContent = text[status];
-    this.connection.title = detail || (status === "open" ? "Updates arrive live; the environment is kept for you." : "");
-    if (status === "closed" && detail !== "") this.showBanner(detail);
-  }
-
-  private restHeartbeat(): void {
-    if (this.state?.status !== "active" || this.socket.isOpen) return;
-    api<{ lease: string }>(`/api/annotation/sessions/${this.sessionId}/heartbeat/`, { method: "POST" })
-      .then((answer) => {
-        if (answer.lease !== "active") this.requestState();
-      })
-      .catch(() => {
-        // The banner would only repeat the connection indicator.
-      });
   }
 
   private tick(): void {
@@ -535,7 +453,7 @@ export class SessionPage {
       const text = errorText(error);
       if (error instanceof ApiError && error.status === 409) {
         this.showBanner(`${text} — the latest screen is shown now; what you typed is kept.`);
-        this.requestState();
+        this.sync.requestState();
       } else if (this.editor.isOpen && (body.kind === "edit" || body.kind === "override")) {
         this.editor.setError(text);
       } else {
@@ -562,7 +480,7 @@ export class SessionPage {
       this.apply(await api<SessionState>(`/api/annotation/sessions/${this.sessionId}/submit/`, { method: "POST" }));
     } catch (error) {
       this.showBanner(errorText(error));
-      if (error instanceof ApiError && error.status === 409) this.requestState();
+      if (error instanceof ApiError && error.status === 409) this.sync.requestState();
     } finally {
       this.setBusy(false);
     }
