@@ -39,6 +39,10 @@ describe("errorMessage", () => {
   it("nests field paths", () => {
     expect(errorMessage(400, { filters: { source: ["Unknown source."] } })).toBe("filters: source: Unknown source.");
   });
+  it("says a field error that repeats the detail once", () => {
+    const why = "step 2: the corrected action is refused: off screen: click at (40,900) …";
+    expect(errorMessage(400, { detail: why, step_verdicts: [{}, { action_text: [why] }] })).toBe(why);
+  });
   it("falls back to a sentence for the status", () => {
     expect(errorMessage(404, null)).toBe("Not found");
     expect(errorMessage(502, null)).toBe("The server failed (HTTP 502); try again or tell an admin");

@@ -46,7 +46,8 @@ function flatten(value: unknown): string[] {
 
 /** A readable message for an error response: DRF's `detail` / field errors, else the status. */
 export function errorMessage(status: number, body: unknown): string {
-  const texts = flatten(body);
+  // A field error that repeats the `detail` (the API names the field beside it) is said once.
+  const texts = flatten(body).filter((text, i, all) => !all.slice(0, i).some((before) => text.endsWith(`: ${before}`)));
   if (texts.length > 0) return texts.join("; ");
   if (typeof STATUS_TEXT[status] === "string") return STATUS_TEXT[status];
   if (status >= 500) return `The server failed (HTTP ${status}); try again or tell an admin`;
