@@ -87,4 +87,14 @@ def asgi_server(transactional_db) -> Iterator[str]:
         _kill(proc)
 
 
+from tests.e2e.journeys import People  # noqa: E402
 from tests.e2e.live_stack import LiveStack, live_stack  # noqa: E402, F401  (the `make up` stack fixture)
+
+
+@pytest.fixture
+def people(browser: Browser, live_stack: LiveStack) -> Iterator[People]:  # noqa: F811
+    """A signed-in page per demo user for the role journeys (tests/e2e/journeys.py)."""
+    made = People(browser, live_stack)
+    yield made
+    for ctx in made.contexts:
+        ctx.close()
