@@ -111,8 +111,13 @@ def test_chrome_task_tabs_end_to_end(tmp_path: Path) -> None:
         solutions.solve(env, task["id"])
         report = osworld.evaluate_report(task["evaluator"], env, bundle)
         assert report.score == 1.0, report
-        # The profile lies where OSWorld's Chrome getters read it.
-        assert (session / ".config" / "google-chrome" / "Default" / "Preferences").is_file()
+        # The profile lies where OSWorld's Chrome getters read it (Chromium writes Preferences on its
+        # own commit interval, ~10 s after a change — later on a loaded machine).
+        preferences = session / ".config" / "google-chrome" / "Default" / "Preferences"
+        deadline = time.monotonic() + 60
+        while not preferences.is_file():
+            assert time.monotonic() < deadline, "Chromium wrote no Preferences in the profile"
+            time.sleep(1.0)
     finally:
         env.close()
 

@@ -278,3 +278,15 @@ def test_desktop_session_has_its_own_bus_and_pyautogui(tmp_path: Path) -> None:
         assert env.run_command(["python3", "-c", "import pyautogui; print(pyautogui.size())"]).ok
     finally:
         env.close()
+
+
+def test_url_metrics_read_the_bundled_public_suffix_list_offline() -> None:
+    """desktop-env's compare_urls uses tldextract, which would fetch the Public Suffix List from the
+    web on first use; loading the metric module points it at the snapshot tldextract ships."""
+    from tldextract import tldextract
+
+    from workers.envs.osworld import vocab
+
+    assert not isinstance(vocab._module("metrics", "utils"), str)
+    assert tldextract.TLD_EXTRACTOR.suffix_list_urls == ()
+    assert tldextract.extract("docs.example.co.uk").suffix == "co.uk"

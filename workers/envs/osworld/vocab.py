@@ -141,8 +141,20 @@ class _Absent(types.ModuleType):
 
 
 @cache
+def _offline_public_suffixes() -> None:
+    """desktop-env's URL metrics call tldextract, which on first use fetches the Public Suffix List
+    from the web; the snapshot tldextract ships is used instead (nothing is downloaded at run time)."""
+    try:
+        from tldextract import tldextract
+    except ImportError:
+        return
+    tldextract.TLD_EXTRACTOR = tldextract.TLDExtract(suffix_list_urls=())
+
+
+@cache
 def _module(sub: str, name: str) -> types.ModuleType | str:
     """The module, or why it cannot load (a missing dependency, named)."""
+    _offline_public_suffixes()
     absent: list[str] = []
     try:
         while True:
