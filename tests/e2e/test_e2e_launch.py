@@ -3,7 +3,8 @@ trained by the real engine (the run's own policy server, rollout workers on the 
 the trainer worker), its charts drawn from the trainer's metrics as they arrive, its configured
 entropy-collapse alert firing live, its episodes listed as they come and replayed, paused (its policy
 server stops), resumed from the same version, exported (CSV, TensorBoard), forked into a second real
-run and compared with it. Nothing is played by the test."""
+run and compared with it; and a desktop run Watched read-only from its run page. Nothing is played by
+the test."""
 
 from __future__ import annotations
 
@@ -275,3 +276,57 @@ def _exports_hold_every_row(stack: LiveStack, api: httpx.Client, run_id: int) ->
         pos += 12 + length + 4
         events += 1
     assert events == len(rows) + 1  # the file-version event, then one scalar per row
+
+
+@pytest.mark.timeout(900)
+def test_researcher_watches_a_desktop_run_from_its_run_page(
+    live_stack: LiveStack, browser: Browser, shots
+) -> None:
+    """A run on the demo desktop pool: its run page lists the desktops it leases and Watches one
+    read-only over the VNC proxy while the run plays on it."""
+    api = live_stack.api("researcher")
+    pools = api.get("/api/pools/").json()
+    pools = pools.get("results", pools) if isinstance(pools, dict) else pools
+    pool = next(p["id"] for p in pools if p["name"] == "demo-osworld")
+    body = {"name": "e2e desktop watch", "preset": "grpo-dart", "pool": pool, "launch": True,
+            "config": {"env": {"kind": "desktop", "parallel_envs": 1}, "curation": {"step_cap": 30},
+                       "budget": {"max_updates": 50}}}  # fmt: skip
+    deadline = time.monotonic() + 240
+    while True:  # right after `make up` the env host may still be booting its desktops
+        created = api.post("/api/rl/runs/", json=body)
+        if created.status_code != 400 or "can be leased" not in created.text or time.monotonic() > deadline:
+            break
+        time.sleep(5)
+    assert created.status_code == 201, created.text
+    run_id = created.json()["id"]
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        live_stack.login(page, "researcher")
+        watch = page.get_by_test_id("fleet").locator("button[data-testid^='watch-']:not([disabled])").first
+        # The panel lists the leases of the page's load (and of each update). A watch follows one
+        # episode's desktop session: when the episode ends (here after a few seconds) the view drops
+        # and a person presses Watch again on the next one, as the loop does.
+        deadline, seen = time.monotonic() + 300, []
+        while True:
+            page.goto(f"{live_stack.base_url}/runs/{run_id}/")
+            expect(page.get_by_test_id("run-status")).to_contain_text("running")
+            page.wait_for_timeout(1500)
+            if watch.count():
+                watch.click()
+                box, state = page.get_by_test_id("watch"), page.get_by_test_id("watch-state")
+                expect(box).not_to_contain_text("Connecting to the desktop", timeout=30_000)  # the grant
+                expect(box).not_to_contain_text("connecting…", timeout=30_000)
+                seen.append(state.inner_text() if state.count() else box.inner_text()[:300])
+                # connected, and the desktop's framebuffer arrived: noVNC sizes its canvas to the screen
+                if seen[-1].startswith("connected") and page.evaluate(
+                    "() => { const c = document.querySelector(\"[data-testid='watch'] canvas\");"
+                    " return c !== null && c.width >= 320 && c.height >= 200; }"
+                ):
+                    break
+            assert time.monotonic() < deadline, (seen, api.get(f"/api/rl/runs/{run_id}/fleet/").json())
+            page.wait_for_timeout(2000)
+        page.wait_for_timeout(1000)
+        page.screenshot(path=str(shots / "run-watch.png"), full_page=True)
+    finally:
+        api.post(f"/api/rl/runs/{run_id}/stop/")
+        page.close()
