@@ -303,28 +303,32 @@ def test_researcher_watches_a_desktop_run_from_its_run_page(
     try:
         live_stack.login(page, "researcher")
         watch = page.get_by_test_id("fleet").locator("button[data-testid^='watch-']:not([disabled])").first
-        # The panel lists the leases of the page's load (and of each update). A watch follows one
-        # episode's desktop session: when the episode ends (here after a few seconds) the view drops
-        # and a person presses Watch again on the next one, as the loop does.
+        # The panel lists the leases of the page's load (and of each update). A watch follows its
+        # environment: when an episode ends (here after a few seconds) the desktop session is new, the
+        # view drops and asks for a new grant by itself ("following the environment…"); the page is
+        # loaded again only when the environment itself is gone (the view says so).
         deadline, seen = time.monotonic() + 300, []
+        box, state = page.get_by_test_id("watch"), page.get_by_test_id("watch-state")
         while True:
-            page.goto(f"{live_stack.base_url}/runs/{run_id}/")
-            expect(page.get_by_test_id("run-status")).to_contain_text("running")
-            page.wait_for_timeout(1500)
-            if watch.count():
-                watch.click()
-                box, state = page.get_by_test_id("watch"), page.get_by_test_id("watch-state")
-                expect(box).not_to_contain_text("Connecting to the desktop", timeout=30_000)  # the grant
-                expect(box).not_to_contain_text("connecting…", timeout=30_000)
-                seen.append(state.inner_text() if state.count() else box.inner_text()[:300])
+            if not state.count():
+                page.goto(f"{live_stack.base_url}/runs/{run_id}/")
+                expect(page.get_by_test_id("run-status")).to_contain_text("running")
+                page.wait_for_timeout(1500)
+                if watch.count():
+                    watch.click()
+                    expect(box).not_to_contain_text("Connecting to the desktop", timeout=30_000)  # the grant
+            if state.count():
+                seen.append(state.inner_text())
                 # connected, and the desktop's framebuffer arrived: noVNC sizes its canvas to the screen
                 if seen[-1].startswith("connected") and page.evaluate(
                     "() => { const c = document.querySelector(\"[data-testid='watch'] canvas\");"
                     " return c !== null && c.width >= 320 && c.height >= 200; }"
                 ):
                     break
+            elif box.count():
+                seen.append(box.inner_text()[:300])
             assert time.monotonic() < deadline, (seen, api.get(f"/api/rl/runs/{run_id}/fleet/").json())
-            page.wait_for_timeout(2000)
+            page.wait_for_timeout(1000)
         page.wait_for_timeout(1000)
         page.screenshot(path=str(shots / "run-watch.png"), full_page=True)
     finally:
