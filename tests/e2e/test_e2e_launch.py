@@ -151,6 +151,8 @@ def test_researcher_launches_watches_pauses_resumes_forks_and_stops_a_run(
     expect(page.get_by_test_id("episodes").locator("a[data-testid^='replay-']").first).to_be_visible(
         timeout=30_000
     )
+    # and so does the checkpoint list: the trained version is listed without a reload
+    expect(page.get_by_test_id("checkpoints")).to_contain_text(f"run{run_id}-v1", timeout=30_000)
 
     # pause: the trainer and rollouts stop, and so does the run's own policy server
     page.get_by_test_id("action-pause").click()

@@ -61,6 +61,7 @@ class RunPage {
   private connectedOnce = false;
   private fleetTimer = 0;
   private episodesTimer = 0;
+  private checkpointsSeen = -1; // the run's policy version when the checkpoint list was last loaded
   private episodesSeen = -1; // the run's episode count when the list was last loaded
   private episodePick = "latest";
   private episodeTask = "";
@@ -196,6 +197,8 @@ class RunPage {
       h("div", { class: "rc-counter rc-progress" }, progressBar(progress), h("div", { class: "muted" }, "budget")),
     );
     if (this.episodesSeen >= 0 && run.episodes_done !== this.episodesSeen) this.scheduleEpisodes();
+    // A new policy version is a new checkpoint: the list follows it too.
+    if (this.checkpointsSeen >= 0 && run.policy_version !== this.checkpointsSeen) void this.loadCheckpoints();
     const buttons = (CONTROLS[run.status] ?? []).map((action) => {
       const b = h("button", { type: "button", class: `btn${action === "stop" ? " btn-secondary" : ""}`, "data-testid": `action-${action}` }, `${action.charAt(0).toUpperCase()}${action.slice(1)}`);
       b.addEventListener("click", () => { void this.control(action); });
@@ -433,6 +436,7 @@ class RunPage {
   // -------------------------------------------------------------------------- checkpoints
 
   private async loadCheckpoints(): Promise<void> {
+    this.checkpointsSeen = this.run.policy_version;
     const rows = await api<CheckpointRow[]>(`/api/rl/runs/${this.runId}/checkpoints/`);
     if (rows.length === 0) {
       render(this.el.checkpoints, notice("empty", "This run has not saved a checkpoint yet."));
