@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -53,10 +54,10 @@ SERVE = (
 )
 
 
-@pytest.fixture
-def asgi_server(transactional_db) -> Iterator[str]:
-    """The ASGI app (websockets included) under uvicorn on the test database, for page tests that
-    set their data up through the services (the flywheel page)."""
+@contextmanager
+def serve_asgi(extra_env: dict[str, str] | None = None) -> Iterator[str]:
+    """The ASGI app (websockets included) under uvicorn on the test database, with static files served
+    from the finders (frontend/dist) as `runserver` would; yields its base URL, stops it after."""
     from django.db import connection
 
     from tests.annotation.conftest import _kill
@@ -68,6 +69,7 @@ def asgi_server(transactional_db) -> Iterator[str]:
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "webapp.settings.test",
         "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}",
+        **(extra_env or {}),
     }
     proc = subprocess.Popen(
         [sys.executable, "-c", SERVE, str(port)], env=env, cwd=settings.BASE_DIR, start_new_session=True
@@ -85,6 +87,14 @@ def asgi_server(transactional_db) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         _kill(proc)
+
+
+@pytest.fixture
+def asgi_server(transactional_db) -> Iterator[str]:
+    """The ASGI app under uvicorn on the test database, for page tests that set their data up
+    through the services (the flywheel page)."""
+    with serve_asgi() as url:
+        yield url
 
 
 from tests.e2e.journeys import People  # noqa: E402

@@ -9,73 +9,37 @@ $FLYWHEEL_E2E_SCREENSHOTS or a fresh temp dir (printed at the end of the run).
 
 from __future__ import annotations
 
-import os
 import re
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.test import Client
 from playwright.sync_api import Browser, Page, expect
 
 from annotation.models import AnnotationSession, Assignment
 from tests.annotation.conftest import _kill, live_stack, policy_server, warm_pool  # noqa: F401 (fixtures)
 from tests.conftest import PASSWORD
+from tests.e2e.conftest import serve_asgi
 from tests.factories import TaskFactory
 from webapp.store.models import Step, Trajectory
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-# The ASGI app with static files served from the finders (frontend/dist), as `runserver` would.
-SERVE = (
-    "import sys, uvicorn\n"
-    "from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler\n"
-    "from webapp.asgi import application\n"
-    "uvicorn.run(ASGIStaticFilesHandler(application), host='127.0.0.1', port=int(sys.argv[1]), log_level='warning')\n"
-)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
 def asgi_server(request: pytest.FixtureRequest) -> Iterator[str]:
     """uvicorn on this test's database, fleet prefix and policy server (websockets included)."""
     stack = request.getfixturevalue("live_stack")
-    port = _free_port()
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "webapp.settings.test",
-        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}",
+    extra = {
         "FLEET_REDIS_PREFIX": stack["prefix"],
         "POLICY_BASE_URL": settings.POLICY_BASE_URL,
         "POLICY_PROFILE": "embedded",
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SERVE, str(port)], env=env, cwd=settings.BASE_DIR, start_new_session=True
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            assert proc.poll() is None, "uvicorn exited"
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.1)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        _kill(proc)
+    with serve_asgi(extra) as url:
+        yield url
 
 
 def _wait_idle(kind: str, timeout: float = 90) -> None:

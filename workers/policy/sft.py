@@ -215,8 +215,23 @@ def sft_train(
     done_steps = step if stopped else steps
     start_model.eval()
     _save(start_model, optimizer, out, version, parent, done_steps, len(examples))
+    return sft_result(done_steps, losses, started, version, parent, out, stopped, len(examples))
+
+
+def sft_result(
+    steps: int,
+    losses: list[float],
+    started: float,
+    version: str,
+    parent: str | None,
+    out: Path,
+    stopped: bool,
+    examples: int,
+    **extra: Any,
+) -> dict[str, Any]:
+    """What an SFT run reports (the embedded model's and a VLM's alike); `started` is perf_counter's."""
     return {
-        "steps": done_steps,
+        "steps": steps,
         "losses": losses,
         "loss_first": losses[0] if losses else None,
         "loss_last": losses[-1] if losses else None,
@@ -225,7 +240,8 @@ def sft_train(
         "parent": parent,
         "out_dir": str(out),
         "stopped": stopped,
-        "examples": len(examples),
+        "examples": examples,
+        **extra,
     }
 
 

@@ -2,6 +2,7 @@
 // server makes on submit, run here first so the page can say what is missing. Pure functions.
 
 import type { StepVerdict, Verdict } from "./types";
+import type { ActionJson } from "../lib/trajectory";
 
 export interface StepDraft {
   verdict: Verdict | null;
@@ -64,14 +65,7 @@ export function submitBody(draft: Draft): { verdict: Verdict; comment: string; s
 }
 
 /** A short line describing one action, e.g. `click (80, 120)`, `type “hello⏎”`. */
-export function describeAction(a: {
-  kind: string;
-  point?: [number, number];
-  end_point?: [number, number];
-  text?: string;
-  keys?: string[];
-  direction?: string;
-}): string {
+export function describeAction(a: Pick<ActionJson, "kind" | "point" | "end_point" | "text" | "keys" | "direction">): string {
   const at = (p: [number, number]): string => `(${Math.round(p[0])}, ${Math.round(p[1])})`;
   let out = a.kind;
   if (a.point) out += ` ${at(a.point)}`;

@@ -28,6 +28,7 @@ import torch
 
 from workers.policy.base import HistoryItem, PolicyError
 from workers.policy.hf_vlm.model import PromptInputs, encode_prompt, eos_ids, load_vlm, score
+from workers.policy.sft import sft_result  # policy.sft imports this module lazily, inside sft_train
 
 STATE_FILE = "trainer_state.pt"
 STATE_KIND = "hf_vlm_sft"
@@ -204,16 +205,6 @@ def sft_train_vlm(
     record = {"kind": STATE_KIND, "optimizer": optimizer.state_dict(), "step": done, "version": version,
               "parent": parent}  # fmt: skip
     torch.save(record, out / STATE_FILE)
-    return {
-        "steps": done,
-        "losses": losses,
-        "loss_first": losses[0] if losses else None,
-        "loss_last": losses[-1] if losses else None,
-        "seconds": time.perf_counter() - started,
-        "version": version,
-        "parent": parent,
-        "out_dir": str(out),
-        "stopped": stopped,
-        "examples": len(pairs),
-        "skipped_examples": skipped,
-    }
+    return sft_result(
+        done, losses, started, version, parent, out, stopped, len(pairs), skipped_examples=skipped
+    )
