@@ -316,9 +316,18 @@ def _outcome(t: Trajectory) -> RolloutOutcome:
     return RolloutOutcome(str(t.pk), reward, int(engine.get("steps") or t.num_steps), int(version or 0))
 
 
-def _take_acct(run_id: int) -> dict[str, float]:
-    raw = rds().eval(_TAKE, 1, key(run_id, "acct"))
-    return {raw[i].decode(): float(raw[i + 1]) for i in range(0, len(raw), 2)}
+def _take_acct(run: Run) -> tuple[dict[str, float], float | None]:
+    """What the rollout workers counted since the last take, and the wall seconds since that take (the
+    first time: since the run started): the counts accumulate across chunks, pauses, trainer restarts
+    and the trainer's loading, so their rates are over this span, not over the current chunk's window."""
+    raw = rds().eval(_TAKE, 1, key(run.pk, "acct"))
+    now = time.time()
+    before = rds().getset(key(run.pk, "acct_at"), repr(now))
+    if before is not None:
+        since: float | None = now - float(before)
+    else:
+        since = now - run.started_at.timestamp() if run.started_at else None
+    return {raw[i].decode(): float(raw[i + 1]) for i in range(0, len(raw), 2)}, since
 
 
 @dataclass
@@ -492,9 +501,10 @@ def _record(
     run: Run, step: int, version: int, metrics: dict[str, float], finished: list[Trajectory], trained: set[int],
     injections: dict[str, int], stale: int, window: tuple[float, float], sync_s: float,
 ) -> None:  # fmt: skip
-    acct = _take_acct(run.pk)
+    acct, counted_s = _take_acct(run)
     window_start, idle_s = window  # perf_counter() at the end of the previous update, seconds waited since
     window_s = time.perf_counter() - window_start
+    rate_s = counted_s if counted_s is not None and counted_s > window_s else window_s
     idle_frac = idle_s / window_s if window_s > 0 else 0.0
     values: dict[str, float] = dict(metrics)
     rewards = [_outcome(t).reward for t in finished]
@@ -519,8 +529,8 @@ def _record(
     episodes = int(Trajectory.objects.filter(run=run, status=TrajectoryStatus.COMPLETED).count())
     values.update({
         "outcome/episodes": float(episodes),
-        "efficiency/actions_per_min": 60.0 * acct.get("actions", 0.0) / window_s if window_s > 0 else 0.0,
-        "efficiency/episodes_per_min": 60.0 * acct.get("episodes", 0.0) / window_s if window_s > 0 else 0.0,
+        "efficiency/actions_per_min": 60.0 * acct.get("actions", 0.0) / rate_s if rate_s > 0 else 0.0,
+        "efficiency/episodes_per_min": 60.0 * acct.get("episodes", 0.0) / rate_s if rate_s > 0 else 0.0,
         "efficiency/trainer_idle_frac": idle_frac,
         "efficiency/pool_fill": float(pool_fill(run=run)),
         "efficiency/weight_sync_s": sync_s,
