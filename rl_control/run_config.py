@@ -172,7 +172,7 @@ class ServingSettings(_Config):
     servers: int = 1  # embedded policy servers the run starts for itself (rollout slots share them)
     # How new weights reach external endpoints: our server's /v1/load_weights, or stock vLLM's runtime
     # LoRA loading (/v1/load_lora_adapter; an HF VLM run with vlm.lora_rank > 0)
-    endpoint_api: EndpointApi = "flywheel"
+    endpoint_api: EndpointApi = "flywheel"  # how new weights reach external endpoints: flywheel or vllm_lora
 
     def urls(self) -> list[str]:
         return [u.strip() for u in self.endpoints.replace("\n", ",").split(",") if u.strip()]

@@ -134,7 +134,11 @@ def test_serving_endpoints_are_http_urls() -> None:
     config = run_config_build(
         algorithm="grpo", config={"serving": {"endpoints": " http://gpu1:8000/v1 ,https://x/v1"}}
     )
-    assert config["serving"] == {"endpoints": " http://gpu1:8000/v1 ,https://x/v1", "servers": 1}
+    assert config["serving"] == {
+        "endpoints": " http://gpu1:8000/v1 ,https://x/v1",
+        "servers": 1,
+        "endpoint_api": "flywheel",
+    }
     for bad in ("file:///etc/passwd", "gpu1:8000", "http://a/v1,javascript:alert(1)"):
         with pytest.raises(RunConfigError) as err:
             run_config_build(algorithm="grpo", config={"serving": {"endpoints": bad}})
