@@ -25,8 +25,8 @@ log = logging.getLogger(__name__)
 
 def entropulse_after_update(run: Run, trainer: PolicyTrainer) -> dict[str, float]:
     """Run an SFT phase when it is due; the update's Entropulse figures (empty when disabled)."""
-    from rl_control.engine.learner import trajectory_sample
     from rl_control.engine.rollout import run_profile
+    from rl_control.engine.samples import trajectory_sample
 
     cfg = EntropulseSettings.from_dict(run.config.get("entropulse") or {})
     if not cfg.enabled:

@@ -57,7 +57,7 @@ def run_profile(run: Run) -> ModelProfile:
     """How the run's rollouts prompt its policy, by the start checkpoint's kind: the embedded layout,
     or for an HF vision-language checkpoint the UI-TARS template with the last
     `env.context_screenshots` screenshots and token ids back (workers.policy.hf_vlm.profile_for).
-    The trainer rebuilds prompts with the same profile (learner.trajectory_sample)."""
+    The trainer rebuilds prompts with the same profile (samples.trajectory_sample)."""
     from rl_control.engine.control import start_dir
     from workers.policy.hf_vlm import checkpoint_kind, profile_for
 

@@ -208,7 +208,7 @@ def test_experience_pool_starts_with_stored_successes_and_injects_text_only_step
     make_run, engine_names, pool
 ) -> None:
     from rl_control.engine.data import curator_of
-    from rl_control.engine.learner import trajectory_sample
+    from rl_control.engine.samples import trajectory_sample
     from workers.policy.embedded.grammar import Grammar
     from workers.policy.embedded.tokenizer import FlywheelTokenizer
 
