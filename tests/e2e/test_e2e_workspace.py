@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -57,6 +57,35 @@ def _screen_point(page: Page, session: AnnotationSession, x: float, y: float) ->
     assert box is not None and box["width"] > 0
     return (box["x"] + (x + 0.5) * box["width"] / session.current_width,
             box["y"] + (y + 0.5) * box["height"] / session.current_height)  # fmt: skip
+
+
+def _steps(n: int) -> str:
+    return f"{n} step" if n == 1 else f"{n} steps"
+
+
+def _wait_for(predicate: Callable[[], bool], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def _proposed_after(pk: int, version: int) -> bool:
+    now = AnnotationSession.objects.get(pk=pk)
+    return now.candidates_status == "ready" and now.candidates_version > version
+
+
+def _usable_candidates(session: AnnotationSession, button: dict) -> list[int]:
+    """Candidates that run on the screen without ending the episode: parsed, on the screen, of a
+    kind the page runs, and not touching the task's button."""
+    session.refresh_from_db()
+    runnable = {"click", "left_double", "right_single", "hover", "drag", "scroll", "wait"}
+    return [
+        c["index"] for c in session.candidates
+        if not c["parse_error"] and not c.get("error") and not c.get("clamped")
+        and all(a["kind"] in runnable and not _inside(a.get("point"), button) and not _inside(a.get("end_point"), button)
+                for a in c["screen_actions"])
+    ]  # fmt: skip
 
 
 def _inside(point: list[float] | None, el: dict) -> bool:
@@ -116,30 +145,38 @@ def test_annotator_works_an_episode_in_the_workspace(browser, page: Page, users,
     page.mouse.move(5, 5)
 
     # Accept with the keyboard a candidate the environment can run without ending the episode (the
-    # model is untrained: its points are random and its hotkeys may name keys that do not exist).
-    session.refresh_from_db()
-    button = next(e for e in session.current_elements if e["tag"] == "button")
-    runnable = {"click", "left_double", "right_single", "hover", "drag", "scroll", "wait"}
-    usable = [
-        c["index"] for c in session.candidates
-        if not c["parse_error"]
-        and all(a["kind"] in runnable and not _inside(a.get("point"), button) and not _inside(a.get("end_point"), button)
-                for a in c["screen_actions"])
-    ]  # fmt: skip
-    assert usable, f"no candidate to accept without ending the episode: {session.candidates}"
+    # model is untrained: its points are random, some off the screen, and its hotkeys may name keys
+    # that do not exist). While the model offers none, the annotator writes a wait of their own and
+    # the model proposes again for the next step.
+    button = next(
+        e for e in AnnotationSession.objects.get(pk=session.pk).current_elements if e["tag"] == "button"
+    )
+    waits = 0
+    while not (usable := _usable_candidates(session, button)):
+        assert waits < 6, f"no candidate to accept without ending the episode: {session.candidates}"
+        version = session.candidates_version
+        page.keyboard.press("o")
+        page.locator("#ws-action").fill("wait()")
+        page.locator("#ws-action").press("Enter")
+        expect(page.get_by_test_id(f"step-{waits}")).to_contain_text("overridden", timeout=30_000)
+        page.keyboard.press("Escape")  # out of the editor: digits accept candidates again
+        waits += 1
+        _wait_for(lambda v=version: _proposed_after(session.pk, v))
+        expect(cards).to_have_count(3, timeout=90_000)
     choice = usable[0]
+    first = waits  # the index of the accepted step
     page.keyboard.press(str(choice + 1))
-    expect(page.get_by_test_id("step-0")).to_be_visible(timeout=30_000)
-    expect(page.get_by_test_id("step-0")).to_contain_text(f"accepted {choice + 1}")
-    step0 = Step.objects.get(trajectory=session.trajectory, index=0)
+    expect(page.get_by_test_id(f"step-{first}")).to_be_visible(timeout=30_000)
+    expect(page.get_by_test_id(f"step-{first}")).to_contain_text(f"accepted {choice + 1}")
+    step0 = Step.objects.get(trajectory=session.trajectory, index=first)
     assert step0.decision == "accepted" and step0.decision_index == choice
     assert step0.decision_meta["time_taken_ms"] > 0
     assert sorted(step0.decision_meta["rejected"]) == sorted({0, 1, 2} - {choice})
 
     # Reload mid-episode: the timeline and the current screen come back from the state.
     page.reload()
-    expect(page.get_by_test_id("step-0")).to_contain_text(f"accepted {choice + 1}")
-    expect(page.get_by_test_id("step-count")).to_have_text("1 step")
+    expect(page.get_by_test_id(f"step-{first}")).to_contain_text(f"accepted {choice + 1}")
+    expect(page.get_by_test_id("step-count")).to_have_text(_steps(first + 1))
     expect(page.get_by_test_id("connection")).to_have_attribute("data-status", "open", timeout=15_000)
     page.screenshot(path=str(shots / "workspace-reloaded.png"))
     page.keyboard.press("?")
@@ -153,7 +190,7 @@ def test_annotator_works_an_episode_in_the_workspace(browser, page: Page, users,
     stale = stale_context.new_page()
     stale.route_web_socket(re.compile(r".*/ws/annotation/.*"), lambda ws: None)
     stale.goto(page.url)
-    expect(stale.get_by_test_id("step-count")).to_have_text("1 step")
+    expect(stale.get_by_test_id("step-count")).to_have_text(_steps(first + 1))
 
     # A bad action: the server's message is shown and the text is kept.
     session.refresh_from_db()
@@ -191,7 +228,7 @@ def test_annotator_works_an_episode_in_the_workspace(browser, page: Page, users,
     page.locator("#ws-thought").fill("The button is in the middle of the page.")
     page.screenshot(path=str(shots / "workspace-override.png"))
     action.press("Enter")
-    expect(page.get_by_test_id("step-1")).to_contain_text("overridden", timeout=30_000)
+    expect(page.get_by_test_id(f"step-{first + 1}")).to_contain_text("overridden", timeout=30_000)
     expect(page.get_by_test_id("env-done")).to_be_visible()
     page.screenshot(path=str(shots / "workspace-env-done.png"))
 
@@ -201,11 +238,11 @@ def test_annotator_works_an_episode_in_the_workspace(browser, page: Page, users,
     stale.locator("#ws-action").fill("click(start_box='(5,5)')")
     stale.locator("#ws-action").press("Enter")
     expect(stale.get_by_test_id("banner")).to_contain_text("the screen changed")
-    expect(stale.get_by_test_id("step-1")).to_contain_text("overridden")
+    expect(stale.get_by_test_id(f"step-{first + 1}")).to_contain_text("overridden")
     expect(stale.locator("#ws-action")).to_have_value("click(start_box='(5,5)')")
     stale.screenshot(path=str(shots / "workspace-stale-409.png"))
     stale_context.close()
-    assert Step.objects.filter(trajectory=session.trajectory).count() == 2
+    assert Step.objects.filter(trajectory=session.trajectory).count() == first + 2
 
     # Submit.
     page.get_by_test_id("submit").click()
@@ -213,14 +250,14 @@ def test_annotator_works_an_episode_in_the_workspace(browser, page: Page, users,
     page.screenshot(path=str(shots / "workspace-submitted.png"), full_page=True)
 
     steps = list(Step.objects.filter(trajectory=session.trajectory).order_by("index"))
-    assert [s.decision for s in steps] == ["accepted", "overridden"]
-    assert steps[1].executed_points == [[bx, by]]
-    assert steps[1].thought == "The button is in the middle of the page."
-    assert steps[1].reward > 0 and steps[1].decision_meta["time_taken_ms"] > 0
+    assert [s.decision for s in steps] == ["overridden"] * first + ["accepted", "overridden"]
+    assert steps[-1].executed_points == [[bx, by]]
+    assert steps[-1].thought == "The button is in the middle of the page."
+    assert steps[-1].reward > 0 and steps[-1].decision_meta["time_taken_ms"] > 0
     session.refresh_from_db()
     assert session.status == "submitted"
     traj = Trajectory.objects.get(pk=session.trajectory_id)
-    assert traj.status == "completed" and traj.review_state == "pending" and traj.num_steps == 2
+    assert traj.status == "completed" and traj.review_state == "pending" and traj.num_steps == first + 2
 
     # Back on the start page the session is listed.
     page.goto(f"{base}/workspace/")
