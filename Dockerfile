@@ -21,6 +21,11 @@ RUN pip install --no-cache-dir "torch==2.13.0" --index-url https://download.pyto
     && pip install --no-cache-dir -r /tmp/requirements.txt
 COPY . .
 COPY --from=frontend /src/frontend/dist /app/frontend/dist
+# OSWorld task apps for the domains an admin enables (docs/osworld.md), e.g.
+# docker build --build-arg OSWORLD_DOMAINS="os libreoffice vlc" .  (none by default: a lean image)
+ARG OSWORLD_DOMAINS=""
+RUN if [ -n "$OSWORLD_DOMAINS" ]; then DOMAINS="$OSWORLD_DOMAINS" scripts/osworld-apps.sh \
+      && rm -rf /var/lib/apt/lists/*; fi
 RUN SECRET_KEY=build-only-collectstatic-key-0123456789abcdef python manage.py collectstatic --noinput
 EXPOSE 8000
 CMD ["uvicorn", "--host", "0.0.0.0", "--port", "8000", "--workers", "2", "webapp.asgi:application"]

@@ -5,7 +5,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 declare -A DOMAIN_DEBS=(
-  [os]="dbus-daemon dconf-service dconf-gsettings-backend libglib2.0-bin xdotool wmctrl xclip pulseaudio-utils python3-tk"
+  [os]="dbus-daemon dconf-service dconf-gsettings-backend libglib2.0-bin xdotool wmctrl xclip pulseaudio-utils python3-tk zsh"
   [libreoffice]="libreoffice-calc libreoffice-writer libreoffice-impress libreoffice-gtk3"
   [gimp]="gimp"
   [vlc]="vlc"
@@ -27,7 +27,8 @@ PY_DIR="${OSWORLD_PY_DIR:-/opt/flywheel/osworld-py}"
 if [[ ! -d "$PY_DIR/pyautogui" ]]; then
   say "installing pyautogui for the sessions into $PY_DIR"
   as_root mkdir -p "$PY_DIR"
-  as_root "$PY" -m pip install -q --target "$PY_DIR" "pyautogui==0.9.54" "python-xlib==0.33"
+  pip_py="$PY"; [[ -x "$pip_py" ]] || pip_py=python3  # no project venv in the Docker image
+  as_root "$pip_py" -m pip install -q --target "$PY_DIR" "pyautogui==0.9.54" "python-xlib==0.33"
   as_root chmod -R a+rX "$PY_DIR"
 fi
 missing=()

@@ -11,6 +11,7 @@ from pathlib import Path
 import openpyxl
 import pytest
 
+from workers.actions.types import Action
 from workers.envs import osworld
 from workers.envs.desktop import DesktopConfig, DesktopEnv
 from workers.envs.osworld import solutions
@@ -159,6 +160,57 @@ def test_vlc_settings_task(tmp_path: Path) -> None:
             time.sleep(1.0)
         report = osworld.evaluate_report(task["evaluator"], env, bundle)
         assert report.score == 0.0, report
+        solutions.solve(env, task["id"])
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 1.0, report
+    finally:
+        env.close()
+
+
+@pytest.mark.skipif(shutil.which("xprop") is None, reason="x11-utils (xprop) is part of make setup")
+def test_terminal_output_task_on_the_desktop(tmp_path: Path) -> None:
+    """desktop-env's vm_terminal_output getter on a desktop: the text of the terminal in the active
+    window (each xterm logs what it shows); Ctrl+Alt+T opens another terminal, as on OSWorld's
+    Ubuntu; OSWorld's check_include_exclude. 0 with no action, 1 once the total is shown."""
+    task, bundle, session = _session_with_bundle(tmp_path, "fw-os-102-terminal-line-count")
+    assert osworld.check_supported(task, "desktop", bundle) == []
+    env = DesktopEnv(DesktopConfig(display_range=(220, 230), vnc=False, session_dir=session))
+    try:
+        env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
+        assert (session / "project" / "docs" / "b.txt").is_file()
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 0.0, report  # the no-action check
+        assert str(report.metrics[0].result).startswith("user@session:~$")
+        # The first terminal shows a wrong total: read while it is active, it scores 0.
+        env.step(Action("type", text="cat ~/project/a.txt ~/project/docs/*.* | wc -l | sed 's/$/ total/'\n"))
+        time.sleep(1.0)
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 0.0 and "60 total" in str(report.metrics[0].result), report
+        solutions.solve(env, task["id"])  # a new terminal, the right count there
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 1.0, report
+        assert "60 total" not in str(report.metrics[0].result)  # the new terminal's text only
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("vlc") is None, reason="make osworld-apps DOMAINS=vlc")
+def test_vlc_playing_task(tmp_path: Path) -> None:
+    """VLC launched in the sandbox with OSWorld's web interface settings; vlc_playing_info fetches
+    its status.xml inside the sandbox and desktop-env's is_vlc_playing scores it: 0 while nothing
+    plays, 1 once the file is opened through VLC's own Open dialog."""
+    task, bundle, session = _session_with_bundle(tmp_path, "fw-vlc-402-play-file")
+    assert osworld.check_supported(task, "desktop", bundle) == []
+    env = DesktopEnv(DesktopConfig(display_range=(230, 240), vnc=False, session_dir=session, apps=()))
+    try:
+        env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
+        deadline = time.monotonic() + 60
+        while "VLC" not in env.run_command(["wmctrl", "-l"]).output:
+            assert time.monotonic() < deadline, "VLC showed no window"
+            time.sleep(1.0)
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 0.0 and report.metrics[0].error is None, report  # it answered: stopped
         solutions.solve(env, task["id"])
         report = osworld.evaluate_report(task["evaluator"], env, bundle)
         assert report.score == 1.0, report

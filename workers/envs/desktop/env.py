@@ -8,6 +8,7 @@ only the token proxy reaches it.
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import shutil
@@ -23,7 +24,7 @@ from Xlib.error import ConnectionClosedError, DisplayError
 
 from workers.actions.types import Action
 from workers.envs.base import EnvCrashed, EnvError, EnvKind, ImageFormat, Observation, StepResult, TaskSpec
-from workers.envs.desktop.apps import app_spec
+from workers.envs.desktop.apps import TERMINAL_LOG_DIR, app_spec, terminal_text
 from workers.envs.desktop.capture import ScreenGrabber
 from workers.envs.desktop.dispatch import execute_action
 from workers.envs.desktop.frames import FrameRecorder
@@ -367,6 +368,20 @@ class DesktopEnv:
             command = " ".join(command)
         limits = Limits(timeout_s=timeout_s, memory_mb=0)
         return self._box.run(command, limits=limits, env=self.app_env(), separate_stderr=separate_stderr)
+
+    def terminal_transcript(self) -> str | None:
+        """The text of the terminal in the active window (OSWorld's `vm_terminal_output` reads the
+        focused GNOME Terminal's text), or None when the active window is not one of the session's
+        terminals."""
+        script = (
+            "w=$(xprop -root _NET_ACTIVE_WINDOW | sed -n 's/.*# \\(0x[0-9a-fA-F]*\\).*/\\1/p') && "
+            "p=$(xprop -id \"$w\" _NET_WM_PID | sed -n 's/.* = \\([0-9]*\\)$/\\1/p') && "
+            f'[ -n "$p" ] && base64 -w0 -- "{TERMINAL_LOG_DIR}/$p.log"'
+        )
+        result = self.run_command(["/bin/sh", "-c", script], timeout_s=10.0, separate_stderr=True)
+        if not result.ok:
+            return None
+        return terminal_text(base64.b64decode(result.output.strip() or b""))
 
     def spawn_command(self, command: str | list[str], shell: bool = False) -> None:
         """Start a long-running command (OSWorld 'launch') in the sandbox without waiting for it; it

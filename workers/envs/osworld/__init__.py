@@ -3,7 +3,7 @@
 Vocabulary (docs/osworld.md): metrics and most getters are OSWorld's own, from the pinned
 `desktop-env` package (`workers.envs.osworld.vocab`), run against the session through an adapter;
 the getters that talk to OSWorld's VM over HTTP (`vm_command_line`, `vm_command_error`,
-`vm_terminal_output`) and `cloud_file` are the platform's: commands run in the session's sandbox
+`vlc_playing_info`) and `cloud_file` are the platform's: commands run in the session's sandbox
 and files come from the task's bundle or the local mirror. `regex_match` is the platform's own
 extra metric. Set-up / postconfig steps: `execute` / `command` (pyautogui scripts too, run by the
 sandbox's Python against the session's display when `make osworld-apps` installed pyautogui),

@@ -24,7 +24,7 @@ SETUP_TYPES = frozenset(
 )
 # The platform's own getters (OSWorld's talk HTTP to its VM or download from the web).
 OWN_GETTERS = frozenset(
-    {"vm_command_line", "vm_command_error", "vm_terminal_output", "cloud_file", "open_tabs_info"}
+    {"vm_command_line", "vm_command_error", "cloud_file", "open_tabs_info", "vlc_playing_info"}
 )
 OWN_METRICS = frozenset({"regex_match"})  # not OSWorld's; kept for the bundled examples
 # OSWorld's infeasible tasks: solved when the agent gives up (computer_13 FAIL = our call_user).

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from workers.envs.osworld import chrome, vocab
+from workers.envs.osworld import chrome, vlc, vocab
 from workers.envs.osworld.commands import _as_osworld_shell, _rewrite_command
 from workers.envs.osworld.common import INFEASIBLE, CommandRunner, OSWorldError, _as_list
 from workers.envs.osworld.files import _url_problems, local_copy
@@ -116,11 +116,6 @@ def _get(
     getter: dict[str, Any], runner: CommandRunner, adapter: vocab.SessionAdapter, bundle_dir: Path | None
 ) -> Any:
     gtype = getter["type"]
-    if gtype == "vm_terminal_output":
-        transcript = getattr(runner, "terminal_transcript", None)
-        if transcript is None:
-            raise OSWorldError("this environment has no terminal output")
-        return transcript()
     if gtype in {"vm_command_line", "vm_command_error"}:
         command = _rewrite_command(getter.get("command", ""), runner)
         # OSWorld's getters return stdout (vm_command_line) or stderr (vm_command_error), never both.
@@ -134,6 +129,8 @@ def _get(
         return _cloud_file(getter, adapter, bundle_dir)
     if gtype == "open_tabs_info":
         return chrome.open_tabs_info(runner)
+    if gtype == "vlc_playing_info":
+        return vlc.playing_info(runner, getter, Path(adapter.cache_dir))
     return vocab.getter(gtype)(adapter, getter)
 
 

@@ -107,8 +107,10 @@ _LIBREOFFICE_PROFILE = """<?xml version="1.0" encoding="UTF-8"?>
 """
 
 
-# ... and VLC without its first-start "Privacy and Network Access Policy" dialog.
-_VLC_PROFILE = "[qt]\nqt-privacy-ask=0\n"
+# ... and VLC without its first-start "Privacy and Network Access Policy" dialog, with its web
+# interface on as OSWorld's VM has it (`vlc_playing_info` reads /requests/status.xml on port 8080,
+# password "password"); here it listens on the sandbox's own loopback (workers.envs.osworld.vlc).
+_VLC_PROFILE = "[qt]\nqt-privacy-ask=0\n[core]\nextraintf=http\n[lua]\nhttp-password=password\n"
 
 # program -> (profile file in the session's home, its content)
 _PROFILES = {

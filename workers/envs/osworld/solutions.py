@@ -48,6 +48,16 @@ SOLUTIONS: dict[str, list[tuple[Action, float]]] = {
             3.0,
         ),
     ],
+    # A new terminal (Ctrl+Alt+T, as on OSWorld's Ubuntu); the getter reads the focused one.
+    "fw-os-102-terminal-line-count": [
+        (Action("hotkey", keys=("ctrl", "alt", "t")), 3.0),
+        (Action("type", text="find ~/project -name '*.txt' | xargs wc -l\n"), 1.5),
+    ],
+    # VLC (launched by set-up, focused): Media > Open File (Ctrl+O), the path, Enter.
+    "fw-vlc-402-play-file": [
+        (Action("hotkey", keys=("ctrl", "o")), 3.0),
+        (Action("type", text="/home/user/Desktop/tone.wav\n"), 4.0),
+    ],
     # Infeasible: the right answer is to give up (OSWorld's FAIL, our call_user).
     "fw-gimp-301-infeasible": [(Action("call_user", text="GIMP cannot make 3D models"), 0.0)],
 }
@@ -62,6 +72,27 @@ def _png(path: Path) -> None:
     from PIL import Image
 
     Image.new("RGB", (64, 48), (200, 120, 40)).save(path)
+
+
+def _lines(path: Path, count: int) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"line {i}\n" for i in range(count)))
+    return path
+
+
+def _tone(path: Path, seconds: int = 300) -> None:
+    """A quiet 440 Hz tone, long enough to still play when the evaluator asks."""
+    import math
+    import struct
+    import wave
+
+    rate = 8000
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        period = b"".join(struct.pack("<h", int(2000 * math.sin(2 * math.pi * i / 40))) for i in range(40))
+        out.writeframes(period * (rate * seconds // 40))
 
 
 def _prices(path: Path, total: int | None) -> Path:
@@ -88,6 +119,13 @@ BUNDLES = {
     ],
     "fw-gimp-301-infeasible": lambda d: _png(d / "photo.png"),
     "fw-vlc-401-recordings-folder": lambda d: None,
+    # 20 + 34 lines of .txt (the answer, 54) and a .md of 6 that must not be counted (60).
+    "fw-os-102-terminal-line-count": lambda d: (
+        _lines(d / "files.flywheel.test" / "os" / "project" / "a.txt", 20),
+        _lines(d / "files.flywheel.test" / "os" / "project" / "docs" / "b.txt", 34),
+        _lines(d / "files.flywheel.test" / "os" / "project" / "docs" / "c.md", 6),
+    ),
+    "fw-vlc-402-play-file": lambda d: _tone(d / "tone.wav"),
 }
 
 

@@ -34,11 +34,6 @@ def check_supported(
     evaluator = task.get("evaluator")
     if isinstance(evaluator, dict):
         problems.extend(_evaluator_problems(evaluator, bundle_dir))
-        getters = [g.get("type") for g in _as_list(evaluator.get("result")) if isinstance(g, dict)]
-        if kind == "desktop" and "vm_terminal_output" in getters:
-            problems.append(
-                "result getter 'vm_terminal_output' needs the terminal env (xterm text is not readable)"
-            )
         if kind == "terminal" and any(s.get("type") in {"launch", "open"} for s in _all_steps(task)):
             problems.append("'launch' / 'open' steps need the desktop env")
     elif evaluator is not None:
@@ -181,6 +176,11 @@ def _evaluator_problems(evaluator: dict[str, Any], bundle_dir: Path | None = Non
     return problems
 
 
+# desktop-env getters and the program they need in the session (vm_terminal_output: xprop finds the
+# active window's terminal).
+_GETTER_TOOLS = {"vm_window_size": "xdotool", "vm_wallpaper": "gsettings", "vm_terminal_output": "xprop"}
+
+
 def _getter_problems(getter: Any, bundle_dir: Path | None = None) -> list[str]:
     gtype = getter.get("type") if isinstance(getter, dict) else None
     if not isinstance(gtype, str):
@@ -195,6 +195,6 @@ def _getter_problems(getter: Any, bundle_dir: Path | None = None) -> list[str]:
     problem = vocab.getter_problem(gtype)
     if problem:
         return [problem]
-    if gtype == "vm_window_size" or gtype == "vm_wallpaper":
-        return _missing_tools(["xdotool" if gtype == "vm_window_size" else "gsettings"])
+    if gtype in _GETTER_TOOLS:
+        return _missing_tools([_GETTER_TOOLS[gtype]])
     return []

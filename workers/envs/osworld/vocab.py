@@ -58,6 +58,7 @@ GETTERS: dict[str, tuple[str, str]] = {
     "cache_file": ("file", "get_cache_file"),
     "content_from_vm_file": ("file", "get_content_from_vm_file"),
     "rule": ("misc", "get_rule"),
+    "vm_terminal_output": ("general", "get_vm_terminal_output"),
     "rule_relativeTime": ("misc", "get_rule_relativeTime"),
     "gimp_config_file": ("gimp", "get_gimp_config_file"),
     "vlc_config": ("vlc", "get_vlc_config"),
@@ -302,8 +303,12 @@ class SessionController:
         }
 
     def get_terminal_output(self) -> str | None:
+        """The text of the session's terminal (the terminal env's transcript; on a desktop, the
+        terminal in the active window, as OSWorld's server reads the focused GNOME Terminal), or
+        None. OSWorld's server strips trailing whitespace."""
         transcript = getattr(self.runner, "terminal_transcript", None)
-        return transcript() if transcript is not None else None
+        text = transcript() if transcript is not None else None
+        return text.rstrip() if text is not None else None
 
     def get_vm_desktop_path(self) -> str:
         return "/home/user/Desktop"

@@ -176,8 +176,9 @@ class TerminalEnv:
         return self._box.run(text, limits=limits, separate_stderr=separate_stderr)
 
     def terminal_transcript(self) -> str:
-        """Everything shown in the terminal so far (OSWorld's vm_terminal_output)."""
-        return self._transcript
+        """Everything the terminal shows, its prompt and pending input included (OSWorld's
+        vm_terminal_output reads a terminal's whole text)."""
+        return self._screen_text()
 
     def spawn_command(self, command: str | list[str], shell: bool = False) -> None:
         """Start a background program in the session's sandbox (it ends when the session closes)."""
