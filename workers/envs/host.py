@@ -104,18 +104,26 @@ class EnvHost:
         return env_id
 
     def health_check(self) -> list[str]:
-        """Take every dead env out of service; returns their ids."""
+        """Take every dead env out of service; returns their ids.
+
+        An env in a call (its lock held) is skipped: a reset that reboots a used desktop has, for a
+        moment, no X server and no sandbox, and closing it then from here killed the session the
+        call was booting ("the session's sandbox is not running"); a call that finds its env
+        crashed takes it out of service itself."""
         dead = []
         for hosted in list(self.envs.values()):
-            if not hosted.started:
+            if not hosted.started or not hosted.lock.acquire(blocking=False):
                 continue
             try:
-                alive = hosted.env.is_alive()
-            except Exception:
-                alive = False
-            if not alive:
-                dead.append(hosted.env_id)
-                self._discard(hosted, reason=f"{hosted.kind} env stopped responding (health check)")
+                try:
+                    alive = hosted.env.is_alive()
+                except Exception:
+                    alive = False
+                if not alive:
+                    dead.append(hosted.env_id)
+                    self._discard(hosted, reason=f"{hosted.kind} env stopped responding (health check)")
+            finally:
+                hosted.lock.release()
         return dead
 
     def fill(self) -> list[str]:
@@ -166,12 +174,11 @@ class EnvHost:
                     done.append(hosted.env_id)
                     self.stats.recycled += 1
             except EnvCrashed as exc:
-                hosted.lock.release()
                 self._discard(hosted, reason=f"recycling failed: {exc}")
-                continue
             except Exception:
                 log.warning("recycling %s failed", hosted.env_id, exc_info=True)
-            hosted.lock.release()
+            finally:
+                hosted.lock.release()
         return done
 
     def maintain(self) -> dict[str, Any]:
@@ -219,6 +226,8 @@ class EnvHost:
             raise UnknownEnv(f"environment {env_id} is not hosted by {self.worker}")
         payload = payload or {}
         with hosted.lock:
+            if self.envs.get(env_id) is not hosted:  # taken out of service while this call waited
+                raise UnknownEnv(f"environment {env_id} is no longer hosted by {self.worker}")
             try:
                 if op == "reset":
                     obs = hosted.env.reset(task_spec_from_wire(payload["task"]), payload.get("seed"))
