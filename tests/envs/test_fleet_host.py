@@ -149,3 +149,28 @@ def test_a_reset_rebooting_a_used_desktop_is_not_taken_for_a_crash(host: EnvHost
         )
         assert "error" not in result.info
     assert host.stats.crashed == 0 and host.registry.renew(lease_id=lease.lease_id) == "active"
+
+
+def test_a_call_waiting_for_an_env_taken_out_of_service_finds_it_gone(host: EnvHost, monkeypatch) -> None:
+    """The health check and the recycle close an env while holding its lock; a call that waited for
+    the lock meanwhile must not run on the closed env (a reset would boot a session nobody hosts):
+    it raises UnknownEnv, which the Celery task reports as lost to the lease, like a crash."""
+    import threading
+
+    from webapp.fleet import host_worker, tasks
+
+    (env_id,) = host.maintain()["booted"]
+    hosted = host.envs[env_id]
+    outcome: list[object] = []
+    with hosted.lock:
+        caller = threading.Thread(target=lambda: outcome.append(tasks.env_call(env_id, "observe")))
+        monkeypatch.setattr(host_worker, "_host", host)
+        caller.start()
+        caller.join(timeout=0.5)
+        assert caller.is_alive()  # waits for the lock
+        host._discard(hosted, reason="taken out of service")
+    caller.join(timeout=10)
+    (result,) = outcome
+    assert isinstance(result, dict) and result["ok"] is False and result["crashed"] is True
+    assert "no longer hosted" in result["error"]
+    assert not hosted.env.is_alive()  # closed, and nothing booted it again
