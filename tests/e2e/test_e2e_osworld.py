@@ -5,6 +5,7 @@ set-up), does it by take-over and sees the evaluator's score at Finish."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from PIL import Image, ImageChops
 from playwright.sync_api import Browser, Page, expect
 
 from tests.e2e.live_stack import LiveStack
@@ -37,6 +39,23 @@ def annotator(browser: Browser, live_stack: LiveStack) -> Iterator[Page]:
     live_stack.login(page, "annotator")
     yield page
     ctx.close()
+
+
+def _live_screen(page: Page) -> Image.Image:
+    png = page.locator("[data-testid=live-screen] canvas").screenshot()
+    return Image.open(io.BytesIO(png)).convert("L")
+
+
+def _wait_for_change(page: Page, before: Image.Image, timeout: float = 60) -> None:
+    """Until the live desktop differs from `before` in more than a caret's worth of pixels."""
+    deadline = time.monotonic() + timeout
+    while True:
+        diff = ImageChops.difference(before, _live_screen(page)).point(lambda v: 255 if v > 40 else 0)
+        changed = diff.histogram()[255]
+        if changed > 1500:
+            return
+        assert time.monotonic() < deadline, f"the desktop did not change ({changed} pixels) in {timeout} s"
+        time.sleep(0.3)
 
 
 def _screen_point(page: Page, screen: tuple[int, int], x: float, y: float) -> tuple[float, float]:
@@ -88,13 +107,19 @@ def test_annotator_does_a_chrome_task_and_sees_its_score(
     # Take-over: a new tab with the page the instruction names.
     page.keyboard.press("Alt+t")
     expect(page.get_by_test_id("mode")).to_have_attribute("data-mode", "takeover")
+    # Each key waits for the desktop to show its effect (a loaded machine answers in seconds, and a
+    # key sent before the new tab exists lands in the old one).
     page.mouse.click(*_screen_point(page, screen, screen[0] // 2, screen[1] // 2))
+    before = _live_screen(page)
     page.keyboard.press("Control+t")
-    time.sleep(2)
+    _wait_for_change(page, before)  # the new tab
+    time.sleep(1)
     page.keyboard.press("Control+l")
     page.keyboard.type("file:///home/user/pages/todo.html", delay=20)
+    before = _live_screen(page)
     page.keyboard.press("Enter")
-    time.sleep(3)
+    _wait_for_change(page, before)  # the page loaded, the address bar's suggestions gone
+    time.sleep(1)
     page.screenshot(path=str(shots / "chrome-takeover.png"))
     page.keyboard.press("Alt+t")
     expect(page.get_by_test_id("mode")).to_have_attribute("data-mode", "proposal")
