@@ -64,6 +64,30 @@ def test_elements_have_centres_inside_the_viewport(pool: BrowserPool) -> None:
         handle.close()
 
 
+LABELLED = """<html><body style="margin:0">
+<label><input type="checkbox" id="c"> Remember me</label><br>
+<label for="r2">Express</label> <input type="radio" id="r2" name="s" checked><br>
+<input type="checkbox" value="newsletter"><br>
+<label>City <input type="text"></label>
+</body></html>"""
+
+
+def test_controls_are_named_by_their_labels(pool: BrowserPool) -> None:
+    """A checkbox reads "[ ] Remember me", not HTML's default value "on"; a value is the fallback."""
+    handle = pool.open_session(viewport=(320, 240))
+    try:
+        handle.call(lambda s: s.page.set_content(LABELLED))
+        inputs = [e for e in handle.call(lambda s: s.elements()) if e.tag.startswith("input:")]
+        assert [(e.tag, e.text) for e in inputs] == [
+            ("input:checkbox", "[ ] Remember me"),
+            ("input:radio", "[x] Express"),
+            ("input:checkbox", "[ ] newsletter"),
+            ("input:text", "City"),
+        ]
+    finally:
+        handle.close()
+
+
 def test_sessions_are_isolated_contexts(pool: BrowserPool) -> None:
     server = get_server()
     server.mount("pooltest", Path(__file__).parent)

@@ -25,13 +25,20 @@ ELEMENTS_JS = r"""
     for (const n of el.childNodes) if (n.nodeType === Node.TEXT_NODE) t += n.data;
     return t.replace(/\s+/g, ' ').trim();
   };
+  // The text of a control's <label>s (wrapping or `for=`): what a person reads as its name.
+  const labelsOf = (el) => Array.from(el.labels || [], (l) => l.innerText || l.textContent || '')
+    .join(' ').replace(/\s+/g, ' ').trim();
   const label = (el) => {
     const tag = el.tagName.toLowerCase();
     if (tag === 'input') {
-      if (el.type === 'checkbox' || el.type === 'radio') return (el.checked ? '[x] ' : '[ ] ') + (el.value || '');
-      return el.value || el.placeholder || el.getAttribute('aria-label') || '';
+      if (el.type === 'checkbox' || el.type === 'radio') {
+        // "on" is HTML's default value, not a name: the label says what the box is.
+        const value = el.value && el.value !== 'on' ? el.value : '';
+        return (el.checked ? '[x] ' : '[ ] ') + (labelsOf(el) || value);
+      }
+      return el.value || el.placeholder || el.getAttribute('aria-label') || labelsOf(el);
     }
-    if (tag === 'textarea') return el.value || el.placeholder || '';
+    if (tag === 'textarea') return el.value || el.placeholder || labelsOf(el);
     if (tag === 'select') return el.selectedIndex >= 0 ? el.options[el.selectedIndex].text : '';
     return (el.innerText || el.textContent || el.getAttribute('aria-label') || '').replace(/\s+/g, ' ').trim();
   };
