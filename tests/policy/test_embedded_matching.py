@@ -72,6 +72,32 @@ def test_each_element_line_carries_the_share_of_its_text_the_instruction_names()
     assert feats[-1] == (0.0, 0.0)
 
 
+def test_an_element_named_by_its_kind_matches_through_its_tag() -> None:
+    """click-widget names a kind ('"textarea"'), not a text: the tag word counts when quoted, and a
+    checkbox's label (not HTML's default value "on") is its text."""
+    obs = Observation(
+        screenshot=None,
+        width=160,
+        height=210,
+        image_format="png",
+        instruction='Click on a "textarea" widget.',
+        elements=(
+            Element(1, "input:checkbox", "[ ] Rtq", 10, 20, 10, 10),  # centre (15,25)
+            Element(2, "textarea", "", 10, 60, 60, 20),  # centre (40,70)
+            Element(3, "input:text", "", 10, 100, 60, 20),  # centre (40,110)
+            Element(4, "button", "on", 10, 140, 40, 20),  # centre (30,150): "on" is in the instruction
+        ),
+    )
+    policy = EmbeddedPolicy(tiny())
+    ids, _ = _prompt(policy, obs)
+    assert _line_of(policy, ids, 70) == 1.0  # the textarea, by its tag
+    assert _line_of(policy, ids, 25) == 0.0 and _line_of(policy, ids, 110) == 0.0
+    assert _line_of(policy, ids, 150) == 1.0  # text words still count, quoted or not
+    button = Observation(**{**obs.__dict__, "instruction": 'Press the "OK" button.'})
+    ids, _ = _prompt(policy, button)
+    assert _line_of(policy, ids, 150) == 0.0  # "button" is not quoted: no button matches by kind
+
+
 def test_a_prompt_without_the_layout_gets_zeros_and_padding_stays_zero() -> None:
     tok = FlywheelTokenizer()
     ids = torch.tensor([tok.encode('free text with no element list "OK" (1,2)') + [tok.pad_id] * 3])

@@ -41,10 +41,11 @@ RESULT_FILE = "starter.json"
 
 def recipe_hash(recipe: dict[str, Any] = STARTER_RECIPE) -> str:
     """Names the recipe and the code that decides what the model is and reads (the embedded package,
-    the embedded prompt and element list): a change to either trains a new starter; other edits of
-    the policy code keep the cache."""
+    the embedded prompt and element list, the page script that extracts the elements): a change to
+    either trains a new starter; other edits of the policy code keep the cache."""
     import inspect
 
+    from workers.envs.browser.dom import ELEMENTS_JS
     from workers.policy import prompts
 
     here = Path(__file__).resolve().parent
@@ -52,6 +53,7 @@ def recipe_hash(recipe: dict[str, Any] = STARTER_RECIPE) -> str:
     code += "".join(
         inspect.getsource(f) for f in (prompts.build_embedded_prompt, prompts.format_elements)
     ).encode()
+    code += ELEMENTS_JS.encode()
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode() + code)
     return digest.hexdigest()[:12]
 

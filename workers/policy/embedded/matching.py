@@ -14,6 +14,11 @@ features per prompt token, from the token ids alone, so training, serving and sc
   fraction of the words of that element's text that occur in the instruction — so the coordinate
   tokens the copy head points at carry "my element is the one the instruction names".
 
+An instruction can name an element by its kind rather than its text ('Click on a "textarea"
+widget.'): a word of the element's tag (`textarea`, `input:checkbox`) that the instruction quotes
+counts as one more matching word of that element. Only quoted words: "Click the "OK" button." names
+the text OK, and every button would otherwise match "button".
+
 An element that merely repeats the instruction (MiniWoB shows it in a banner that is part of the
 element list) gets neither feature: otherwise it would be the best match on every page.
 
@@ -74,6 +79,19 @@ def _echoes(words: list[tuple[int, int, str]], hits: list[tuple[int, int]], want
     return len(covered) / len(wanted) >= ECHO_SHARE
 
 
+def _quoted_words(text: str, ids: list[int], start: int, end: int) -> set[str]:
+    """The words inside the instruction's double quotes (text[start:end])."""
+    out: set[str] = set()
+    q = text.find('"', start, end)
+    while q >= 0:
+        close = text.find('"', q + 1, end)
+        if close < 0:
+            break
+        out.update(key for _, _, key in _words(text, ids, q + 1, close))
+        q = text.find('"', close + 1, end)
+    return out
+
+
 def row_features(ids: list[int], tok: FlywheelTokenizer) -> list[tuple[float, float]]:
     """Features of one prompt's token ids (no padding): [(word, line)] per token."""
     feats = [(0.0, 0.0)] * len(ids)
@@ -83,6 +101,7 @@ def row_features(ids: list[int], tok: FlywheelTokenizer) -> list[tuple[float, fl
         return feats
     first = len(_INSTRUCTION) if text.startswith(_INSTRUCTION) else 0
     wanted = {key for _, _, key in _words(text, ids, first, boundary)}
+    quoted = _quoted_words(text, ids, first, boundary)
     start = boundary + len(_ELEMENTS)
     ends = [i for i in (text.find(mark, start) for mark in _SECTION_ENDS) if i >= 0]
     end = min(ends, default=len(text))
@@ -96,10 +115,13 @@ def row_features(ids: list[int], tok: FlywheelTokenizer) -> list[tuple[float, fl
         hits = [(a, b) for a, b, key in words if key in wanted]
         if _echoes(words, hits, wanted):
             hits = []
-        line = len(hits) / len(words) if words else 0.0
+        kind = _words(text, ids, line_start, q1) if q1 >= 0 else []
+        kind_hits = [(a, b) for a, b, key in kind if key in quoted and not key.startswith("#")]
+        matched = len(hits) + len(kind_hits)
+        line = matched / (len(words) + len(kind_hits)) if matched else 0.0
         for j in range(line_start, line_end):
             feats[j] = (0.0, line)
-        for a, b in hits:
+        for a, b in hits + kind_hits:
             for j in range(a, b):
                 feats[j] = (1.0, line)
         line_start = line_end + 1
