@@ -14,7 +14,7 @@ import pytest
 from workers.actions.types import Action
 from workers.envs import osworld
 from workers.envs.desktop import DesktopConfig, DesktopEnv
-from workers.envs.osworld import solutions
+from workers.envs.osworld import a11y, solutions
 
 
 @pytest.mark.slow
@@ -214,5 +214,33 @@ def test_vlc_playing_task(tmp_path: Path) -> None:
         solutions.solve(env, task["id"])
         report = osworld.evaluate_report(task["evaluator"], env, bundle)
         assert report.score == 1.0, report
+    finally:
+        env.close()
+
+
+@pytest.mark.skipif(
+    a11y.unavailable() is not None or shutil.which("wmctrl") is None,
+    reason="make osworld-apps DOMAINS=os (at-spi2-core, python3-pyatspi, wmctrl)",
+)
+def test_accessibility_tree_task(tmp_path: Path) -> None:
+    """desktop-env's accessibility_tree getter: the session's AT-SPI tree (its own bus, started by
+    the session's D-Bus) serialised as OSWorld's server does, read by desktop-env's
+    check_accessibility_tree (CSS selectors with OSWorld's namespaces, a text match): 0 with one
+    tab, 1 once a second tab holds the word; the terminal env refuses the getter."""
+    task, bundle, session = _session_with_bundle(tmp_path, "fw-os-103-editor-second-tab")
+    assert osworld.check_supported(task, "desktop", bundle) == []
+    assert "needs the desktop env" in " ".join(osworld.check_supported(task, "terminal", bundle))
+    env = DesktopEnv(DesktopConfig(display_range=(240, 250), vnc=False, session_dir=session, apps=()))
+    try:
+        env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 0.0 and report.metrics[0].error is None, report  # the no-action check
+        assert '<frame name="Untitled 1 - Mousepad"' in a11y.accessibility_tree(env)  # the session's editor
+        solutions.solve(env, task["id"])
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 1.0, report
+        env.step(Action("type", text="s"))  # the tab's text is read: "flywheels" is not the word
+        time.sleep(1.0)
+        assert osworld.evaluate_report(task["evaluator"], env, bundle).score == 0.0
     finally:
         env.close()

@@ -141,7 +141,7 @@ def test_unsupported_features_are_named() -> None:
         "result": [
             {"type": "vm_file", "path": "/home/user/a.xlsx", "dest": "a.xlsx"},
             {"type": "vm_command_line", "command": "true"},
-            {"type": "accessibility_tree"},
+            {"type": "active_tab_info"},
             {"type": "vm_file", "path": "/home/user/a.docx", "dest": "a.docx"},
         ],
         "expected": [
@@ -160,7 +160,7 @@ def test_unsupported_features_are_named() -> None:
         "'no-such-program-here', which is not installed",
         "metric 'no_such_metric' is not one of OSWorld's metrics",
         "metric 'compare_image_text' (docs) needs easyocr",  # the one docs metric easyocr runs
-        "getter 'accessibility_tree' is not supported",
+        "getter 'active_tab_info' is not supported",
         "conj",
     ):
         assert needle in problems, needle
@@ -290,3 +290,17 @@ def test_url_metrics_read_the_bundled_public_suffix_list_offline() -> None:
     assert not isinstance(vocab._module("metrics", "utils"), str)
     assert tldextract.TLD_EXTRACTOR.suffix_list_urls == ()
     assert tldextract.extract("docs.example.co.uk").suffix == "co.uk"
+
+
+def test_getters_read_files_larger_than_a_commands_output(terminal: TerminalEnv) -> None:
+    """desktop-env's file getters read a task's document whole through the sandbox (a command's
+    output is capped at 64 kB; a document is often larger): 1 MB comes back byte for byte."""
+    import os
+
+    from workers.envs.osworld.vocab import SessionController
+
+    blob = os.urandom(1 << 20)
+    terminal.reset(osworld.task_spec_from_json(REAL_SHAPED, kind="terminal"))
+    (terminal.session_dir / "big.bin").write_bytes(blob)
+    assert SessionController(terminal).get_file("/home/user/big.bin") == blob
+    assert SessionController(terminal).get_file("/home/user/missing.bin") is None

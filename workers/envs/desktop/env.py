@@ -330,6 +330,10 @@ class DesktopEnv:
             "HOME": SANDBOX_HOME,
             "XDG_RUNTIME_DIR": "/run/user/1000",
             "XDG_DOWNLOAD_DIR": f"{SANDBOX_HOME}/Downloads",
+            # Applications expose their accessibility tree (AT-SPI, on the session's own D-Bus), as
+            # on OSWorld's VM: GTK does by itself; Firefox/Thunderbird and Qt (VLC) when asked.
+            "GNOME_ACCESSIBILITY": "1",
+            "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1",
             **({"DBUS_SESSION_BUS_ADDRESS": self._bus} if self._bus else {}),
             **({"PYTHONPATH": PY_INSIDE} if PY_INSIDE in (self._box.ro_binds if self._box else {}) else {}),
             **self.config.extra_env,
@@ -359,14 +363,18 @@ class DesktopEnv:
         shell: bool = False,
         timeout_s: float = 30.0,
         separate_stderr: bool = False,
+        max_output: int | None = None,
     ) -> CommandResult:
         """Run a command in the session's sandbox (DISPLAY set, cwd = the session's home), as OSWorld
-        set-up and result getters do. Memory is bounded by the sandbox, not per command."""
+        set-up and result getters do. Memory is bounded by the sandbox, not per command;
+        `max_output` raises the bytes of output kept (a file read whole by an evaluator)."""
         self._check_alive()
         assert self._box is not None
         if not isinstance(command, str) and shell:
             command = " ".join(command)
         limits = Limits(timeout_s=timeout_s, memory_mb=0)
+        if max_output is not None:
+            limits = replace(limits, max_output=max_output)
         return self._box.run(command, limits=limits, env=self.app_env(), separate_stderr=separate_stderr)
 
     def terminal_transcript(self) -> str | None:

@@ -31,6 +31,9 @@ OWN_METRICS = frozenset({"regex_match"})  # not OSWorld's; kept for the bundled 
 INFEASIBLE = "infeasible"
 OSWORLD_HOME = "/home/user"
 MAX_SLEEP_S = 60.0
+# Output kept when an evaluator reads a whole file or tree through the sandbox (base64 of a task's
+# document, the accessibility tree); a command's default is 64 kB.
+MAX_READ_BYTES = 128 << 20
 
 
 class OSWorldError(EnvError):
@@ -53,6 +56,7 @@ class CommandRunner(Protocol):
         shell: bool = False,
         timeout_s: float = 30.0,
         separate_stderr: bool = False,
+        max_output: int | None = None,
     ) -> CommandResult: ...
 
     def spawn_command(self, command: str | list[str], shell: bool = False) -> None: ...

@@ -53,6 +53,11 @@ SOLUTIONS: dict[str, list[tuple[Action, float]]] = {
         (Action("hotkey", keys=("ctrl", "alt", "t")), 3.0),
         (Action("type", text="find ~/project -name '*.txt' | xargs wc -l\n"), 1.5),
     ],
+    # The text editor (launched and focused by set-up): a new tab, the word.
+    "fw-os-103-editor-second-tab": [
+        (Action("hotkey", keys=("ctrl", "n")), 1.0),
+        (Action("type", text="flywheel"), 1.0),
+    ],
     # VLC (launched by set-up, focused): Media > Open File (Ctrl+O), the path, Enter.
     "fw-vlc-402-play-file": [
         (Action("hotkey", keys=("ctrl", "o")), 3.0),
@@ -126,6 +131,7 @@ BUNDLES = {
         _lines(d / "files.flywheel.test" / "os" / "project" / "docs" / "c.md", 6),
     ),
     "fw-vlc-402-play-file": lambda d: _tone(d / "tone.wav"),
+    "fw-os-103-editor-second-tab": lambda d: None,
 }
 
 

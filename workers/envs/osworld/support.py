@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from workers.envs.base import EnvKind, TaskSpec
-from workers.envs.osworld import chrome, vocab
+from workers.envs.osworld import a11y, chrome, vocab
 from workers.envs.osworld.commands import _is_focus_click, _missing_tools, _opener
 from workers.envs.osworld.common import (
     INFEASIBLE,
@@ -34,6 +34,9 @@ def check_supported(
     evaluator = task.get("evaluator")
     if isinstance(evaluator, dict):
         problems.extend(_evaluator_problems(evaluator, bundle_dir))
+        getters = [g.get("type") for g in _as_list(evaluator.get("result")) if isinstance(g, dict)]
+        if kind == "terminal" and "accessibility_tree" in getters:
+            problems.append("result getter 'accessibility_tree' needs the desktop env")
         if kind == "terminal" and any(s.get("type") in {"launch", "open"} for s in _all_steps(task)):
             problems.append("'launch' / 'open' steps need the desktop env")
     elif evaluator is not None:
@@ -197,4 +200,6 @@ def _getter_problems(getter: Any, bundle_dir: Path | None = None) -> list[str]:
         return [problem]
     if gtype in _GETTER_TOOLS:
         return _missing_tools([_GETTER_TOOLS[gtype]])
+    if gtype == "accessibility_tree" and (why := a11y.unavailable()):
+        return [why]
     return []

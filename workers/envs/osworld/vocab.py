@@ -32,6 +32,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from workers.envs.osworld.common import MAX_READ_BYTES
+
 log = logging.getLogger(__name__)
 
 DESKTOP_ENV_VERSION = "1.0.2"
@@ -59,6 +61,7 @@ GETTERS: dict[str, tuple[str, str]] = {
     "content_from_vm_file": ("file", "get_content_from_vm_file"),
     "rule": ("misc", "get_rule"),
     "vm_terminal_output": ("general", "get_vm_terminal_output"),
+    "accessibility_tree": ("misc", "get_accessibility_tree"),
     "rule_relativeTime": ("misc", "get_rule_relativeTime"),
     "gimp_config_file": ("gimp", "get_gimp_config_file"),
     "vlc_config": ("vlc", "get_vlc_config"),
@@ -280,7 +283,9 @@ class SessionController:
         self.runner = runner
 
     def _run(self, command: str | list[str], timeout_s: float = 30.0) -> Any:
-        return self.runner.run_command(command, timeout_s=timeout_s, separate_stderr=True)
+        return self.runner.run_command(
+            command, timeout_s=timeout_s, separate_stderr=True, max_output=MAX_READ_BYTES
+        )
 
     def get_file(self, file_path: str) -> bytes | None:
         """The file's bytes as the session sees it (/home/user is the session's home), or None."""
@@ -358,8 +363,11 @@ class SessionController:
 
         return json.loads(result.output)
 
-    def get_accessibility_tree(self) -> None:
-        return None  # no AT-SPI bus in the sessions; tasks using it are reported unsupported
+    def get_accessibility_tree(self) -> str:
+        """The session's AT-SPI tree as OSWorld's server serialises it (workers.envs.osworld.a11y)."""
+        from workers.envs.osworld import a11y
+
+        return a11y.accessibility_tree(self.runner)
 
 
 class SessionAdapter:

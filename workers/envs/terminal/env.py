@@ -165,14 +165,18 @@ class TerminalEnv:
         shell: bool = False,
         timeout_s: float | None = None,
         separate_stderr: bool = False,
+        max_output: int | None = None,
     ) -> CommandResult:
-        """Run a command in the sandbox without touching the transcript (set-up, evaluators)."""
+        """Run a command in the sandbox without touching the transcript (set-up, evaluators);
+        `max_output` raises the bytes of output kept (a file read whole by an evaluator)."""
         self._check_open()
         self._box.start()
         text = command if isinstance(command, str) else shlex.join(command)
         limits = self.config.limits
         if timeout_s is not None:
             limits = replace(limits, timeout_s=timeout_s)
+        if max_output is not None:
+            limits = replace(limits, max_output=max_output)
         return self._box.run(text, limits=limits, separate_stderr=separate_stderr)
 
     def terminal_transcript(self) -> str:
