@@ -297,6 +297,66 @@ def test_network_task_reaches_outside_but_no_service_of_the_host(desktop: Deskto
     assert "OPEN" not in offline.output and "unreachable" in offline.output
 
 
+# One DNS question (A record) to a server, by hand: prints the answer's rcode and answer count, or
+# why there was none. Run on the host (to the host's nameserver) and in a box (to slirp's 10.0.2.3).
+DNS_QUERY = """
+import socket, struct, sys
+name, server = sys.argv[1], sys.argv[2]
+query = struct.pack(">6H", 0x2A2A, 0x0100, 1, 0, 0, 0)
+query += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\\0" + struct.pack(">2H", 1, 1)
+try:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(5)
+    s.sendto(query, (server, 53))
+    reply = s.recv(4096)
+except OSError as exc:
+    print("no answer:", exc)
+    sys.exit(1)
+assert reply[:2] == query[:2], "a reply to another question"
+print("rcode", reply[3] & 15, "answers", struct.unpack(">H", reply[6:8])[0])
+"""
+
+
+def test_network_task_resolves_names_through_slirp_and_the_hosts_nameserver(tmp_path: Path) -> None:
+    """A box with network asks slirp's resolver (10.0.2.3, its /etc/resolv.conf); slirp forwards the
+    question to the host's nameserver, the one DNS server the egress filter lets box uids reach, and
+    the box gets the same answer the host gets (here NXDOMAIN for a name under .invalid, RFC 6761:
+    no internet needed). A box without network has no resolver at all. Boxes trust the system's
+    public CA certificates, for HTTPS."""
+    from workers.envs.sandbox import egress
+
+    if (reason := egress.unavailable()) is not None:
+        pytest.skip(f"no egress on this host: {reason}")
+    if not (servers := egress.host_nameservers()):
+        pytest.skip("the host names no non-loopback nameserver: boxes get no DNS (docs/threat-model.md)")
+    name = f"flywheel-{os.getpid()}-{time.monotonic_ns()}.invalid"
+    on_host = subprocess.run(
+        [sys.executable, "-c", DNS_QUERY, name, servers[0]], capture_output=True, text=True, timeout=20
+    )
+    if on_host.returncode != 0:
+        pytest.skip(f"the host's nameserver {servers[0]} does not answer: {on_host.stdout.strip()}")
+    assert on_host.stdout.startswith("rcode 3 "), on_host.stdout  # NXDOMAIN
+    for network in (True, False):
+        home = tmp_path / f"home-{network}"
+        home.mkdir()
+        box = Sandbox(home, policy=SandboxPolicy(network=network))
+        box.start()
+        try:
+            asked = box.run(["python3", "-c", DNS_QUERY, name, "10.0.2.3"], limits=Limits(timeout_s=20))
+            if network:
+                assert asked.ok and asked.output == on_host.stdout, asked.output
+                resolv = box.run("cat /etc/resolv.conf").output
+                assert resolv.split() == ["nameserver", "10.0.2.3"]
+                cas = box.run(
+                    ["python3", "-c", "import ssl; print(len(ssl.create_default_context().get_ca_certs()))"]
+                )
+                assert cas.ok and int(cas.output) > 50, cas.output
+            else:
+                assert not asked.ok and "unreachable" in asked.output, asked.output
+        finally:
+            box.close()
+
+
 def test_box_survives_its_starting_thread_and_dies_with_its_process(tmp_path: Path) -> None:
     # Env hosts boot envs on pool threads: a box must outlive the thread that started it.
     box = Sandbox(tmp_path)

@@ -28,8 +28,9 @@ log = logging.getLogger(__name__)
 
 INSIDE_UID = 1000
 PATH = "/usr/local/bin:/usr/bin:/bin"
-# What of the host's /etc a session sees: libraries, fonts, X and GTK defaults, MIME data. Never
-# shadow/gshadow/ssh/ssl private keys, the machine's hostname or anything the project put there.
+# What of the host's /etc a session sees: libraries, fonts, X and GTK defaults, MIME data, the public
+# CA certificates (HTTPS for tasks with network). Never shadow/gshadow/ssh/ssl private keys, the
+# machine's hostname or anything the project put there.
 ETC_VISIBLE = (
     "alternatives",
     "bash.bashrc",
@@ -48,6 +49,7 @@ ETC_VISIBLE = (
     "magic",
     "mime.types",
     "nsswitch.conf",
+    "ssl/certs",  # public certificates only (ssl/private stays out)
     "terminfo",
     "thunderbird",
     "vlc",

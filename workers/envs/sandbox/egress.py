@@ -72,7 +72,7 @@ def unavailable() -> str | None:
 def ruleset(nameservers: list[str] | None = None) -> str:
     """The nft script that replaces the egress table (atomically: one transaction)."""
     uids = f"{UID_BASE}-{UID_BASE + UID_COUNT - 1}"
-    dns = nameservers if nameservers is not None else _nameservers()
+    dns = nameservers if nameservers is not None else host_nameservers()
     rules = [
         f"meta skuid {uids} {_family(ns)} daddr {ns} {proto} dport 53 accept"
         for ns in dns
@@ -187,7 +187,7 @@ def _nft(args: list[str], stdin: str | None = None) -> subprocess.CompletedProce
         return subprocess.CompletedProcess(["nft", *args], 1, "", str(exc))
 
 
-def _nameservers() -> list[str]:
+def host_nameservers() -> list[str]:
     """The host resolver's addresses that slirp's DNS forwarder may use (never loopback)."""
     found = []
     try:
