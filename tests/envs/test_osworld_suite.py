@@ -244,3 +244,28 @@ def test_accessibility_tree_task(tmp_path: Path) -> None:
         assert osworld.evaluate_report(task["evaluator"], env, bundle).score == 0.0
     finally:
         env.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("libreoffice") is None, reason="make osworld-apps DOMAINS=libreoffice")
+@pytest.mark.skipif(osworld.pyautogui_dir() is None, reason="make osworld-apps installs pyautogui")
+def test_writer_task_end_to_end(tmp_path: Path) -> None:
+    """download + open (LibreOffice Writer on a .docx) + activate_window; postconfig pyautogui Ctrl+S
+    (saved as .docx without the keep-format question, as OSWorld's VM); getters vm_file and
+    cloud_file; desktop-env's compare_docx_files: 0 with no action, 1 once the paragraph is added."""
+    import docx
+
+    task, bundle, session = _session_with_bundle(tmp_path, "fw-writer-501-approval-line")
+    assert osworld.check_supported(task, "desktop", bundle) == []
+    env = DesktopEnv(DesktopConfig(display_range=(250, 260), vnc=False, session_dir=session, apps=()))
+    try:
+        env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 0.0 and report.metrics[0].error is None, report  # the no-action check
+        solutions.solve(env, task["id"])
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 1.0, report
+        saved = docx.Document(str(session / "Desktop" / "memo.docx"))
+        assert [p.text for p in saved.paragraphs if p.text][-1] == "Approved by Flywheel"
+    finally:
+        env.close()

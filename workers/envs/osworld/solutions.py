@@ -58,6 +58,13 @@ SOLUTIONS: dict[str, list[tuple[Action, float]]] = {
         (Action("hotkey", keys=("ctrl", "n")), 1.0),
         (Action("type", text="flywheel"), 1.0),
     ],
+    # Writer (the document open and focused by set-up): to its end, a new paragraph, the words.
+    "fw-writer-501-approval-line": [
+        (Action("wait"), 2.0),
+        (Action("hotkey", keys=("ctrl", "end")), 0.5),
+        (Action("hotkey", keys=("enter",)), 0.5),
+        (Action("type", text="Approved by Flywheel"), 1.0),
+    ],
     # VLC (launched by set-up, focused): Media > Open File (Ctrl+O), the path, Enter.
     "fw-vlc-402-play-file": [
         (Action("hotkey", keys=("ctrl", "o")), 3.0),
@@ -100,6 +107,18 @@ def _tone(path: Path, seconds: int = 300) -> None:
         out.writeframes(period * (rate * seconds // 40))
 
 
+def _memo(path: Path, approved: bool) -> Path:
+    import docx
+
+    document = docx.Document()
+    document.add_paragraph("Memo")
+    document.add_paragraph("The meeting moves to Friday at 10:00.")
+    if approved:
+        document.add_paragraph("Approved by Flywheel")
+    document.save(str(path))
+    return path
+
+
 def _prices(path: Path, total: int | None) -> Path:
     book = openpyxl.Workbook()
     sheet = book.active
@@ -132,6 +151,10 @@ BUNDLES = {
     ),
     "fw-vlc-402-play-file": lambda d: _tone(d / "tone.wav"),
     "fw-os-103-editor-second-tab": lambda d: None,
+    "fw-writer-501-approval-line": lambda d: (
+        _memo(d / "memo.docx", approved=False),
+        _memo(d / "memo_gold.docx", approved=True),
+    ),
 }
 
 
