@@ -15,6 +15,7 @@ from workers.actions.types import Action
 from workers.envs import osworld
 from workers.envs.desktop import DesktopConfig, DesktopEnv
 from workers.envs.osworld import a11y, solutions
+from workers.envs.osworld.commands import _installed_schemas
 
 
 @pytest.mark.slow
@@ -267,5 +268,27 @@ def test_writer_task_end_to_end(tmp_path: Path) -> None:
         assert report.score == 1.0, report
         saved = docx.Document(str(session / "Desktop" / "memo.docx"))
         assert [p.text for p in saved.paragraphs if p.text][-1] == "Approved by Flywheel"
+    finally:
+        env.close()
+
+
+@pytest.mark.skipif(
+    "org.gnome.shell" not in _installed_schemas() or shutil.which("dbus-daemon") is None,
+    reason="make osworld-apps DOMAINS=os (gnome-shell-common's org.gnome.shell schema, dbus)",
+)
+def test_gnome_shell_favorites_task(tmp_path: Path) -> None:
+    """The org.gnome.shell schema (gnome-shell-common) on the session's own dconf: set-up writes
+    favorite-apps, desktop-env's check_gnome_favorite_apps reads them back through vm_command_line:
+    0 as set up, 1 once vim is removed from the terminal."""
+    task, bundle, session = _session_with_bundle(tmp_path, "fw-os-104-favorite-apps")
+    assert osworld.check_supported(task, "desktop", bundle) == []
+    env = DesktopEnv(DesktopConfig(display_range=(260, 270), vnc=False, session_dir=session))
+    try:
+        env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 0.0 and "vim.desktop" in str(report.metrics[0].result), report
+        solutions.solve(env, task["id"])
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 1.0, report
     finally:
         env.close()

@@ -65,6 +65,18 @@ SOLUTIONS: dict[str, list[tuple[Action, float]]] = {
         (Action("hotkey", keys=("enter",)), 0.5),
         (Action("type", text="Approved by Flywheel"), 1.0),
     ],
+    # No GNOME Shell dock here: the terminal (top left) edits the same setting.
+    "fw-os-104-favorite-apps": [
+        (Action("click", point=Point(200, 200)), 0.3),
+        (
+            Action(
+                "type",
+                text="gsettings set org.gnome.shell favorite-apps "
+                "\"['thunderbird.desktop', 'google-chrome.desktop']\"\n",
+            ),
+            1.0,
+        ),
+    ],
     # VLC (launched by set-up, focused): Media > Open File (Ctrl+O), the path, Enter.
     "fw-vlc-402-play-file": [
         (Action("hotkey", keys=("ctrl", "o")), 3.0),
@@ -151,6 +163,7 @@ BUNDLES = {
     ),
     "fw-vlc-402-play-file": lambda d: _tone(d / "tone.wav"),
     "fw-os-103-editor-second-tab": lambda d: None,
+    "fw-os-104-favorite-apps": lambda d: None,
     "fw-writer-501-approval-line": lambda d: (
         _memo(d / "memo.docx", approved=False),
         _memo(d / "memo_gold.docx", approved=True),
