@@ -107,6 +107,7 @@ def test_annotator_does_a_chrome_task_and_sees_its_score(
     # Take-over: a new tab with the page the instruction names.
     page.keyboard.press("Alt+t")
     expect(page.get_by_test_id("mode")).to_have_attribute("data-mode", "takeover")
+    expect(page.get_by_test_id("overlay").locator(".ov-cand").first).to_be_hidden()  # not over the desktop
     # Each key waits for the desktop to show its effect (a loaded machine answers in seconds, and a
     # key sent before the new tab exists lands in the old one).
     page.mouse.click(*_screen_point(page, screen, screen[0] // 2, screen[1] // 2))
