@@ -304,3 +304,17 @@ def test_getters_read_files_larger_than_a_commands_output(terminal: TerminalEnv)
     (terminal.session_dir / "big.bin").write_bytes(blob)
     assert SessionController(terminal).get_file("/home/user/big.bin") == blob
     assert SessionController(terminal).get_file("/home/user/missing.bin") is None
+
+
+def test_an_apps_profile_is_written_once(terminal: TerminalEnv) -> None:
+    """Starting an app writes OSWorld's profile for it (VLC: no privacy dialog, its web interface);
+    starting it again (a postconfig's `pkill vlc` + `launch vlc`) keeps what the app saved."""
+    from workers.envs.osworld.setup import _prepare_profile
+
+    terminal.reset(osworld.task_spec_from_json(REAL_SHAPED, kind="terminal"))
+    _prepare_profile(terminal, "vlc")
+    vlcrc = terminal.session_dir / ".config" / "vlc" / "vlcrc"
+    assert "extraintf=http" in vlcrc.read_text()
+    vlcrc.write_text("[qt]\nqt-bgcone=0\n")  # what VLC saved when it quit
+    _prepare_profile(terminal, ["vlc", "--no-video-title-show"])
+    assert vlcrc.read_text() == "[qt]\nqt-bgcone=0\n"

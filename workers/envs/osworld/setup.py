@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workers.envs.base import EnvError
 from workers.envs.osworld import chrome
 from workers.envs.osworld.commands import _as_osworld_shell, _is_focus_click, _opener, _rewrite_command
 from workers.envs.osworld.common import MAX_SLEEP_S, CommandRunner, OSWorldError
@@ -133,8 +134,10 @@ def _prepare_profile(runner: CommandRunner, command: str | list[str]) -> None:
         fd = open_beneath(
             runner.session_dir, relative, os.O_WRONLY | os.O_CREAT | os.O_EXCL, make_parents=True
         )
-    except FileExistsError:
-        return
+    except EnvError as exc:
+        if isinstance(exc.__cause__, FileExistsError):
+            return  # a second start (a postconfig restarting the app) keeps what the app wrote
+        raise
     with os.fdopen(fd, "w") as out:
         owner = runner.session_dir.stat()
         os.fchown(out.fileno(), owner.st_uid, owner.st_gid)
