@@ -15,9 +15,9 @@ features per prompt token, from the token ids alone, so training, serving and sc
   tokens the copy head points at carry "my element is the one the instruction names".
 
 An instruction can name an element by its kind rather than its text ('Click on a "textarea"
-widget.'): a word of the element's tag (`textarea`, `input:checkbox`) that the instruction quotes
-counts as one more matching word of that element. Only quoted words: "Click the "OK" button." names
-the text OK, and every button would otherwise match "button".
+widget.'): an element whose tag (`textarea`, `input:checkbox`) has a word the instruction quotes
+is fully named (line 1.0, whatever its label says). Only quoted words: 'Click the "OK" button.'
+names the text OK, and every button would otherwise match "button".
 
 An element that merely repeats the instruction (MiniWoB shows it in a banner that is part of the
 element list) gets neither feature: otherwise it would be the best match on every page.
@@ -117,8 +117,7 @@ def row_features(ids: list[int], tok: FlywheelTokenizer) -> list[tuple[float, fl
             hits = []
         kind = _words(text, ids, line_start, q1) if q1 >= 0 else []
         kind_hits = [(a, b) for a, b, key in kind if key in quoted and not key.startswith("#")]
-        matched = len(hits) + len(kind_hits)
-        line = matched / (len(words) + len(kind_hits)) if matched else 0.0
+        line = 1.0 if kind_hits else len(hits) / len(words) if words else 0.0
         for j in range(line_start, line_end):
             feats[j] = (0.0, line)
         for a, b in hits + kind_hits:
