@@ -292,3 +292,26 @@ def test_gnome_shell_favorites_task(tmp_path: Path) -> None:
         assert report.score == 1.0, report
     finally:
         env.close()
+
+
+@pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("chromium", "socat", "wmctrl")) or a11y.unavailable() is not None,
+    reason="make osworld-apps DOMAINS=chrome (chromium, socat, wmctrl; AT-SPI from the os set)",
+)
+def test_chrome_active_url_from_the_accessibility_tree(tmp_path: Path) -> None:
+    """desktop-env's active_url_from_accessTree: Chromium (as Google Chrome) exposes its address bar
+    over AT-SPI in an OSWorld session; its selector finds it and is_expected_active_tab compares the
+    URL: 0 on the blank tab, 1 once the downloads page shows."""
+    task, bundle, session = _session_with_bundle(tmp_path, "fw-chrome-202-downloads-page")
+    assert osworld.check_supported(task, "desktop", bundle) == []
+    env = DesktopEnv(DesktopConfig(display_range=(270, 280), vnc=False, session_dir=session, apps=()))
+    try:
+        env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 0.0, report  # the no-action check
+        solutions.solve(env, task["id"])
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 1.0, report
+        assert report.metrics[0].result == "chrome://downloads"
+    finally:
+        env.close()

@@ -42,6 +42,16 @@ SESSION_BUS = "unix:path=/run/user/1000/bus"
 PY_INSIDE = "/opt/osworld-py"  # pyautogui for OSWorld set-up steps, read-only
 
 
+# OSWorld tasks read applications' accessibility trees (AT-SPI, on the session's own D-Bus), as on
+# OSWorld's VM where accessibility is on: GTK apps expose theirs by themselves; Firefox/Thunderbird,
+# Chromium and Qt (VLC) when asked. Only for OSWorld tasks: it costs the browser some speed.
+OSWORLD_A11Y_ENV = {
+    "GNOME_ACCESSIBILITY": "1",
+    "ACCESSIBILITY_ENABLED": "1",
+    "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1",
+}
+
+
 @dataclass(frozen=True)
 class DesktopConfig:
     """How a desktop session boots. One line per field:
@@ -330,10 +340,7 @@ class DesktopEnv:
             "HOME": SANDBOX_HOME,
             "XDG_RUNTIME_DIR": "/run/user/1000",
             "XDG_DOWNLOAD_DIR": f"{SANDBOX_HOME}/Downloads",
-            # Applications expose their accessibility tree (AT-SPI, on the session's own D-Bus), as
-            # on OSWorld's VM: GTK does by itself; Firefox/Thunderbird and Qt (VLC) when asked.
-            "GNOME_ACCESSIBILITY": "1",
-            "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1",
+            **(OSWORLD_A11Y_ENV if self._task is not None and self._task.source == "osworld" else {}),
             **({"DBUS_SESSION_BUS_ADDRESS": self._bus} if self._bus else {}),
             **({"PYTHONPATH": PY_INSIDE} if PY_INSIDE in (self._box.ro_binds if self._box else {}) else {}),
             **self.config.extra_env,

@@ -31,6 +31,9 @@ NAMESPACES = {  # desktop-env's "ubuntu" map (metrics.general._accessibility_ns_
     "txt": "https://accessibility.ubuntu.example.org/ns/text",
     "val": "https://accessibility.ubuntu.example.org/ns/value",
 }
+# Chromium stands in for Google Chrome (`google-chrome` starts it): its application carries
+# Chrome's name, which OSWorld's selectors use (`application[name=Google\\ Chrome]`).
+APP_NAMES = {"Chromium": "Google Chrome"}
 MAX_DEPTH = 50
 MAX_WIDTH = 1024  # children read per object (a spreadsheet's table has millions of cells)
 MAX_NODES = 30_000
@@ -104,7 +107,9 @@ root = ET.Element("desktop-frame", {"name": desktop.name or "main"})
 for i in range(desktop.childCount):
     app = desktop.getChildAtIndex(i)
     if app is not None:
-        root.append(node(app, 1))
+        element = node(app, 1)
+        element.set("name", args["app_names"].get(element.get("name"), element.get("name")))
+        root.append(element)
 sys.stdout.write(ET.tostring(root, encoding="unicode"))
 """
 
@@ -129,6 +134,7 @@ def accessibility_tree(runner: CommandRunner) -> str:
         "max_width": MAX_WIDTH,
         "max_nodes": MAX_NODES,
         "text_chars": TEXT_CHARS,
+        "app_names": APP_NAMES,
     }
     result = runner.run_command(
         ["/usr/bin/python3", "-c", _DUMP, json.dumps(args)],

@@ -34,6 +34,12 @@ SOLUTIONS: dict[str, list[tuple[Action, float]]] = {
         (Action("type", text="file:///home/user/pages/todo.html"), 0.5),
         (Action("hotkey", keys=("enter",)), 2.0),
     ],
+    # Chromium (focused by set-up): the address bar, the downloads page.
+    "fw-chrome-202-downloads-page": [
+        (Action("hotkey", keys=("ctrl", "l")), 0.5),
+        (Action("type", text="chrome://downloads"), 0.5),
+        (Action("hotkey", keys=("enter",)), 2.0),
+    ],
     # VLC writes its settings to ~/.config/vlc/vlcrc; the terminal (top left) sets the one asked for
     # once VLC has quit (it rewrites the file when it exits).
     "fw-vlc-401-recordings-folder": [
@@ -164,6 +170,7 @@ BUNDLES = {
     "fw-vlc-402-play-file": lambda d: _tone(d / "tone.wav"),
     "fw-os-103-editor-second-tab": lambda d: None,
     "fw-os-104-favorite-apps": lambda d: None,
+    "fw-chrome-202-downloads-page": lambda d: None,
     "fw-writer-501-approval-line": lambda d: (
         _memo(d / "memo.docx", approved=False),
         _memo(d / "memo_gold.docx", approved=True),

@@ -35,8 +35,9 @@ def check_supported(
     if isinstance(evaluator, dict):
         problems.extend(_evaluator_problems(evaluator, bundle_dir))
         getters = [g.get("type") for g in _as_list(evaluator.get("result")) if isinstance(g, dict)]
-        if kind == "terminal" and "accessibility_tree" in getters:
-            problems.append("result getter 'accessibility_tree' needs the desktop env")
+        for gtype in sorted({"accessibility_tree", "active_url_from_accessTree"} & set(getters)):
+            if kind == "terminal":
+                problems.append(f"result getter {gtype!r} needs the desktop env")
         if kind == "terminal" and any(s.get("type") in {"launch", "open"} for s in _all_steps(task)):
             problems.append("'launch' / 'open' steps need the desktop env")
     elif evaluator is not None:
@@ -200,6 +201,6 @@ def _getter_problems(getter: Any, bundle_dir: Path | None = None) -> list[str]:
         return [problem]
     if gtype in _GETTER_TOOLS:
         return _missing_tools([_GETTER_TOOLS[gtype]])
-    if gtype == "accessibility_tree" and (why := a11y.unavailable()):
+    if gtype in {"accessibility_tree", "active_url_from_accessTree"} and (why := a11y.unavailable()):
         return [why]
     return []

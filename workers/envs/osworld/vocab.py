@@ -94,6 +94,8 @@ GETTERS: dict[str, tuple[str, str]] = {
         )
     },
     "background_image_in_slide": ("impress", "get_background_image_in_slide"),
+    # the active tab's URL from Chrome's address bar in the accessibility tree (workers.envs.osworld.a11y)
+    "active_url_from_accessTree": ("chrome", "get_active_url_from_accessTree"),
 }
 
 
