@@ -113,13 +113,15 @@ def test_chrome_task_tabs_end_to_end(tmp_path: Path) -> None:
         solutions.solve(env, task["id"])
         report = osworld.evaluate_report(task["evaluator"], env, bundle)
         assert report.score == 1.0, report
-        # The profile lies where OSWorld's Chrome getters read it (Chromium writes Preferences on its
-        # own commit interval, ~10 s after a change — later on a loaded machine).
-        preferences = session / ".config" / "google-chrome" / "Default" / "Preferences"
-        deadline = time.monotonic() + 60
-        while not preferences.is_file():
-            assert time.monotonic() < deadline, "Chromium wrote no Preferences in the profile"
-            time.sleep(1.0)
+        # OSWorld's postconfigs stop Chrome with `pkill chrome` so that it writes its profile: here
+        # that stops Chromium (whose processes are not named chrome), and the profile lies where
+        # OSWorld's Chrome getters read it.
+        osworld.run_setup([{"type": "launch", "parameters": {"command": ["pkill", "chrome"]}}], env, bundle)
+        deadline = time.monotonic() + 30
+        while env.run_command(["pgrep", "-x", "chromium"]).ok:
+            assert time.monotonic() < deadline, "pkill chrome left Chromium running"
+            time.sleep(0.5)
+        assert (session / ".config" / "google-chrome" / "Default" / "Preferences").is_file()
     finally:
         env.close()
 

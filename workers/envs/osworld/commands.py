@@ -128,15 +128,23 @@ def _opener(path: Path) -> list[str]:
     return ["mousepad", "--disable-server"]
 
 
+# `pkill chrome` (OSWorld's postconfigs stop Chrome so that it writes its profile) matches
+# Chrome's process name; Chromium's processes are named `chromium`.
+_KILLERS = frozenset({"pkill", "killall"})
+_KILL_CHROME = re.compile(r"\b(pkill|killall)(\s+)(?:google-chrome|chrome)\b(?![.-])")
+
+
 def _rewrite_command(command: str | list[str], runner: CommandRunner) -> str | list[str]:
     """Map OSWorld's VM onto the session: `sudo` dropped, `python` is python3 (with pyautogui on
-    its path), `google-chrome` is Chromium (with the session's flags)."""
+    its path), `google-chrome` is Chromium (with the session's flags), `pkill chrome` stops it."""
     if isinstance(command, str):
-        command = _SUDO.sub("", command)
+        command = _KILL_CHROME.sub(r"\1\2chromium", _SUDO.sub("", command))
         return re.sub(r"(^|[\s;&|(])python(?=\s)", r"\1python3", command)
     parts = [str(part) for part in command]
     if parts[:1] == ["sudo"]:
         parts = parts[1:]
+    if parts[:1] and parts[0] in _KILLERS:
+        return [parts[0], *("chromium" if p in {"chrome", "google-chrome"} else p for p in parts[1:])]
     if parts and parts[0] in _PROGRAM_ALIASES:
         parts[0] = _PROGRAM_ALIASES[parts[0]]
         if parts[0] == "chromium":
