@@ -318,3 +318,19 @@ def test_an_apps_profile_is_written_once(terminal: TerminalEnv) -> None:
     vlcrc.write_text("[qt]\nqt-bgcone=0\n")  # what VLC saved when it quit
     _prepare_profile(terminal, ["vlc", "--no-video-title-show"])
     assert vlcrc.read_text() == "[qt]\nqt-bgcone=0\n"
+
+
+@pytest.mark.skipif(shutil.which("libreoffice") is None, reason="make osworld-apps DOMAINS=libreoffice")
+def test_libreoffice_profile_is_marked_as_run_by_the_installed_version(terminal: TerminalEnv) -> None:
+    """Without it LibreOffice opens under a "first time with this version" bar that moves the
+    document down, under OSWorld's set-up clicks."""
+    import re
+
+    from workers.envs.osworld.setup import _LIBREOFFICE_REGISTRY, _prepare_profile
+
+    terminal.reset(osworld.task_spec_from_json(REAL_SHAPED, kind="terminal"))
+    _prepare_profile(terminal, ["libreoffice", "--impress"])
+    profile = terminal.session_dir / ".config/libreoffice/4/user/registrymodifications.xcu"
+    installed = re.search(r'ooSetupVersion">\s*<value>([0-9.]+)<', _LIBREOFFICE_REGISTRY.read_text())
+    assert installed is not None
+    assert f'"ooSetupLastVersion" oor:op="fuse"><value>{installed.group(1)}</value>' in profile.read_text()

@@ -11,6 +11,8 @@ thunderbird), passes_without_action (count), correct_share over the solved tasks
 from __future__ import annotations
 
 import collections
+import contextlib
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,6 +32,12 @@ QUICK_CHECKS = 2
 
 
 def run_osworld(quick: bool, examples: str | None = None) -> dict[str, Any]:
+    # desktop-env's getters and metrics print what they read; the bench's stdout is its JSON.
+    with contextlib.redirect_stdout(sys.stderr):
+        return _run_osworld(quick, examples)
+
+
+def _run_osworld(quick: bool, examples: str | None) -> dict[str, Any]:
     from webapp.store.importers.osworld import osworld_task_json, parse_osworld
     from webapp.store.importers.types import SourceFile
     from workers.envs import osworld

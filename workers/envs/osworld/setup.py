@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,20 +107,40 @@ _LIBREOFFICE_PROFILE = """<?xml version="1.0" encoding="UTF-8"?>
 <item oor:path="/org.openoffice.Office.Common/Misc"><prop oor:name="FirstRun" oor:op="fuse"><value>false</value></prop></item>
 <item oor:path="/org.openoffice.Office.Common/Misc"><prop oor:name="ShowTipOfTheDay" oor:op="fuse"><value>false</value></prop></item>
 <item oor:path="/org.openoffice.Office.Recovery/RecoveryInfo"><prop oor:name="Enabled" oor:op="fuse"><value>false</value></prop></item>
-</oor:items>
+{last_version}</oor:items>
 """
+# Without the version it last ran, LibreOffice opens under a "running this version for the first
+# time — what's new?" bar that pushes the document down (set-up steps click at fixed points).
+_LAST_VERSION = (
+    '<item oor:path="/org.openoffice.Setup/Product"><prop oor:name="ooSetupLastVersion" oor:op="fuse">'
+    "<value>{}</value></prop></item>\n"
+)
+_LIBREOFFICE_REGISTRY = Path("/usr/lib/libreoffice/share/registry/main.xcd")
+
+
+@functools.cache
+def _libreoffice_profile() -> str:
+    """OSWorld's LibreOffice profile, marked as last run by the installed version."""
+    try:
+        registry = _LIBREOFFICE_REGISTRY.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        registry = ""
+    match = re.search(r'ooSetupVersion">\s*<value>([0-9.]+)</value>', registry)
+    return _LIBREOFFICE_PROFILE.format(last_version=_LAST_VERSION.format(match.group(1)) if match else "")
 
 
 # ... and VLC without its first-start "Privacy and Network Access Policy" dialog, with its web
 # interface on as OSWorld's VM has it (`vlc_playing_info` reads /requests/status.xml on port 8080,
 # password "password"); here it listens on the sandbox's own loopback (workers.envs.osworld.vlc).
-_VLC_PROFILE = "[qt]\nqt-privacy-ask=0\n[core]\nextraintf=http\n[lua]\nhttp-password=password\n"
+# Sessions have no sound device: audio goes to VLC's dummy output (playback runs its course) instead
+# of an "Audio output failed" dialog over the player.
+_VLC_PROFILE = "[qt]\nqt-privacy-ask=0\n[core]\nextraintf=http\naout=adummy\n[lua]\nhttp-password=password\n"
 
 # program -> (profile file in the session's home, its content)
-_PROFILES = {
-    "libreoffice": (".config/libreoffice/4/user/registrymodifications.xcu", _LIBREOFFICE_PROFILE),
-    "soffice": (".config/libreoffice/4/user/registrymodifications.xcu", _LIBREOFFICE_PROFILE),
-    "vlc": (".config/vlc/vlcrc", _VLC_PROFILE),
+_PROFILES: dict[str, tuple[str, Callable[[], str]]] = {
+    "libreoffice": (".config/libreoffice/4/user/registrymodifications.xcu", _libreoffice_profile),
+    "soffice": (".config/libreoffice/4/user/registrymodifications.xcu", _libreoffice_profile),
+    "vlc": (".config/vlc/vlcrc", lambda: _VLC_PROFILE),
 }
 
 
@@ -141,7 +164,7 @@ def _prepare_profile(runner: CommandRunner, command: str | list[str]) -> None:
     with os.fdopen(fd, "w") as out:
         owner = runner.session_dir.stat()
         os.fchown(out.fileno(), owner.st_uid, owner.st_gid)
-        out.write(content)
+        out.write(content())
 
 
 def _wait_for_file_window(runner: CommandRunner, path: Path, timeout_s: float = 60.0) -> None:
