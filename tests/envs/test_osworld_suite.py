@@ -193,6 +193,13 @@ def test_terminal_output_task_on_the_desktop(tmp_path: Path) -> None:
         report = osworld.evaluate_report(task["evaluator"], env, bundle)
         assert report.score == 1.0, report
         assert "60 total" not in str(report.metrics[0].result)  # the new terminal's text only
+        # Far more text than a command's output keeps (64 kB): the terminal's last MiB is read.
+        env.step(Action("type", text="seq 60000\n"))
+        deadline = time.monotonic() + 60
+        while "60000\nuser@session" not in (env.terminal_transcript() or ""):
+            assert time.monotonic() < deadline, "the long output never showed whole"
+            time.sleep(1.0)
+        assert osworld.evaluate_report(task["evaluator"], env, bundle).score == 1.0
     finally:
         env.close()
 

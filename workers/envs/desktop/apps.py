@@ -58,6 +58,7 @@ def app_spec(name: str, session_dir: Path, width: int, height: int) -> AppSpec:
 # OSWorld's `vm_terminal_output` getter reads the focused terminal's text (`terminal_text`). The
 # pid is the one the window advertises (_NET_WM_PID), so the log of the active window is found by it.
 TERMINAL_LOG_DIR = "/tmp/.terminal-logs"
+TERMINAL_TEXT_BYTES = 1 << 20  # the last MiB a terminal showed (its scrollback, and then some)
 
 
 def terminal_argv() -> tuple[str, ...]:

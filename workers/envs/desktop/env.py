@@ -24,7 +24,7 @@ from Xlib.error import ConnectionClosedError, DisplayError
 
 from workers.actions.types import Action
 from workers.envs.base import EnvCrashed, EnvError, EnvKind, ImageFormat, Observation, StepResult, TaskSpec
-from workers.envs.desktop.apps import TERMINAL_LOG_DIR, app_spec, terminal_text
+from workers.envs.desktop.apps import TERMINAL_LOG_DIR, TERMINAL_TEXT_BYTES, app_spec, terminal_text
 from workers.envs.desktop.capture import ScreenGrabber
 from workers.envs.desktop.dispatch import execute_action
 from workers.envs.desktop.frames import FrameRecorder
@@ -391,9 +391,14 @@ class DesktopEnv:
         script = (
             "w=$(xprop -root _NET_ACTIVE_WINDOW | sed -n 's/.*# \\(0x[0-9a-fA-F]*\\).*/\\1/p') && "
             "p=$(xprop -id \"$w\" _NET_WM_PID | sed -n 's/.* = \\([0-9]*\\)$/\\1/p') && "
-            f'[ -n "$p" ] && base64 -w0 -- "{TERMINAL_LOG_DIR}/$p.log"'
+            f'[ -n "$p" ] && tail -c {TERMINAL_TEXT_BYTES} -- "{TERMINAL_LOG_DIR}/$p.log" | base64 -w0'
         )
-        result = self.run_command(["/bin/sh", "-c", script], timeout_s=10.0, separate_stderr=True)
+        result = self.run_command(
+            ["/bin/sh", "-c", script],
+            timeout_s=10.0,
+            separate_stderr=True,
+            max_output=2 * TERMINAL_TEXT_BYTES,
+        )
         if not result.ok:
             return None
         return terminal_text(base64.b64decode(result.output.strip() or b""))
