@@ -135,6 +135,10 @@ def test_unsupported_features_are_named() -> None:
         },
         {"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["https://example.org"]}},
         {"type": "launch", "parameters": {"command": ["no-such-program-here", "--x"]}},
+        {
+            "type": "execute",
+            "parameters": {"command": "echo password | sudo -S chsh -s /bin/zsh", "shell": True},
+        },
     ]
     task["evaluator"] = {
         "func": ["compare_table", "exact_match", "no_such_metric", "compare_image_text"],
@@ -158,6 +162,7 @@ def test_unsupported_features_are_named() -> None:
         "'https://example.org/gold.xlsx' needs the network",
         "opens the web page 'https://example.org', a live site",
         "'no-such-program-here', which is not installed",
+        "'chsh' changes the login shell, which needs root",
         "metric 'no_such_metric' is not one of OSWorld's metrics",
         "metric 'compare_image_text' (docs) needs easyocr",  # the one docs metric easyocr runs
         "getter 'active_tab_info' is not supported",

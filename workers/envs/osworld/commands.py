@@ -68,6 +68,20 @@ def _missing_tools(command: str | list[str]) -> list[str]:
     return problems
 
 
+# Commands that cannot do in a session what they do on OSWorld's VM, whatever is installed: the
+# session has no root and no login manager, so the set-up step would fail and leave the VM's state.
+_NOT_IN_A_SESSION = {
+    "chsh": "changes the login shell, which needs root (sessions have none)",
+    "loginctl": "ends or changes the login session, which sessions do not have (no logind)",
+}
+
+
+def _session_limits(command: str | list[str]) -> list[str]:
+    """What in `command` cannot run in a sandboxed session, one line each."""
+    text = command if isinstance(command, str) else " ".join(map(str, command))
+    return [f"{name!r} {why}" for name, why in _NOT_IN_A_SESSION.items() if re.search(rf"\b{name}\b", text)]
+
+
 _GSETTINGS = re.compile(r"\bgsettings\s+(?:get|set|reset|range|list-keys)\s+([A-Za-z0-9_.-]+)")
 
 

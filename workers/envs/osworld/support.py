@@ -7,7 +7,7 @@ from typing import Any
 
 from workers.envs.base import EnvKind, TaskSpec
 from workers.envs.osworld import a11y, chrome, vocab
-from workers.envs.osworld.commands import _is_focus_click, _missing_tools, _opener
+from workers.envs.osworld.commands import _is_focus_click, _missing_tools, _opener, _session_limits
 from workers.envs.osworld.common import (
     INFEASIBLE,
     OWN_GETTERS,
@@ -116,7 +116,7 @@ def _step_problems(step: Any, bundle_dir: Path | None = None) -> list[str]:
             return []
         if "pyautogui" in str(command) and pyautogui_dir() is None:
             return [f"{kind} drives pyautogui, which is not installed for the sessions (make osworld-apps)"]
-        return _missing_tools(command)
+        return _session_limits(command) + _missing_tools(command)
     if kind == "download":
         files = params.get("files", [])
         if not isinstance(files, list):
