@@ -31,14 +31,15 @@ from typing import Any, Literal
 from workers.rl.config import ConfigError, CurationConfig, GRPOConfig, PPOConfig, RewardConfig, _Config
 
 Algorithm = Literal["ppo", "grpo"]
-EnvKindName = Literal["desktop", "browser", "game", "phone", "terminal"]
+EnvKindName = Literal["desktop", "browser", "game", "phone", "terminal", "mixed"]
+MIXED_KIND = "mixed"  # env.kind of a run over tasks of several kinds: each rollout leases its task's kind
 
 
 @dataclass
 class EnvSettings(_Config):
     """Where rollouts run (SPEC §3)."""
 
-    kind: EnvKindName = "browser"  # environment kind every rollout of this run uses
+    kind: EnvKindName = "browser"  # environment kind every rollout uses; "mixed": each its task's own kind
     parallel_envs: int = 8  # environments rolling out at once; each starts its next episode when one ends
     context_screenshots: int = 5  # last screenshots kept in the policy context (seed 000: 5, seed 004: 3)
     # One seed per group: the group baseline compares actions on one starting state, as GRPO's group

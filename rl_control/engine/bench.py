@@ -1,32 +1,40 @@
 """Engine benchmarks (SPEC §10, issues 7 and 24). Both run the real engine: Celery rollout and
-trainer workers, an env host with Chromium + MiniWoB++, the run's policy server, PostgreSQL, Redis,
-in a database of their own (`<name>_bench_rollout`, `<name>_bench_learn`). Their settings are
+trainer workers, an env host (Chromium + MiniWoB++, Xvfb desktops, games), the run's policy server,
+PostgreSQL, Redis, in a database of their own (`<name>_bench_rollout`, `<name>_bench_learn`). Their settings are
 `workers.benchkit.config.RolloutBenchConfig` / `LearnBenchConfig`; history in docs/benchmarks.md.
 
 `run_rollout(quick)`: the same workload in async mode, then in sync mode, each for a fixed
-wall-clock window. The workload ("starter", the default) is a trained policy's: the starter model
-(workers/policy/starter.py, greedy success ≈ 42 % on its eight MiniWoB++ tasks) plays those tasks at
-T = 0.5 with step-wise GRPO groups of N rollouts; an episode ends when the task is solved or at the
-step cap, so its length is the policy's, and every action costs what the environment really takes
-(no pause added). Sync mode is the standard synchronous recipe (verl's, DART's baseline): a batch of
-B task groups × N rollouts is handed out, the trainer steps once the whole batch is back, pushes the
-weights, and only then is the next batch handed out. ("budgets", the figures before 2026-11-26: the
+wall-clock window. The workload ("mix", the default) is a trained policy's episodes over three
+environment kinds in one run (`env.kind` "mixed": each rollout leases its task's kind): the starter
+model (workers/policy/starter.py, trained on eight MiniWoB++ tasks, greedy success ≈ 42 % there)
+plays those eight MiniWoB++ tasks in Chromium, every desktop task of the shipped OSWorld-format
+examples on the sandboxed Xvfb desktop, and every shipped HTML5 game, at T = 0.5 with step-wise GRPO
+groups of N rollouts; an episode ends when the task is solved, the environment says done, or at the
+run's step cap, so its length is the policy's, and every action costs what the environment really
+takes (no pause added). Both modes run the same seed: the first of the split's range (validation for
+--quick, the final test for a full run; `ROLLOUT_SEEDS`). Sync mode is the standard synchronous
+recipe (verl's, DART's baseline): a batch of B task groups × N rollouts is handed out, the trainer
+steps once the whole batch is back, pushes the weights, and only then is the next batch handed out.
+("starter": the same on the MiniWoB++ tasks only; "budgets", the figures before 2026-11-26: the
 untrained model with hand-picked step budgets and a transition pause, PPO, one trajectory per
 environment per batch.)
 
 Figures per mode: training-usable actions per minute (steps the trainer gave a loss to, within the
 staleness bound of the update that consumed them, ÷ the window), environment utilisation (time an
 environment executes an action or waits for one being computed for it — the time inside episodes,
-from the claim to the stored result — ÷ the window's wall time × environments; waiting for a
-rollout to be handed out, at the barrier or for a lease is idle), trainer idle fraction. Keys:
-`async_actions_per_min`, `sync_actions_per_min`, `async_over_sync`, `async_env_utilization`,
-`sync_env_utilization`, `workload`.
+from the claim, or from the lease of a "mixed" run, to the stored result — ÷ the window's wall time
+× environments; waiting for a rollout to be handed out, at the barrier or for a lease is idle),
+trainer idle fraction, figures per environment kind (`by_kind`) and, in sync mode, where the time
+goes (`sync_phases`: each batch's rollout phase and the train gap after it). Keys:
+`async_actions_per_min`, `sync_actions_per_min`, `async_over_sync` (with a bootstrap interval over
+task groups), `async_env_utilization`, `sync_env_utilization`, `workload`.
 
 `run_learn(quick)`: rl_control.engine.learn.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -40,7 +48,14 @@ from django.conf import settings
 
 from webapp.benchkit.database import bench_database
 from webapp.benchkit.processes import owned_processes
-from workers.benchkit.config import ROLLOUT_BUDGETS, ROLLOUT_TASKS, LearnBenchConfig, RolloutBenchConfig
+from workers.benchkit.config import (
+    ROLLOUT_BUDGETS,
+    ROLLOUT_KINDS,
+    ROLLOUT_TASKS,
+    LearnBenchConfig,
+    RolloutBenchConfig,
+)
+from workers.benchkit.stats import bootstrap_sum_ratio_interval
 
 
 def _driver(kind: str, quick: bool) -> dict[str, Any]:
@@ -108,6 +123,35 @@ def _pool(name: str, tasks: list[tuple[str, int | None]], pause_ms: int = 0) -> 
     return pool
 
 
+def mix_pool(name: str) -> Any:
+    """The "mix" workload's pool: the starter's MiniWoB++ tasks (browser), every desktop task of the
+    shipped OSWorld-format examples (the importer disables what this host cannot run) and every
+    shipped game, through the same importer `demo_setup` uses (games have none: one row each)."""
+    from webapp.store.importers.demo import osworld_examples_dir
+    from webapp.store.importers.services import task_import_run
+    from webapp.store.models import Task, TaskPool
+    from workers.envs.games.env import list_games
+
+    task_import_run(pool_name=name, create_pool=True, paths=[osworld_examples_dir()], fmt="osworld",
+                    miniwob=list(ROLLOUT_TASKS))  # fmt: skip
+    pool = TaskPool.objects.get(name=name)
+    for game in list_games():  # the game's own instruction and parameters (workers.envs.games.env)
+        Task.objects.create(pool=pool, external_id=f"games/{game}", instruction="", env_kind="game",
+                            source="game", setup={"game": game})  # fmt: skip
+    return pool
+
+
+def pool_kinds(pool: Any) -> dict[str, list[str]]:
+    """The enabled tasks of a pool by environment kind (what a run over it plays)."""
+    from webapp.store.models import Task
+
+    out: dict[str, list[str]] = {}
+    rows = Task.objects.filter(pool=pool, enabled=True, supported=True).order_by("env_kind", "external_id")
+    for kind, external_id in rows.values_list("env_kind", "external_id"):
+        out.setdefault(kind, []).append(external_id)
+    return out
+
+
 def _user() -> Any:
     from django.contrib.auth import get_user_model
 
@@ -126,14 +170,107 @@ def env_utilization(
     return round(busy / ((end - start) * envs), 4)
 
 
+def _usable_by_group(run: Any) -> list[int]:
+    """Training-usable steps of each consumed group: steps the trainer gave a loss to. Completed
+    rollouts it consumed (the curator's train_ids, whether or not their group then carried a GRPO
+    signal) count with their steps within the staleness bound of the update that consumed them."""
+    from rl_control.models import RolloutGroup
+    from webapp.store.models import Step
+
+    bound = int(run.config["curation"]["staleness_bound"])
+    out = []
+    for group in RolloutGroup.objects.filter(run=run).exclude(state="open").exclude(trained_version=None):
+        ids = [int(i) for i in group.plan.get("train_ids", [])]
+        oldest = group.trained_version - 1 - bound  # the update ran at trained_version - 1
+        versions = Step.objects.filter(trajectory_id__in=ids).values_list("policy_version", flat=True)
+        out.append(sum(1 for v in versions if v.isdigit() and int(v) >= oldest))
+    return out
+
+
+def _episodes(run: Any) -> list[dict[str, Any]]:
+    """The run's episodes: kind, status, steps, reward, the batch of their group (sync), and their
+    (start, end) in unix seconds. An episode starts when its environment is ready: a "mixed" run's
+    wait for a lease of the task's kind (`lease_wait_s`) is not inside it."""
+    from rl_control.models import RolloutGroup
+    from webapp.store.models import Trajectory
+
+    batches = dict(RolloutGroup.objects.filter(run=run).values_list("pk", "batch"))
+    rows = Trajectory.objects.filter(run=run).values_list(
+        "task__env_kind", "status", "num_steps", "final_reward", "created_at", "finished_at", "metadata"
+    )
+    out = []
+    for kind, status, steps, reward, created, finished, meta in rows:
+        engine = (meta or {}).get("engine", {})
+        out.append({"kind": kind, "status": status, "steps": steps, "reward": reward,
+                    "batch": batches.get(engine.get("group")),
+                    "start": created.timestamp() + float(engine.get("lease_wait_s") or 0.0),
+                    "end": finished.timestamp() if finished else None})  # fmt: skip
+    return out
+
+
+def kind_figures(episodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per environment kind: completed episodes, their steps (p50, max), success rate and wall
+    seconds per step (the policy's sampling and the environment's transition together)."""
+    out: dict[str, dict[str, Any]] = {}
+    for kind in sorted({e["kind"] for e in episodes}):
+        done = [e for e in episodes if e["kind"] == kind and e["status"] == "completed" and e["end"]]
+        steps = sorted(e["steps"] for e in done)
+        seconds = sum(e["end"] - e["start"] for e in done)
+        out[kind] = {
+            "episodes": len(done),
+            "steps_p50": steps[len(steps) // 2] if steps else None,
+            "steps_max": steps[-1] if steps else None,
+            "success_rate": round(sum(1 for e in done if (e["reward"] or 0) > 0) / len(done), 3)
+            if done
+            else None,
+            "s_per_step": round(seconds / sum(steps), 3) if sum(steps) else None,
+            "episode_s_mean": round(seconds / len(done), 2) if done else None,
+        }
+    return out
+
+
+def sync_phases(episodes: list[dict[str, Any]], envs: int) -> dict[str, Any]:
+    """Where a synchronous run's time goes, per batch that finished: the rollout phase (first
+    episode start → last episode end; environments idle in it once their own episodes are done,
+    waiting for the batch's slowest) and the gap to the next batch's first episode (the trainer's
+    update and weight push: every environment idle). Means over those batches, and the share of
+    environment time inside episodes during the rollout phases."""
+    by_batch: dict[int, list[dict[str, Any]]] = {}
+    for e in episodes:
+        if e["batch"] is not None:
+            by_batch.setdefault(int(e["batch"]), []).append(e)
+    spans = []
+    for b in sorted(by_batch):
+        group = by_batch[b]
+        if any(e["end"] is None for e in group):
+            continue
+        spans.append((b, min(e["start"] for e in group), max(e["end"] for e in group),
+                      sum(e["end"] - e["start"] for e in group)))  # fmt: skip
+    phases = [
+        (s1, e1, busy, s2) for (b1, s1, e1, busy), (b2, s2, _, _) in itertools.pairwise(spans) if b2 == b1 + 1
+    ]
+    if not phases:
+        return {"batches": 0}
+    rollout = sum(e1 - s1 for s1, e1, _, _ in phases)
+    gap = sum(s2 - e1 for _, e1, _, s2 in phases)
+    return {
+        "batches": len(phases),
+        "rollout_phase_s_mean": round(rollout / len(phases), 2),
+        "train_gap_s_mean": round(gap / len(phases), 2),
+        "train_gap_frac": round(gap / (rollout + gap), 3),
+        "env_utilization_in_rollout_phase": round(sum(b for _, _, b, _ in phases) / (rollout * envs), 3),
+    }
+
+
 def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchConfig) -> dict[str, Any]:
     from django.utils import timezone
 
     from rl_control import services
     from rl_control.engine.slots import slot_read
     from rl_control.engine.stack import launch_when_ready, wait_for
-    from rl_control.models import RolloutGroup, Run, RunMetric
-    from webapp.store.models import Step, Trajectory
+    from rl_control.models import Run, RunMetric
+    from rl_control.run_config import MIXED_KIND
+    from webapp.store.models import Trajectory
 
     if config.algorithm == "grpo":
         algo: dict[str, Any] = {"temperature": config.temperature, "rollouts_per_task": config.group_size,
@@ -144,7 +281,9 @@ def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchCon
         user=_user(), name=f"bench-{mode}", algorithm=config.algorithm, mode=mode, pool=pool,
         start_checkpoint=checkpoint,
         config={
-            "env": {"parallel_envs": config.envs},
+            "seed": config.seed,
+            "env": {"parallel_envs": config.envs,
+                    "kind": MIXED_KIND if config.workload == "mix" else "browser"},
             config.algorithm: algo,
             # fixed N (no dynamic sampling), so a sync batch is exactly B groups × N rollouts
             "curation": {"step_cap": config.step_cap,
@@ -160,29 +299,18 @@ def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchCon
     # The window starts when the first episode starts (the trainer's start-up is not measured).
     wait_for("the first rollout", lambda: Trajectory.objects.filter(run=run).exists(), 300)
     started, window_start = time.time(), timezone.now()
+    load = os.getloadavg()[0]
     time.sleep(config.window_s)
     window_end = timezone.now()
+    load_end = os.getloadavg()[0]
     run.refresh_from_db()
     services.run_stop(run=run)
     wait_for("the slots to stop", lambda: all(slot_read(run.pk, k).get("state") != "running"
                                               for k in range(config.envs)), 300, every_s=1.0)  # fmt: skip
-    # Training-usable: steps the trainer gave a loss to. Completed rollouts it consumed (the
-    # curator's train_ids, whether or not their group then carried a GRPO signal) count with their
-    # steps within the staleness bound of the update that consumed them.
-    bound = int(run.config["curation"]["staleness_bound"])
-    usable = 0
-    for group in RolloutGroup.objects.filter(run=run).exclude(state="open").exclude(trained_version=None):
-        ids = [int(i) for i in group.plan.get("train_ids", [])]
-        oldest = group.trained_version - 1 - bound  # the update ran at trained_version - 1
-        versions = Step.objects.filter(trajectory_id__in=ids).values_list("policy_version", flat=True)
-        usable += sum(1 for v in versions if v.isdigit() and int(v) >= oldest)
-    every = Trajectory.objects.filter(run=run)
-    completed = every.filter(status="completed")
-    lengths = sorted(completed.values_list("num_steps", flat=True))
-    intervals = [
-        (a.timestamp(), b.timestamp() if b else None)
-        for a, b in every.values_list("created_at", "finished_at")
-    ]
+    usable = _usable_by_group(run)
+    episodes = _episodes(run)
+    completed = [e for e in episodes if e["status"] == "completed"]
+    lengths = sorted(e["steps"] for e in completed)
 
     def mean(name: str) -> float | None:
         values = list(RunMetric.objects.filter(run=run, name=name).values_list("value", flat=True))
@@ -190,20 +318,27 @@ def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchCon
 
     return {
         "window_s": round(time.time() - started, 1),
-        "usable_actions_per_min": round(60.0 * usable / config.window_s, 2),
-        "usable_actions": usable,
+        "load_avg_1m": [round(load, 2), round(load_end, 2)],  # at the window's start and end
+        "usable_actions_per_min": round(60.0 * sum(usable) / config.window_s, 2),
+        "usable_actions": sum(usable),
+        "usable_by_group": usable,
         "env_utilization": env_utilization(
-            intervals, window_start.timestamp(), window_end.timestamp(), config.envs
+            [(e["start"], e["end"]) for e in episodes],
+            window_start.timestamp(),
+            window_end.timestamp(),
+            config.envs,
         ),
         "env_utilization_of_leased": mean("efficiency/env_utilization"),  # the engine's own: ÷ time leased
         "stale_steps_frac": mean("efficiency/stale_steps_frac"),
-        "all_actions": sum(every.values_list("num_steps", flat=True)),
+        "all_actions": sum(e["steps"] for e in episodes),
         "episodes": len(lengths),
         "episode_steps_p50": lengths[len(lengths) // 2] if lengths else None,
         "episode_steps_max": lengths[-1] if lengths else None,
-        "success_rate": round(completed.filter(final_reward__gt=0).count() / len(lengths), 3)
+        "success_rate": round(sum(1 for e in completed if (e["reward"] or 0) > 0) / len(lengths), 3)
         if lengths
         else None,
+        "by_kind": kind_figures(episodes),
+        **({"sync_phases": sync_phases(episodes, config.envs)} if mode == "sync" else {}),
         "updates": Run.objects.get(pk=run.pk).updates_done,
         "trainer_idle_frac": mean("efficiency/trainer_idle_frac"),
         "weight_sync_s": mean("efficiency/weight_sync_s"),
@@ -218,7 +353,7 @@ def _rollout_start(config: RolloutBenchConfig, workdir: Path) -> Any:
     from workers.policy.embedded.policy import load_checkpoint, new_model
     from workers.policy.starter import cached_starter
 
-    if config.workload == "starter":
+    if config.workload in ("mix", "starter"):
         directory, _ = cached_starter(Path(settings.FLYWHEEL_CACHE_DIR))
         model, _ = load_checkpoint(directory)
         return _start_checkpoint(workdir, model)
@@ -228,23 +363,45 @@ def _rollout_start(config: RolloutBenchConfig, workdir: Path) -> Any:
     return _start_checkpoint(workdir, new_model(model_config, seed=0))
 
 
-def rollout_figures(config: RolloutBenchConfig, out: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The JSON of `bench rollout` from the two modes' measurements (SPEC §10 keys first)."""
-    a, s = out["async"]["usable_actions_per_min"], out["sync"]["usable_actions_per_min"]
+def workload_text(config: RolloutBenchConfig, kinds: dict[str, list[str]] | None = None) -> str:
+    """What the workload was, for the JSON's `workload`: `kinds` are the pool's tasks by kind."""
+    common = (f"GRPO groups of N={config.group_size}, sync batch {config.batch_groups} groups × "
+              f"{config.group_size}, step cap {config.step_cap}, run seed {config.seed} ({config.split} range), "
+              f"the environments' own transition times")  # fmt: skip
+    if config.workload == "mix":
+        names = {"browser": "MiniWoB++", "desktop": "desktop (OSWorld-format, Xvfb sandbox)", "game": "game"}
+        mix = "; ".join(
+            f"{len(tasks)} {names.get(kind, kind)}: {', '.join(tasks)}"
+            for kind, tasks in (kinds or {}).items()
+        )
+        return (
+            f"starter model (trained on MiniWoB++, T {config.temperature:g}) on one run over {mix}; {common}"
+        )
     if config.workload == "starter":
-        workload = (f"starter model (trained, T {config.temperature:g}) on {len(ROLLOUT_TASKS)} MiniWoB++ tasks, "
-                    f"GRPO groups of N={config.group_size}, sync batch {config.batch_groups} groups × "
-                    f"{config.group_size}, step cap {config.step_cap}, the environments' own transition times")  # fmt: skip
-    else:
-        workload = (f"untrained model, PPO, hand-picked step budgets {sorted(ROLLOUT_BUDGETS.values())}, "
-                    f"transition pause {config.transition_pause_ms} ms")  # fmt: skip
+        return f"starter model (trained, T {config.temperature:g}) on {len(ROLLOUT_TASKS)} MiniWoB++ tasks, {common}"
+    return (f"untrained model, PPO, hand-picked step budgets {sorted(ROLLOUT_BUDGETS.values())}, "
+            f"transition pause {config.transition_pause_ms} ms")  # fmt: skip
+
+
+def rollout_figures(
+    config: RolloutBenchConfig, out: dict[str, dict[str, Any]], kinds: dict[str, list[str]] | None = None
+) -> dict[str, Any]:
+    """The JSON of `bench rollout` from the two modes' measurements (SPEC §10 keys first). The
+    interval of `async_over_sync` is a bootstrap over each mode's consumed task groups (the
+    workload's spread within one run; not the machine's load, which one run cannot show)."""
+    a, s = out["async"]["usable_actions_per_min"], out["sync"]["usable_actions_per_min"]
+    ga, gs = out["async"].get("usable_by_group"), out["sync"].get("usable_by_group")
+    interval = bootstrap_sum_ratio_interval(ga, gs) if ga and gs and sum(gs) else None
     return {
         "async_actions_per_min": a,
         "sync_actions_per_min": s,
         "async_over_sync": round(a / s, 3) if s else None,
+        "async_over_sync_ci95": [round(x, 3) for x in interval] if interval else None,
         "async_env_utilization": out["async"]["env_utilization"],
         "sync_env_utilization": out["sync"]["env_utilization"],
-        "workload": workload,
+        "workload": workload_text(config, kinds),
+        "workload_tasks": kinds,
+        "split": config.split,
         "goal_async_over_sync": 2.0,
         "goal_async_env_utilization": 0.85,
         "config": config.to_json(),
@@ -261,9 +418,10 @@ def drive_rollout(quick: bool) -> dict[str, Any]:
     config = RolloutBenchConfig.for_run(quick)
     workdir = Path(tempfile.mkdtemp(prefix="bench-rollout-"))
     db = settings.DATABASES["default"]
+    kinds_up = ROLLOUT_KINDS if config.workload == "mix" else ("browser",)
     stack = LocalStack(workdir, f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT']}/{db['NAME']}",
                        settings_module="webapp.settings.dev", envs=config.envs, slot_timeout_s=120.0,
-                       updates_per_chunk=1000)  # fmt: skip
+                       updates_per_chunk=1000, warm_pool={k: config.envs for k in kinds_up})  # fmt: skip
     checkpoint = _rollout_start(config, workdir)
     if config.workload == "starter":
         tasks: list[tuple[str, int | None]] = [(t, None) for t in ROLLOUT_TASKS]
@@ -271,6 +429,7 @@ def drive_rollout(quick: bool) -> dict[str, Any]:
         tasks = list(ROLLOUT_BUDGETS.items())
     stack.start()
     load_before = os.getloadavg()[0]
+    kinds: dict[str, list[str]] = {}
     try:
         with override_settings(**stack.settings_overrides()):
             from webapp.fleet import services as fleet
@@ -278,12 +437,16 @@ def drive_rollout(quick: bool) -> dict[str, Any]:
             fleet.registry.cache_clear()
             out = {}
             for mode in ("async", "sync"):
-                pool = _pool(f"bench-rollout-{mode}", tasks, config.transition_pause_ms)
+                if config.workload == "mix":
+                    pool = mix_pool(f"bench-rollout-{mode}")
+                else:
+                    pool = _pool(f"bench-rollout-{mode}", tasks, config.transition_pause_ms)
+                kinds = pool_kinds(pool)
                 out[mode] = _measure_mode(mode, pool, checkpoint, config)
     finally:
         stack.stop()
     return {
-        **rollout_figures(config, out),
+        **rollout_figures(config, out, kinds),
         "load_avg_1m_before": round(load_before, 2),
         "load_avg_1m_after": round(os.getloadavg()[0], 2),
         "cores": os.cpu_count(),

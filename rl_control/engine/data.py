@@ -30,6 +30,7 @@ from django.db.models import F, Q
 
 from rl_control.engine.keys import key, rds
 from rl_control.models import EngineState, RolloutGroup, RolloutGroupState, Run, RunMode
+from rl_control.run_config import MIXED_KIND
 from webapp.store import services as store
 from webapp.store.models import UNTRAINABLE_REVIEW_STATES, Task, Trajectory, TrajectoryStatus
 from webapp.store.taskspec import task_step_budget
@@ -40,9 +41,13 @@ POOL_MAXLEN = 100_000
 
 
 def run_tasks(run: Run) -> list[Task]:
-    """The run's tasks: its explicit list, else every enabled, supported task of its pool (by id)."""
+    """The run's tasks: its explicit list, else every enabled, supported task of its pool of the
+    run's env kind (of any kind for a "mixed" run), by id."""
     ids = run.config.get("task_ids") or []
     qs = Task.objects.filter(pk__in=ids) if ids else Task.objects.filter(pool_id=run.pool_id)
+    kind = run.config.get("env", {}).get("kind")
+    if kind and kind != MIXED_KIND:
+        qs = qs.filter(env_kind=kind)
     return list(qs.filter(enabled=True, supported=True).order_by("pk"))
 
 

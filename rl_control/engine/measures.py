@@ -57,14 +57,17 @@ def episode_figures(finished: list[Trajectory], successes: list[bool], pool_name
 
 
 def fleet_figures(kind: str) -> dict[str, float]:
-    """Live and idle environments of the run's kind and their mean boot time (the Redis registry)."""
+    """Live and idle environments of the run's kind (every kind for "mixed") and their mean boot
+    time (the Redis registry)."""
+    from rl_control.run_config import MIXED_KIND
     from webapp.fleet.services import registry
 
     metrics = registry().metrics()
-    counts = metrics["envs"].get(kind, {})
+    counted = [c for k, c in metrics["envs"].items() if kind in (k, MIXED_KIND)]
+    idle = sum(c.get("idle", 0) for c in counted)
     out = {
-        "fleet/live": float(counts.get("idle", 0) + counts.get("leased", 0)),
-        "fleet/idle": float(counts.get("idle", 0)),
+        "fleet/live": float(idle + sum(c.get("leased", 0) for c in counted)),
+        "fleet/idle": float(idle),
     }
     if metrics["boot_s_mean"] is not None:
         out["fleet/boot_s"] = float(metrics["boot_s_mean"])

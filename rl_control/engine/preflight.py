@@ -25,20 +25,38 @@ from django.conf import settings
 
 from rl_control.engine.serving import endpoint_answers, external_urls
 from rl_control.models import Run
+from rl_control.run_config import MIXED_KIND
 from webapp.store.models import Task
 from workers.policy.hf_vlm import VLM_MODEL_TYPES  # light: config.json only, no torch
 
 PREFLIGHT_INSPECT_S = 2.5
 
 
-def _tasks_missing(run: Run) -> str | None:
+def _run_tasks_of_kind(run: Run) -> Any:
+    """The run's enabled tasks of its env kind (of every kind for a "mixed" run)."""
     kind = run.config["env"]["kind"]
-    tasks = Task.objects.filter(enabled=True, env_kind=kind)
+    tasks = Task.objects.filter(enabled=True)
+    if kind != MIXED_KIND:
+        tasks = tasks.filter(env_kind=kind)
     if run.config.get("task_ids"):
         tasks = tasks.filter(pk__in=run.config["task_ids"])
     elif run.pool_id is not None:
         tasks = tasks.filter(pool_id=run.pool_id)
-    if tasks.exists():
+    return tasks
+
+
+def run_env_kinds(run: Run) -> list[str]:
+    """The environment kinds the run's rollouts lease: env.kind, or for a "mixed" run the kinds of
+    its enabled tasks."""
+    kind = str(run.config["env"]["kind"])
+    if kind != MIXED_KIND:
+        return [kind]
+    return sorted(set(_run_tasks_of_kind(run).values_list("env_kind", flat=True)))
+
+
+def _tasks_missing(run: Run) -> str | None:
+    kind = run.config["env"]["kind"]
+    if _run_tasks_of_kind(run).exists():
         return None
     where = f"pool {run.pool.name}" if run.pool_id else "the listed tasks"
     other = (
@@ -67,15 +85,19 @@ PARALLEL_ENVS_DEFAULT_MAX = 8
 
 def host_parallel_envs(kind: str) -> tuple[int, str]:
     """The default of `env.parallel_envs` on this deployment, and why: the environments of `kind` the
-    fleet holds now (every env host's warm pool, idle or leased), at most 8; with none up yet, this
-    machine's cores, at most 8. More slots than environments only wait for leases."""
+    fleet holds now (every env host's warm pool, idle or leased; of every kind for "mixed"), at most
+    8; with none up yet, this machine's cores, at most 8. More slots than environments only wait for
+    leases."""
     import redis
 
     from webapp.fleet import services as fleet
 
     try:
-        envs = fleet.registry().metrics()["envs"].get(kind, {})
-        held = int(envs.get("idle", 0)) + int(envs.get("leased", 0))
+        by_kind = fleet.registry().metrics()["envs"]
+        kinds = list(by_kind) if kind == MIXED_KIND else [kind]
+        held = sum(
+            int(by_kind.get(k, {}).get("idle", 0)) + int(by_kind.get(k, {}).get("leased", 0)) for k in kinds
+        )
     except redis.RedisError:
         held = 0
     if held:
@@ -205,8 +227,8 @@ def run_preflight(run: Run) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
     if problem := _tasks_missing(run):
         errors["pool"] = [problem]
-    if problem := _envs_missing(run.config["env"]["kind"]):
-        errors["env.kind"] = [problem]
+    if problems := [p for kind in run_env_kinds(run) if (p := _envs_missing(kind))]:
+        errors["env.kind"] = problems
     endpoints = external_urls(run)
     if endpoints:
         problems = [p for url in endpoints if (p := endpoint_answers(url))]

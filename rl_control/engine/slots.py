@@ -6,6 +6,7 @@ A run has `env.parallel_envs` slots. Slot k is a Redis hash `<prefix>:run:<id>:s
     state       running | stopped
     heartbeat   unix time of the task's last sign of life (every policy call and env step)
     lease       lease id of the environment it holds (released when the task stops)
+    kind        the kind of that environment (a "mixed" run's slot changes kind with its tasks)
     trajectory  the trajectory in flight ("" between episodes)
 
 `slots_supervise` (called by the trainer loop and by the `engine_watch` beat task) starts a task for

@@ -1,7 +1,7 @@
 """A local engine stack of real processes, for the engine tests and benchmarks.
 
-One env host (Celery worker on `env.<name>` with a browser warm pool), rollout workers (Celery,
-prefork, on a queue of their own) and one trainer worker (Celery, one prefork child), which starts
+One env host (Celery worker on `env.<name>` with a warm pool: browsers, or the kinds given),
+rollout workers (Celery, prefork, on a queue of their own) and one trainer worker (Celery, one prefork child), which starts
 each run's own policy servers as `make up` does (rl_control.engine.serving: one implementation). Every name (queues, Redis prefixes) carries
 a random suffix so several stacks share PostgreSQL and Redis without seeing each other's work.
 `settings_overrides()` is what the calling process needs to talk to the same stack.
@@ -56,11 +56,13 @@ class LocalStack:
         slot_timeout_s: float = 60.0,
         updates_per_chunk: int = 2,
         extra_env: dict[str, str] | None = None,
+        warm_pool: dict[str, int] | None = None,
     ) -> None:
         self.name = f"e{uuid.uuid4().hex[:8]}"
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.envs = envs
+        self.warm_pool = warm_pool or {"browser": envs}  # environments the env host keeps idle, by kind
         self.procs: list[subprocess.Popen] = []
         self.env = {
             **os.environ,
@@ -104,7 +106,8 @@ class LocalStack:
     def start(self) -> None:
         self.spawn([*CELERY, "-n", f"h{self.name}@%h", "-Q", f"env.{self.name}", "-P", "threads",
                     "-c", str(2 * self.envs)], FLYWHEEL_ENV_HOST=self.name,
-                   FLEET_WARM_POOL=f"browser={self.envs}", FLEET_HOST_PERIOD_S="0.5")  # fmt: skip
+                   FLEET_WARM_POOL=",".join(f"{k}={n}" for k, n in self.warm_pool.items()),
+                   FLEET_HOST_PERIOD_S="0.5")  # fmt: skip
         self.rollout_worker()
         # prefork with one child: one update at a time, and the main process answers the launch
         # preflight's "who consumes the train queue" while the child trains (solo could not).

@@ -2,9 +2,10 @@
 
 Rollout-wise scheduling (seed 002 §3.3): the slot claims its next rollout the moment the last one
 ended; nothing waits for other environments (sync mode waits only at the batch barrier, in
-`rollout_claim`). The task keeps its lease between episodes, renews the slot heartbeat at every
-policy call and env step, and returns after settings.RL_ROLLOUT_CHUNK_S so the next task of the
-same slot (same generation) picks up: a long run is many short Celery tasks. It stops when the run
+`rollout_claim`). The task keeps its lease between episodes (a run of env.kind "mixed" leases
+each claimed task's own kind, and keeps the lease while the next task is of the same kind), renews
+the slot heartbeat at every policy call and env step, and returns after settings.RL_ROLLOUT_CHUNK_S
+so the next task of the same slot (same generation) picks up: a long run is many short Celery tasks. It stops when the run
 is no longer running (after finishing the episode in flight: pause loses nothing) or when its slot
 was reclaimed (fenced). Time is booked in `<prefix>:run:<id>:acct` (busy_s in episodes, idle_s
 waiting for an environment or at the barrier) for the utilisation figures.
@@ -19,12 +20,14 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from rl_control.engine import slots
-from rl_control.engine.data import rollout_claim
+from rl_control.engine.data import Claim, rollout_claim
 from rl_control.engine.keys import key, rds
 from rl_control.engine.rollout import Fenced, policy_for, run_episode, run_profile
 from rl_control.engine.serving import lifeline_renew, lora_models, serving_urls, version_label
 from rl_control.models import EngineState, Run, RunStatus
+from rl_control.run_config import MIXED_KIND
 from webapp.fleet import services as fleet
+from webapp.store.models import Trajectory
 from workers.envs.leases import Lease
 
 log = logging.getLogger(__name__)
@@ -45,12 +48,13 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
     """
     deadline = time.monotonic() + settings.RL_ROLLOUT_CHUNK_S
     run = Run.objects.get(pk=run_id)
+    kind = str(run.config["env"]["kind"])  # "mixed": each episode leases its task's kind (after the claim)
     policy, policy_url = None, ""
     info = slots.slot_read(run_id, slot)
     lease = None
     if info.get("lease") and info.get("env"):  # the previous chunk of this generation kept its environment
         lease = Lease(lease_id=info["lease"], env_id=info["env"], worker=info["worker"],
-                      kind=run.config["env"]["kind"], owner=f"rl:{run_id}:{slot}:{generation}", task="")  # fmt: skip
+                      kind=info.get("kind") or kind, owner=f"rl:{run_id}:{slot}:{generation}", task="")  # fmt: skip
     outcome = "fenced"
     try:
         while True:
@@ -78,29 +82,31 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
                 policy_url = urls[slot % len(urls)]
                 policy = policy_for(policy_url, run_id, run_profile(run))
             lifeline_renew(run_id)
-            if lease is None:
+            if lease is None and kind != MIXED_KIND:
                 try:
-                    lease = fleet.lease_acquire(
-                        kind=run.config["env"]["kind"], owner=f"rl:{run_id}:{slot}:{generation}"
-                    )
-                    slots.slot_set(
-                        run_id, slot, generation, lease=lease.lease_id, env=lease.env_id, worker=lease.worker
-                    )
+                    lease = _lease(run_id, slot, generation, kind)
                 except fleet.NoEnvironmentAvailable:
                     time.sleep(0.5)
                     _book(run_id, idle_s=time.perf_counter() - waited)
                     continue
             claim = rollout_claim(run=run, env_slot=slot, generation=generation)
             if claim is None:
-                if fleet.lease_renew(lease_id=lease.lease_id) != "active":
+                if lease is not None and fleet.lease_renew(lease_id=lease.lease_id) != "active":
                     lease = None
                 time.sleep(IDLE_WAIT_S)
                 _book(run_id, idle_s=time.perf_counter() - waited)
                 continue
-            _book(run_id, idle_s=time.perf_counter() - waited)
             slots.slot_set(run_id, slot, generation, trajectory=claim.trajectory.pk)
+            if kind == MIXED_KIND:
+                lease = _lease_for_claim(run_id, slot, generation, lease, claim)
+                if lease is None:  # fenced or stopped while no environment of its kind was idle
+                    slots.abandon(claim.trajectory.pk, "its rollout stopped before an environment was leased")
+                    _book(run_id, idle_s=time.perf_counter() - waited)
+                    continue
+            _book(run_id, idle_s=time.perf_counter() - waited)
             version = EngineState.objects.filter(run_id=run_id).values_list("version", flat=True).first() or 0
             assert policy is not None  # set above with the run's server URL
+            assert lease is not None  # leased above: before the claim, or for it ("mixed")
             if lora_models(run):
                 policy.model = version_label(run_id, version)  # vLLM serves each version's adapter by name
             started = time.perf_counter()
@@ -113,7 +119,7 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
                 log.warning("run %s slot %s: %s; leasing another environment", run_id, slot, exc)
                 rds().hincrby(key(run_id, "acct"), "crashed", 1)
                 fleet.lease_release(lease_id=lease.lease_id)
-                slots.slot_set(run_id, slot, generation, lease="", env="", worker="")
+                slots.slot_set(run_id, slot, generation, lease="", env="", worker="", kind="")
                 lease = None
             except Fenced:
                 # Reclaimed: the reclaimer closed the trajectory already. Redis lost the slot's
@@ -128,6 +134,47 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
     finally:
         if outcome != "continue" and lease is not None:
             fleet.lease_release(lease_id=lease.lease_id)
-            slots.slot_set(run_id, slot, generation, lease="", env="", worker="")
+            slots.slot_set(run_id, slot, generation, lease="", env="", worker="", kind="")
         if outcome == "stopped":
             slots.slot_set(run_id, slot, generation, state="stopped")
+
+
+def _lease(run_id: int, slot: int, generation: int, kind: str) -> Lease:
+    """Lease an idle environment of `kind` for the slot and record it on the slot (raises
+    fleet.NoEnvironmentAvailable when none is idle)."""
+    lease = fleet.lease_acquire(kind=kind, owner=f"rl:{run_id}:{slot}:{generation}")
+    slots.slot_set(
+        run_id, slot, generation, lease=lease.lease_id, env=lease.env_id, worker=lease.worker, kind=kind
+    )
+    return lease
+
+
+def _lease_for_claim(
+    run_id: int, slot: int, generation: int, lease: Lease | None, claim: Claim
+) -> Lease | None:
+    """A "mixed" run's environment for the claimed rollout: the slot's own when it is of the task's
+    kind, else that one released and one of the task's kind leased, waiting while none is idle. The
+    wait is recorded on the trajectory (`metadata.engine.lease_wait_s`: the episode starts after it).
+    None when the slot was fenced or the run stopped during the wait."""
+    want = claim.group.task.env_kind
+    if lease is not None and lease.kind == want:
+        return lease
+    if lease is not None:
+        fleet.lease_release(lease_id=lease.lease_id)
+        slots.slot_set(run_id, slot, generation, lease="", env="", worker="", kind="")
+    waited = time.perf_counter()
+    while slots.slot_beat(run_id, slot, generation):
+        try:
+            got = _lease(run_id, slot, generation, want)
+        except fleet.NoEnvironmentAvailable:
+            if not Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).exists():
+                return None
+            time.sleep(0.2)
+            continue
+        trajectory = claim.trajectory
+        meta = {**trajectory.metadata}
+        meta["engine"] = {**meta.get("engine", {}), "lease_wait_s": round(time.perf_counter() - waited, 3)}
+        Trajectory.objects.filter(pk=trajectory.pk).update(metadata=meta)
+        trajectory.metadata = meta
+        return got
+    return None

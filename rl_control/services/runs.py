@@ -30,7 +30,7 @@ from django.utils import timezone
 from rl_control.events import RunStatusEvent, publish_run_status
 from rl_control.models import Run, RunMode, RunStatus
 from rl_control.presets import PRESETS
-from rl_control.run_config import EnvSettings, RunConfigError, deep_merge, run_config_build
+from rl_control.run_config import MIXED_KIND, EnvSettings, RunConfigError, deep_merge, run_config_build
 from webapp.flywheel.selectors import rl_start_checkpoint
 from webapp.store.models import Checkpoint, Task, TaskPool
 
@@ -94,8 +94,12 @@ def _task_errors(*, pool: TaskPool | None, task_ids: list[int], env_kind: str) -
         if outside:
             return {"task_ids": [f"not in pool {pool.name}: {', '.join(map(str, outside))}"]}
     kinds = set(Task.objects.filter(pk__in=task_ids).values_list("env_kind", flat=True))
-    if kinds - {env_kind}:
-        return {"task_ids": [f"tasks use env kind {', '.join(sorted(kinds))}; env.kind is {env_kind}"]}
+    if env_kind != MIXED_KIND and kinds - {env_kind}:
+        return {
+            "task_ids": [
+                f"tasks use env kind {', '.join(sorted(kinds))}; env.kind is {env_kind} (mixed: each its own)"
+            ]
+        }
     return {}
 
 

@@ -85,3 +85,20 @@ def test_maze_walking_towards_goal_raises_reward(env: GameEnv) -> None:
     for a, b in itertools.pairwise(path):
         rewards.append(env.step(Action("hotkey", keys=(names[b - a],))).reward)
     assert all(r > 0 for r in rewards) and env.done and env.evaluate() == 1.0
+
+
+def test_a_task_can_run_its_game_in_real_time_and_the_next_task_gets_the_default(env: GameEnv) -> None:
+    import time
+
+    def page_clock_advance() -> float:
+        now = env._require().call(lambda s: s.page.evaluate("performance.now()"), 10.0)
+        time.sleep(0.3)
+        return float(env._require().call(lambda s: s.page.evaluate("performance.now()"), 10.0)) - float(now)
+
+    real = TaskSpec(
+        task_id="maze", instruction="", kind="game", source="games", setup={"virtual_time": False}
+    )
+    env.reset(real, seed=3)
+    assert not env.virtual_time and page_clock_advance() >= 250  # the page's clock runs on its own
+    env.reset(_task("maze"), seed=3)
+    assert env.virtual_time and page_clock_advance() < 50  # paused between steps again

@@ -150,14 +150,26 @@ class LearnBenchConfig:
 
 
 # MiniWoB++ tasks the starter model was trained on (workers/policy/starter.py): `bench rollout`'s
-# realistic workload plays them with the starter, so episode lengths are a trained policy's.
+# realistic workloads play them with the starter, so episode lengths are a trained policy's.
 ROLLOUT_TASKS: tuple[str, ...] = LEARN_TASK_SETS["first"]
+# The "mix" workload: those MiniWoB++ tasks (browser), every desktop task of the OSWorld-format
+# examples the project ships (webapp.store.importers.demo.osworld_examples_dir, played on the
+# sandboxed Xvfb desktop) and every shipped HTML5 game (workers.envs.games), one run over all of them.
+ROLLOUT_KINDS: tuple[str, ...] = ("browser", "desktop", "game")
+# Seeds of `bench rollout` (the run's `seed`: task order and episode seeds). Every setting and
+# figure before 2026-11-26 ran seed 0 (tuning); --quick reads validation, a full run the final test.
+ROLLOUT_SEEDS = SeedRanges(
+    tuning=range(0, 1000), validation=range(5000, 5100), final_test=range(80_000, 80_100)
+)
+
+RolloutWorkload = Literal["mix", "starter", "budgets"]
 
 
 @dataclass(frozen=True)
 class RolloutBenchConfig:
     quick: bool
-    workload: Literal["starter", "budgets"] = "starter"
+    workload: RolloutWorkload = "mix"
+    split: Split = "final_test"
     envs: int = 8
     window_s: float = 300.0
     algorithm: Literal["grpo", "ppo"] = "grpo"
@@ -168,17 +180,23 @@ class RolloutBenchConfig:
     async_staleness: int = 4
     max_thought: int | None = 0  # thought cap of the untrained start ("budgets" workload)
     temperature: float = 0.5
+    seeds: SeedRanges = field(default=ROLLOUT_SEEDS, repr=False)
+
+    @property
+    def seed(self) -> int:
+        """The run seed both modes use: the first of the split's range."""
+        return self.seeds.of(self.split).start
 
     @classmethod
     def for_run(cls, quick: bool) -> RolloutBenchConfig:
-        workload = setting("ROLLOUT_WORKLOAD", "starter")
-        if workload not in ("starter", "budgets"):
-            raise ValueError("FLYWHEEL_ROLLOUT_WORKLOAD must be starter or budgets")
+        workload = setting("ROLLOUT_WORKLOAD", "mix")
+        if workload not in ("mix", "starter", "budgets"):
+            raise ValueError("FLYWHEEL_ROLLOUT_WORKLOAD must be mix, starter or budgets")
         envs = setting("ROLLOUT_ENVS", 4 if quick else 8)
         group_size = 4 if envs >= 4 else 2
         budgets = workload == "budgets"
         return cls(
-            quick=quick, workload=workload,  # type: ignore[arg-type]
+            quick=quick, workload=workload, split=report_split(quick),  # type: ignore[arg-type]
             envs=envs, window_s=setting("ROLLOUT_WINDOW_S", 120.0 if quick else 300.0),
             algorithm="ppo" if budgets else "grpo", group_size=1 if budgets else group_size,
             batch_groups=envs if budgets else max(1, envs // group_size),
@@ -188,7 +206,9 @@ class RolloutBenchConfig:
         )  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = {k: v for k, v in asdict(self).items() if k != "seeds"}
+        out["seed"] = self.seed
+        return out
 
 
 # The "budgets" workload of the figures before 2026-11-26 (kept to compare against): the untrained

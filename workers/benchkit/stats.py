@@ -88,3 +88,21 @@ def bootstrap_ratio_interval(
     ratios = np.where(totals > 0, num[picks].sum(axis=1) / np.maximum(totals, 1e-12), 0.0)
     low, high = np.percentile(ratios, [2.5, 97.5])
     return (float(low), float(high))
+
+
+def bootstrap_sum_ratio_interval(
+    numerators: Sequence[float], denominators: Sequence[float], resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """95 % percentile-bootstrap interval of Σ numerators / Σ denominators where the two come from
+    independent samples of units (e.g. the task groups of two runs), each resampled on its own."""
+    import numpy as np
+
+    num, den = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
+    if len(num) == 0 or len(den) == 0:
+        raise ValueError("need at least one unit on each side")
+    rng = np.random.default_rng(seed)
+    tops = num[rng.integers(0, len(num), size=(resamples, len(num)))].sum(axis=1)
+    bottoms = den[rng.integers(0, len(den), size=(resamples, len(den)))].sum(axis=1)
+    ratios = np.where(bottoms > 0, tops / np.maximum(bottoms, 1e-12), np.inf)
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return (float(low), float(high))

@@ -8,7 +8,9 @@ Time: by default the env runs the page on CDP virtual time (`workers.envs.browse
 loads, time is paused, `__start()` runs, and each step grants `step_ms` (default 200) of page time
 after the action; `wait` grants `wait_s` seconds. Games move only when the agent acts, so an episode
 replays identically under the same seed and actions however slow the policy is. With
-`virtual_time=False` the game runs in real time (for humans driving the page live).
+`virtual_time=False` (or a task's `setup["virtual_time"]` false) the game runs in real time (for
+humans driving the page live, and for `bench rollout`: several virtual-time games starting at once
+in one Chromium hang, docs/benchmarks.md).
 
 Rewards: the step reward is the change of the verifier's `reward` since the previous step, so the
 rewards of an episode sum to the final verifier reward; `done` is the verifier's `done` (or a
@@ -87,7 +89,7 @@ class GameEnv(PageEnv):
         if step_ms < 0:
             raise ValueError("step_ms must be >= 0")
         self.step_ms = step_ms
-        self.virtual_time = virtual_time
+        self.virtual_time = self.default_virtual_time = virtual_time
         self.game: str | None = None
         self.seed: int | None = None
         self.verdict: dict[str, Any] = {}
@@ -100,6 +102,7 @@ class GameEnv(PageEnv):
         template = task.instruction or DEFAULT_INSTRUCTIONS[game]
         self.instruction = template.format(**{**DEFAULT_PARAMS[game], **params})
         self.step_ms = float(task.setup.get("step_ms", self.step_ms))
+        self.virtual_time = bool(task.setup.get("virtual_time", self.default_virtual_time))
         self.game, self.done, self.last_reward = game, False, 0.0
         # A fresh page per episode: virtual time cannot be switched back to real time on a page.
         # A fresh page now and then never finishes starting on a busy machine (it loads in ≈0.1 s
