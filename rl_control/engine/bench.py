@@ -8,7 +8,7 @@ wall-clock window. The workload ("mix", the default) is a trained policy's episo
 environment kinds in one run (`env.kind` "mixed": each rollout leases its task's kind): the starter
 model (workers/policy/starter.py, trained on eight MiniWoB++ tasks, greedy success ≈ 42 % there)
 plays those eight MiniWoB++ tasks in Chromium, every desktop task of the shipped OSWorld-format
-examples on the sandboxed Xvfb desktop, and every shipped HTML5 game, at T = 0.5 with step-wise GRPO
+examples on the sandboxed Xvfb desktop, and every shipped HTML5 game (in real time), at T = 0.5 with step-wise GRPO
 groups of N rollouts; an episode ends when the task is solved, the environment says done, or at the
 run's step cap, so its length is the policy's, and every action costs what the environment really
 takes (no pause added). Both modes run the same seed: the first of the split's range (validation for
@@ -126,7 +126,7 @@ def _pool(name: str, tasks: list[tuple[str, int | None]], pause_ms: int = 0) -> 
 def mix_pool(name: str) -> Any:
     """The "mix" workload's pool: the starter's MiniWoB++ tasks (browser), every desktop task of the
     shipped OSWorld-format examples (the importer disables what this host cannot run) and every
-    shipped game, through the same importer `demo_setup` uses (games have none: one row each)."""
+    shipped game in real time, through the importer `demo_setup` uses (games have none: a row each)."""
     from webapp.store.importers.demo import osworld_examples_dir
     from webapp.store.importers.services import task_import_run
     from webapp.store.models import Task, TaskPool
@@ -135,9 +135,11 @@ def mix_pool(name: str) -> Any:
     task_import_run(pool_name=name, create_pool=True, paths=[osworld_examples_dir()], fmt="osworld",
                     miniwob=list(ROLLOUT_TASKS))  # fmt: skip
     pool = TaskPool.objects.get(name=name)
-    for game in list_games():  # the game's own instruction and parameters (workers.envs.games.env)
+    # The game's own instruction and parameters (workers.envs.games.env), in real time: virtual-time
+    # games starting at once in one Chromium hang (3 of 4 concurrent resets, docs/benchmarks.md).
+    for game in list_games():
         Task.objects.create(pool=pool, external_id=f"games/{game}", instruction="", env_kind="game",
-                            source="game", setup={"game": game})  # fmt: skip
+                            source="game", setup={"game": game, "virtual_time": False})  # fmt: skip
     return pool
 
 
@@ -209,8 +211,9 @@ def _episodes(run: Any) -> list[dict[str, Any]]:
 
 
 def kind_figures(episodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per environment kind: completed episodes, their steps (p50, max), success rate and wall
-    seconds per step (the policy's sampling and the environment's transition together)."""
+    """Per environment kind: completed episodes, their steps (p50, max), success rate, wall seconds
+    per step (the policy's sampling and the environment's transition together), and the episodes
+    lost (crashed environment, failed call, abandoned: never trained on)."""
     out: dict[str, dict[str, Any]] = {}
     for kind in sorted({e["kind"] for e in episodes}):
         done = [e for e in episodes if e["kind"] == kind and e["status"] == "completed" and e["end"]]
@@ -225,6 +228,9 @@ def kind_figures(episodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             else None,
             "s_per_step": round(seconds / sum(steps), 3) if sum(steps) else None,
             "episode_s_mean": round(seconds / len(done), 2) if done else None,
+            "lost": sum(
+                1 for e in episodes if e["kind"] == kind and e["status"] not in ("completed", "running")
+            ),
         }
     return out
 
@@ -369,7 +375,8 @@ def workload_text(config: RolloutBenchConfig, kinds: dict[str, list[str]] | None
               f"{config.group_size}, step cap {config.step_cap}, run seed {config.seed} ({config.split} range), "
               f"the environments' own transition times")  # fmt: skip
     if config.workload == "mix":
-        names = {"browser": "MiniWoB++", "desktop": "desktop (OSWorld-format, Xvfb sandbox)", "game": "game"}
+        names = {"browser": "MiniWoB++", "desktop": "desktop (OSWorld-format, Xvfb sandbox)",
+                 "game": "HTML5 game (real time)"}  # fmt: skip
         mix = "; ".join(
             f"{len(tasks)} {names.get(kind, kind)}: {', '.join(tasks)}"
             for kind, tasks in (kinds or {}).items()
@@ -421,7 +428,8 @@ def drive_rollout(quick: bool) -> dict[str, Any]:
     kinds_up = ROLLOUT_KINDS if config.workload == "mix" else ("browser",)
     stack = LocalStack(workdir, f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT']}/{db['NAME']}",
                        settings_module="webapp.settings.dev", envs=config.envs, slot_timeout_s=120.0,
-                       updates_per_chunk=1000, warm_pool={k: config.envs for k in kinds_up})  # fmt: skip
+                       updates_per_chunk=1000, warm_pool={k: config.envs for k in kinds_up},
+                       host_per_kind=True)  # fmt: skip
     checkpoint = _rollout_start(config, workdir)
     if config.workload == "starter":
         tasks: list[tuple[str, int | None]] = [(t, None) for t in ROLLOUT_TASKS]

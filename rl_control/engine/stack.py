@@ -57,12 +57,14 @@ class LocalStack:
         updates_per_chunk: int = 2,
         extra_env: dict[str, str] | None = None,
         warm_pool: dict[str, int] | None = None,
+        host_per_kind: bool = False,
     ) -> None:
         self.name = f"e{uuid.uuid4().hex[:8]}"
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.envs = envs
         self.warm_pool = warm_pool or {"browser": envs}  # environments the env host keeps idle, by kind
+        self.host_per_kind = host_per_kind
         self.procs: list[subprocess.Popen] = []
         self.env = {
             **os.environ,
@@ -104,10 +106,17 @@ class LocalStack:
         return self.rollout
 
     def start(self) -> None:
-        self.spawn([*CELERY, "-n", f"h{self.name}@%h", "-Q", f"env.{self.name}", "-P", "threads",
-                    "-c", str(2 * self.envs)], FLYWHEEL_ENV_HOST=self.name,
-                   FLEET_WARM_POOL=",".join(f"{k}={n}" for k, n in self.warm_pool.items()),
-                   FLEET_HOST_PERIOD_S="0.5")  # fmt: skip
+        # One env host, or with `host_per_kind` one per kind (as a fleet keeps browsers and desktop
+        # VMs on machines of their own: a process's Chromium and its desktops do not share a fate).
+        pools = (
+            [(k, {k: n}) for k, n in self.warm_pool.items()] if self.host_per_kind else [("", self.warm_pool)]
+        )
+        for suffix, pool in pools:
+            host = f"{self.name}{suffix}"
+            self.spawn([*CELERY, "-n", f"h{host}@%h", "-Q", f"env.{host}", "-P", "threads",
+                        "-c", str(2 * self.envs)], FLYWHEEL_ENV_HOST=host,
+                       FLEET_WARM_POOL=",".join(f"{k}={n}" for k, n in pool.items()),
+                       FLEET_HOST_PERIOD_S="0.5")  # fmt: skip
         self.rollout_worker()
         # prefork with one child: one update at a time, and the main process answers the launch
         # preflight's "who consumes the train queue" while the child trains (solo could not).

@@ -150,11 +150,12 @@ def test_sync_phases_split_each_batch_into_its_rollout_phase_and_the_train_gap()
 
 def test_kind_figures_and_the_ratio_interval() -> None:
     episodes = [_episode("browser", None, 0, 2, steps=1, reward=1.0), _episode("browser", None, 0, 6, steps=3),
-                _episode("desktop", None, 0, 16, steps=8)]  # fmt: skip
+                _episode("desktop", None, 0, 16, steps=8), {**_episode("desktop", None, 0, 1), "status": "crashed"}]  # fmt: skip
     figures = kind_figures(episodes)
     assert figures["browser"] == {"episodes": 2, "steps_p50": 3, "steps_max": 3, "success_rate": 0.5,
-                                  "s_per_step": 2.0, "episode_s_mean": 4.0}  # fmt: skip
+                                  "s_per_step": 2.0, "episode_s_mean": 4.0, "lost": 0}  # fmt: skip
     assert figures["desktop"]["s_per_step"] == 2.0 and figures["desktop"]["success_rate"] == 0.0
+    assert figures["desktop"]["episodes"] == 1 and figures["desktop"]["lost"] == 1
     low, high = bootstrap_sum_ratio_interval([4, 6, 5, 5], [2, 3, 2, 3])
     assert low < 20 / 10 < high
     assert bootstrap_sum_ratio_interval([3, 3], [1, 1]) == (3.0, 3.0)
