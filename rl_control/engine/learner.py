@@ -59,7 +59,7 @@ from webapp.store.checkpoints import checkpoint_register
 from webapp.store.models import Checkpoint, Step, Trajectory, TrajectoryStatus
 from workers.policy.openai_client import ModelProfile
 from workers.rl.config import RLConfig
-from workers.rl.curator import GroupCurator
+from workers.rl.curator import GroupCurator, within_staleness_bound
 from workers.rl.samples import TrajectorySample
 from workers.rl.trainer import EMA_DIR, PolicyTrainer, resume_trainer, trainer_for
 
@@ -205,10 +205,19 @@ def _collect(run: Run, state: EngineState) -> list[RolloutGroup] | None:
         return ready
     completed = group_trajectories([g.pk for g in ready], run)
     need = int(run.config["curation"]["min_batch_trajectories"])
+    bound = int(run.config["curation"]["staleness_bound"])
     chosen, count = [], 0
     for group in ready:
         chosen.append(group)
-        count += sum(1 for t in completed[group.pk] if t.status == TrajectoryStatus.COMPLETED)
+        # Only rollouts the update may still train on count towards the batch: groups left beyond the
+        # staleness bound (they piled up during a long update) ride along and close with the next
+        # update instead of making updates of their own — 20 empty updates in 3 s on `make up`,
+        # each one of the run's max_updates, after a first update of 215 s.
+        count += sum(
+            1 for t in completed[group.pk]
+            if t.status == TrajectoryStatus.COMPLETED
+            and within_staleness_bound(rollout_outcome(t).policy_version, state.version, bound)
+        )  # fmt: skip
         if count >= need:
             return chosen
     return None

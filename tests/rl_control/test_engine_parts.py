@@ -63,6 +63,39 @@ def test_claims_fill_groups_slot_by_slot_and_never_twice(make_run, engine_names)
 
 
 @pytest.mark.django_db
+def test_stale_groups_never_make_an_update_of_their_own(make_run, engine_names) -> None:
+    """Groups that went beyond the staleness bound during a long update are closed by the next update
+    that has fresh rollouts enough, not by updates of their own (each would count against max_updates
+    and train on nothing)."""
+    from rl_control.engine.learner import _collect
+
+    run = _running(make_run, grpo={"rollouts_per_task": 2},
+                   curation={"rollouts_max": 2, "rollouts_min": 2, "min_batch_trajectories": 4,
+                             "staleness_bound": 1})  # fmt: skip
+
+    def finish(claims: list[Any], version: int) -> None:
+        for c in claims:
+            store.trajectory_finish(trajectory=c.trajectory, status="completed", final_reward=1.0)
+            t = Trajectory.objects.get(pk=c.trajectory.pk)
+            t.metadata["engine"]["max_version"] = version
+            t.save(update_fields=["metadata"])
+
+    old = [rollout_claim(run=run, env_slot=0, generation=1) for _ in range(4)]
+    finish(old, 0)
+    state = EngineState.objects.get(run=run)
+    assert _collect(run, state) is not None  # at version 0 they are fresh: a batch
+    EngineState.objects.filter(pk=state.pk).update(version=2, updates=2)
+    state.refresh_from_db()
+    assert _collect(run, state) is None  # four rollouts of version 0 at version 2: wait
+    new = [rollout_claim(run=run, env_slot=0, generation=1) for _ in range(4)]
+    finish(new[:2], 2)
+    assert _collect(run, state) is None  # two fresh ones are not a batch of four
+    finish(new[2:], 2)
+    chosen = _collect(run, state)
+    assert chosen is not None and len(chosen) == 4  # the stale groups close with this update
+
+
+@pytest.mark.django_db
 def test_sync_mode_waits_at_the_batch_barrier(make_run, engine_names) -> None:
     run = make_run(preset="sync-baseline", config={"env": {"parallel_envs": 2},
                    "grpo": {"rollouts_per_task": 2}, "curation": {"rollouts_max": 2, "rollouts_min": 2,
