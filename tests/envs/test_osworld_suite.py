@@ -170,6 +170,7 @@ def test_vlc_settings_task(tmp_path: Path) -> None:
         env.close()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("xprop") is None, reason="x11-utils (xprop) is part of make setup")
 def test_terminal_output_task_on_the_desktop(tmp_path: Path) -> None:
     """desktop-env's vm_terminal_output getter on a desktop: the text of the terminal in the active
@@ -228,6 +229,7 @@ def test_vlc_playing_task(tmp_path: Path) -> None:
         env.close()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     a11y.unavailable() is not None or shutil.which("wmctrl") is None,
     reason="make osworld-apps DOMAINS=os (at-spi2-core, python3-pyatspi, wmctrl)",
@@ -281,6 +283,7 @@ def test_writer_task_end_to_end(tmp_path: Path) -> None:
         env.close()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     "org.gnome.shell" not in _installed_schemas() or shutil.which("dbus-daemon") is None,
     reason="make osworld-apps DOMAINS=os (gnome-shell-common's org.gnome.shell schema, dbus)",
@@ -303,6 +306,7 @@ def test_gnome_shell_favorites_task(tmp_path: Path) -> None:
         env.close()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     any(shutil.which(t) is None for t in ("chromium", "socat", "wmctrl")) or a11y.unavailable() is not None,
     reason="make osworld-apps DOMAINS=chrome (chromium, socat, wmctrl; AT-SPI from the os set)",
