@@ -22,6 +22,7 @@ from typing import Any
 
 from django.db import transaction
 
+from rl_control import services
 from rl_control.engine import judging
 from rl_control.engine.data import Claim, pool_push
 from rl_control.engine.keys import key, rds, version_of
@@ -247,6 +248,7 @@ def _complete(
         pipe.hincrby(key(run.pk, "acct"), "episodes", 1)
         pipe.hincrby(key(run.pk, "acct"), "actions", len(parse_oks))
         pipe.execute()
+        services.run_episode_done(run_id=run.pk)
 
 
 def _judge(

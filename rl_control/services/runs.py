@@ -352,6 +352,19 @@ def run_enforce_budget(*, run: Run) -> bool:
     return True
 
 
+def run_episode_done(*, run_id: int) -> None:
+    """A rollout finished: the run's episode count moves at once (the dashboard's counter and episode
+    list follow it; the trainer's next update sets the exact count) and an episode budget is enforced
+    between updates, not only at them — a first update can take minutes while episodes finish."""
+    if not Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
+        episodes_done=F("episodes_done") + 1, updated_at=timezone.now()
+    ):
+        return
+    run = Run.objects.get(pk=run_id)
+    _publish_status(run)
+    run_enforce_budget(run=run)
+
+
 def run_progress(
     *,
     run: Run,

@@ -144,6 +144,25 @@ def test_progress_finishes_the_run_at_its_update_budget(
     ]  # fmt: skip
 
 
+def test_each_finished_episode_counts_at_once_and_spends_the_episode_budget(
+    make_run, published, django_capture_on_commit_callbacks
+) -> None:
+    run = make_run(config={"budget": {"max_updates": None, "max_minutes": None, "max_episodes": 2}})
+    services.run_episode_done(run_id=run.pk)  # not running yet: nothing counts
+    services.run_launch(run=run)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.run_episode_done(run_id=run.pk)
+        run.refresh_from_db()
+        assert (run.status, run.episodes_done) == ("running", 1)
+        services.run_episode_done(run_id=run.pk)
+    run.refresh_from_db()
+    assert (run.status, run.episodes_done) == ("finished", 2)
+    assert [(e["status"], e["episodes_done"]) for e in published][-2:] == [("running", 2), ("finished", 2)]
+    services.run_episode_done(run_id=run.pk)  # a rollout closing after the end counts nowhere
+    run.refresh_from_db()
+    assert run.episodes_done == 2
+
+
 def test_budget_sweep_finishes_runs_out_of_minutes(make_run) -> None:
     over = make_run(name="over", config={"budget": {"max_minutes": 1}})
     under = make_run(name="under", config={"budget": {"max_minutes": 10}})
