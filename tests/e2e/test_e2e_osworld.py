@@ -115,7 +115,9 @@ def test_annotator_does_a_chrome_task_and_sees_its_score(
     page.keyboard.press("Control+t")
     _wait_for_change(page, before)  # the new tab
     time.sleep(1)
+    before = _live_screen(page)
     page.keyboard.press("Control+l")
+    _wait_for_change(page, before)  # the address bar focused, its text selected (a key before is lost)
     page.keyboard.type("file:///home/user/pages/todo.html", delay=20)
     before = _live_screen(page)
     page.keyboard.press("Enter")
