@@ -37,9 +37,7 @@ def test_calc_task_end_to_end(tmp_path: Path) -> None:
     try:
         env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
         assert env.evaluate() == 0.0  # the no-action check: set up, nothing done, not a success
-        solutions.solve(env, task["id"])  # through the env's actions (click, type)
-        report = osworld.evaluate_report(task["evaluator"], env, bundle)
-        assert report.score == 1.0, report
+        _solved(env, task, bundle)  # through the env's actions (click, type)
         assert openpyxl.load_workbook(session / "prices.xlsx")["Sheet1"]["B5"].value == "=SUM(B2:B4)"
     finally:
         env.close()
@@ -68,14 +66,20 @@ def test_os_task_settings_and_files_end_to_end(tmp_path: Path) -> None:
         assert "Mousepad" not in env.run_command(["wmctrl", "-l"]).output  # closed again by set-up
         report = osworld.evaluate_report(task["evaluator"], env, bundle)
         assert report.score == 0.0, report  # the no-action check
-        solutions.solve(env, task["id"])
-        report = osworld.evaluate_report(task["evaluator"], env, bundle)
-        assert report.score == 1.0, report
+        report = _solved(env, task, bundle)
         assert [m.func for m in report.metrics] == ["check_include_exclude", "diff_text_file"]
         # The setting is the session's own (its dconf database, in its home), not the host's.
         assert (session / ".config" / "dconf" / "user").is_file()
     finally:
         env.close()
+
+
+def _solved(env: DesktopEnv, task: dict, bundle: Path) -> osworld.EvalReport:
+    """Solve the task through the env's actions (its scripted solution) and score it: 1."""
+    solutions.solve(env, task["id"])
+    report = osworld.evaluate_report(task["evaluator"], env, bundle)
+    assert report.score == 1.0, report
+    return report
 
 
 def _session_with_bundle(tmp_path: Path, task_id: str) -> tuple[dict, Path, Path]:
@@ -110,9 +114,7 @@ def test_chrome_task_tabs_end_to_end(tmp_path: Path) -> None:
         assert report.score == 0.0, report  # the no-action check
         assert "notes-b.html" in str(report.metrics[0].result)
         assert "scratch.html" not in str(report.metrics[0].result)  # closed by set-up
-        solutions.solve(env, task["id"])
-        report = osworld.evaluate_report(task["evaluator"], env, bundle)
-        assert report.score == 1.0, report
+        _solved(env, task, bundle)
         # OSWorld's postconfigs stop Chrome with `pkill chrome` so that it writes its profile: here
         # that stops Chromium (whose processes are not named chrome), and the profile lies where
         # OSWorld's Chrome getters read it.
@@ -163,9 +165,7 @@ def test_vlc_settings_task(tmp_path: Path) -> None:
             time.sleep(1.0)
         report = osworld.evaluate_report(task["evaluator"], env, bundle)
         assert report.score == 0.0, report
-        solutions.solve(env, task["id"])
-        report = osworld.evaluate_report(task["evaluator"], env, bundle)
-        assert report.score == 1.0, report
+        _solved(env, task, bundle)
     finally:
         env.close()
 
@@ -190,9 +190,7 @@ def test_terminal_output_task_on_the_desktop(tmp_path: Path) -> None:
         time.sleep(1.0)
         report = osworld.evaluate_report(task["evaluator"], env, bundle)
         assert report.score == 0.0 and "60 total" in str(report.metrics[0].result), report
-        solutions.solve(env, task["id"])  # a new terminal, the right count there
-        report = osworld.evaluate_report(task["evaluator"], env, bundle)
-        assert report.score == 1.0, report
+        report = _solved(env, task, bundle)  # a new terminal, the right count there
         assert "60 total" not in str(report.metrics[0].result)  # the new terminal's text only
         # Far more text than a command's output keeps (64 kB): the terminal's last MiB is read.
         env.step(Action("type", text="seq 60000\n"))
@@ -222,9 +220,7 @@ def test_vlc_playing_task(tmp_path: Path) -> None:
             time.sleep(1.0)
         report = osworld.evaluate_report(task["evaluator"], env, bundle)
         assert report.score == 0.0 and report.metrics[0].error is None, report  # it answered: stopped
-        solutions.solve(env, task["id"])
-        report = osworld.evaluate_report(task["evaluator"], env, bundle)
-        assert report.score == 1.0, report
+        _solved(env, task, bundle)
     finally:
         env.close()
 
@@ -248,9 +244,7 @@ def test_accessibility_tree_task(tmp_path: Path) -> None:
         report = osworld.evaluate_report(task["evaluator"], env, bundle)
         assert report.score == 0.0 and report.metrics[0].error is None, report  # the no-action check
         assert '<frame name="Untitled 1 - Mousepad"' in a11y.accessibility_tree(env)  # the session's editor
-        solutions.solve(env, task["id"])
-        report = osworld.evaluate_report(task["evaluator"], env, bundle)
-        assert report.score == 1.0, report
+        _solved(env, task, bundle)
         env.step(Action("type", text="s"))  # the tab's text is read: "flywheels" is not the word
         time.sleep(1.0)
         assert osworld.evaluate_report(task["evaluator"], env, bundle).score == 0.0
@@ -274,9 +268,7 @@ def test_writer_task_end_to_end(tmp_path: Path) -> None:
         env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
         report = osworld.evaluate_report(task["evaluator"], env, bundle)
         assert report.score == 0.0 and report.metrics[0].error is None, report  # the no-action check
-        solutions.solve(env, task["id"])
-        report = osworld.evaluate_report(task["evaluator"], env, bundle)
-        assert report.score == 1.0, report
+        _solved(env, task, bundle)
         saved = docx.Document(str(session / "Desktop" / "memo.docx"))
         assert [p.text for p in saved.paragraphs if p.text][-1] == "Approved by Flywheel"
     finally:
@@ -299,9 +291,7 @@ def test_gnome_shell_favorites_task(tmp_path: Path) -> None:
         env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
         report = osworld.evaluate_report(task["evaluator"], env, bundle)
         assert report.score == 0.0 and "vim.desktop" in str(report.metrics[0].result), report
-        solutions.solve(env, task["id"])
-        report = osworld.evaluate_report(task["evaluator"], env, bundle)
-        assert report.score == 1.0, report
+        _solved(env, task, bundle)
     finally:
         env.close()
 
@@ -322,9 +312,7 @@ def test_chrome_active_url_from_the_accessibility_tree(tmp_path: Path) -> None:
         env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
         report = osworld.evaluate_report(task["evaluator"], env, bundle)
         assert report.score == 0.0, report  # the no-action check
-        solutions.solve(env, task["id"])
-        report = osworld.evaluate_report(task["evaluator"], env, bundle)
-        assert report.score == 1.0, report
+        report = _solved(env, task, bundle)
         assert report.metrics[0].result == "chrome://downloads"
     finally:
         env.close()
