@@ -153,17 +153,13 @@ def _all_failed(successes: Sequence[bool]) -> bool:
     return not any(successes)
 
 
-class ExperiencePool:
-    """Successful trajectories per task; one is drawn at random when a whole group fails (seed 002 §4.2).
+class _TaskSuccesses:
+    """Trajectory ids of successes kept per task (a bounded queue each), with a use count per id and a
+    seeded RNG; the state the experience pool and the replay buffer share, and its checkpoint form."""
 
-    Keeps the `per_task` newest successes of each task and counts every use per trajectory.
-    Injected trajectories are appended to the group; the trainer corrects their older log-probs with
-    the truncated IS weight, so they are flagged for recomputation of π_train_old only.
-    """
+    source = ""
 
-    source = "experience_pool"
-
-    def __init__(self, per_task: int = 16, seed: int = 0) -> None:
+    def __init__(self, per_task: int, seed: int = 0) -> None:
         if per_task < 1:
             raise ValueError("per_task must be ≥ 1")
         self.per_task, self.seed = per_task, seed
@@ -172,22 +168,10 @@ class ExperiencePool:
         self._rng = random.Random(seed)
 
     def add(self, task_id: str, trajectory_id: str) -> None:
-        """Store a success (pre-populated or from training); a repeated id is ignored."""
-        queue = self._items.setdefault(_task(task_id), deque(maxlen=self.per_task))
-        if trajectory_id not in queue:
-            queue.append(trajectory_id)
+        raise NotImplementedError
 
     def __len__(self) -> int:
         return sum(len(q) for q in self._items.values())
-
-    def draw_if_all_failed(self, task_id: str, successes: Sequence[bool]) -> Injection | None:
-        """A stored success when every outcome in `successes` is False and the task has one, else None."""
-        stored = self._items.get(task_id)
-        if not _all_failed(successes) or not stored:
-            return None
-        trajectory_id = self._rng.choice(list(stored))
-        self._uses[trajectory_id] = self._uses.get(trajectory_id, 0) + 1
-        return Injection(self.source, task_id, trajectory_id, None, True, self._uses[trajectory_id])
 
     def uses(self, trajectory_id: str) -> int:
         return self._uses.get(trajectory_id, 0)
@@ -195,6 +179,10 @@ class ExperiencePool:
     @property
     def total_uses(self) -> int:
         return sum(self._uses.values())
+
+    def _use(self, task_id: str, trajectory_id: str) -> Injection:
+        self._uses[trajectory_id] = self._uses.get(trajectory_id, 0) + 1
+        return Injection(self.source, task_id, trajectory_id, None, True, self._uses[trajectory_id])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -214,6 +202,33 @@ class ExperiencePool:
         obj._uses = {str(k): int(v) for k, v in data["uses"].items()}
         obj._rng = _rng_from(data.get("rng"), obj.seed)
         return obj
+
+
+class ExperiencePool(_TaskSuccesses):
+    """Successful trajectories per task; one is drawn at random when a whole group fails (seed 002 §4.2).
+
+    Keeps the `per_task` newest successes of each task and counts every use per trajectory.
+    Injected trajectories are appended to the group; the trainer corrects their older log-probs with
+    the truncated IS weight, so they are flagged for recomputation of π_train_old only.
+    """
+
+    source = "experience_pool"
+
+    def __init__(self, per_task: int = 16, seed: int = 0) -> None:
+        super().__init__(per_task, seed)
+
+    def add(self, task_id: str, trajectory_id: str) -> None:
+        """Store a success (pre-populated or from training); a repeated id is ignored."""
+        queue = self._items.setdefault(_task(task_id), deque(maxlen=self.per_task))
+        if trajectory_id not in queue:
+            queue.append(trajectory_id)
+
+    def draw_if_all_failed(self, task_id: str, successes: Sequence[bool]) -> Injection | None:
+        """A stored success when every outcome in `successes` is False and the task has one, else None."""
+        stored = self._items.get(task_id)
+        if not _all_failed(successes) or not stored:
+            return None
+        return self._use(task_id, self._rng.choice(list(stored)))
 
 
 class BepaCache:
@@ -277,18 +292,13 @@ class BepaCache:
         return obj
 
 
-class ReplayBuffer:
+class ReplayBuffer(_TaskSuccesses):
     """MAI-UI replay (seed 004 §2.3.3): the `per_task` most recent successes of each task."""
 
     source = "replay"
 
     def __init__(self, per_task: int = 8, seed: int = 0) -> None:
-        if per_task < 1:
-            raise ValueError("per_task must be ≥ 1")
-        self.per_task, self.seed = per_task, seed
-        self._items: dict[str, deque[str]] = {}
-        self._uses: dict[str, int] = {}
-        self._rng = random.Random(seed)
+        super().__init__(per_task, seed)
 
     def add(self, task_id: str, trajectory_id: str) -> None:
         """Record a new success; the oldest of the task's entries falls out beyond `per_task`."""
@@ -308,31 +318,7 @@ class ReplayBuffer:
         stored = self.recent(task_id)
         if not _all_failed(successes) or not stored:
             return []
-        picks = self._rng.sample(stored, min(k, len(stored)))
-        out = []
-        for trajectory_id in picks:
-            self._uses[trajectory_id] = self._uses.get(trajectory_id, 0) + 1
-            out.append(Injection(self.source, task_id, trajectory_id, None, True, self._uses[trajectory_id]))
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "per_task": self.per_task,
-            "seed": self.seed,
-            "items": {k: list(v) for k, v in self._items.items()},
-            "uses": dict(self._uses),
-            "rng": _rng_state(self._rng),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Self:
-        obj = cls(data["per_task"], data["seed"])
-        for task_id, ids in data["items"].items():
-            for trajectory_id in ids:
-                obj.add(task_id, trajectory_id)
-        obj._uses = {str(k): int(v) for k, v in data["uses"].items()}
-        obj._rng = _rng_from(data.get("rng"), obj.seed)
-        return obj
+        return [self._use(task_id, t) for t in self._rng.sample(stored, min(k, len(stored)))]
 
 
 CURRICULUM_BUCKETS = ("0-25", "25-50", "50-75", "75-100")
