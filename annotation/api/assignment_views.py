@@ -29,11 +29,14 @@ class AssignmentOut(serializers.ModelSerializer):
     instruction = serializers.CharField(source="task.instruction")
     env_kind = serializers.CharField(source="task.env_kind")
     success_rate = serializers.FloatField(source="task.success_rate")
+    attempts = serializers.IntegerField(
+        source="task.attempts", help_text="Finished episodes behind success_rate."
+    )
 
     class Meta:
         model = Assignment
         fields = ["id", "username", "task", "task_external_id", "instruction", "env_kind", "pool", "pool_name",
-                  "success_rate", "track", "status", "created_at"]  # fmt: skip
+                  "success_rate", "attempts", "track", "status", "created_at"]  # fmt: skip
 
 
 class AssignInput(serializers.Serializer):

@@ -34,6 +34,8 @@ def test_admin_assigns_a_pool_and_the_queue_puts_model_failures_first(api, users
     queue = api("annotator").get("/api/annotation/assignments/").json()
     assert [a["task_external_id"] for a in queue] == ["hard", "mid-important", "mid", "easy"]
     assert {a["track"] for a in queue} == {"novice"} and {a["username"] for a in queue} == {"ann"}
+    # the rate comes with the number of finished episodes behind it (the page shows "—" for none)
+    assert {a["attempts"] for a in queue} == {0}
 
     # Skipping takes a task out of the queue; someone else's assignment is not found.
     hard = queue[0]["id"]

@@ -1,7 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { ago, decisionLabel, decisionNumber, percent, reward, stepNumber, truncate, validation } from "./format";
+import { ago, decisionLabel, decisionNumber, measuredRate, percent, reward, stepNumber, truncate, validation } from "./format";
 
 describe("format", () => {
+  it("measuredRate: no figure before the first finished episode", () => {
+    expect(measuredRate(0, 0)).toBe("—");
+    expect(measuredRate(0, 3)).toBe("0 % of 3");
+    expect(measuredRate(0.5, 12)).toBe("50 % of 12");
+  });
+
   it("percent", () => {
     expect(percent(0.256)).toBe("26 %");
     expect(percent(0.256, 1)).toBe("25.6 %");

@@ -5,6 +5,11 @@ export function percent(fraction: number | null | undefined, digits = 0): string
   return `${(fraction * 100).toFixed(digits)} %`;
 }
 
+/** A task's measured success: "—" until an episode of it has finished, else "50 % of 12". */
+export function measuredRate(rate: number, attempts: number): string {
+  return attempts > 0 ? `${percent(rate)} of ${attempts}` : "—";
+}
+
 export function reward(value: number | null): string {
   return value === null ? "—" : value.toFixed(2);
 }

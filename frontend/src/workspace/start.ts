@@ -2,7 +2,7 @@
 
 import { api } from "../lib/api";
 import { badge, h, notice, render, table } from "../lib/dom";
-import { ago } from "../lib/format";
+import { ago, measuredRate } from "../lib/format";
 import { takeNextTask } from "./next";
 import type { SessionSummary } from "./types";
 
@@ -14,6 +14,7 @@ interface QueuedAssignment {
   env_kind: string;
   pool_name: string;
   success_rate: number;
+  attempts: number;
   track: string;
   status: string;
 }
@@ -42,7 +43,12 @@ async function mountQueue(box: HTMLElement, error: HTMLElement): Promise<void> {
         { label: "Pool", cell: (a) => a.pool_name },
         { label: "Kind", cell: (a) => a.env_kind },
         { label: "Track", cell: (a) => badge(a.track, a.track === "novice" ? "queued" : "running") },
-        { label: "Model success", cell: (a) => `${Math.round(a.success_rate * 100)} %`, numeric: true },
+        {
+          label: "Model success",
+          cell: (a) =>
+            h("span", { title: a.attempts > 0 ? "share of the finished episodes of this task that succeeded" : "no episode of this task has finished yet" }, measuredRate(a.success_rate, a.attempts)),
+          numeric: true,
+        },
         {
           label: "",
           cell: (a) => {
