@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import asdict
 from typing import Any
 
 import httpx
@@ -23,8 +24,7 @@ import websockets
 from django.conf import settings
 
 from webapp.benchkit.database import free_port
-
-BENCH_REDIS = "redis://127.0.0.1:6379/12"
+from workers.benchkit.platform_config import AnnotateBenchConfig
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -33,7 +33,8 @@ def _pct(values: list[float], q: float) -> float:
 
 
 class _Stack:
-    def __init__(self) -> None:
+    def __init__(self, config: AnnotateBenchConfig) -> None:
+        self.config = config
         self.procs: list[subprocess.Popen[bytes]] = []
         self.tmp = tempfile.mkdtemp(prefix="flywheel-bench-annotate-")
         db = settings.DATABASES["default"]
@@ -46,7 +47,7 @@ class _Stack:
             "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
             "DEBUG": "false",
             "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT']}/{self.db_name}",
-            "REDIS_URL": BENCH_REDIS,
+            "REDIS_URL": config.redis_url,
             "MEDIA_ROOT": f"{self.tmp}/media",
             "FLEET_REDIS_PREFIX": f"bench:fleet:{name}",
             "POLICY_BASE_URL": f"http://127.0.0.1:{self.policy_port}/v1",
@@ -78,12 +79,14 @@ class _Stack:
             conn.execute(f'CREATE DATABASE "{self.db_name}"')
         self.manage("migrate", "--noinput")
         self.manage("policy_init", "--promote")
-        self.manage("shell", "-c", _SETUP)
+        self.manage("shell", "-c", f"TASK_COPIES = {self.config.task_copies}\n{_SETUP}")
         celery = [sys.executable, "-m", "celery", "-A", "webapp", "worker", "--without-gossip", "--without-mingle",
                   "--without-heartbeat", "-l", "warning"]  # fmt: skip
-        self.start(*celery, "-n", f"{self.host_name}@%h", "-Q", f"env.{self.host_name}", "-P", "threads", "-c", "4",
-                   FLYWHEEL_ENV_HOST=self.host_name, FLEET_WARM_POOL="browser=2")  # fmt: skip
-        self.start(*celery, "-n", f"d{self.host_name}@%h", "-Q", "default", "-P", "threads", "-c", "2")
+        self.start(*celery, "-n", f"{self.host_name}@%h", "-Q", f"env.{self.host_name}", "-P", "threads",
+                   "-c", str(self.config.env_host_threads), FLYWHEEL_ENV_HOST=self.host_name,
+                   FLEET_WARM_POOL=self.config.warm_pool)  # fmt: skip
+        self.start(*celery, "-n", f"d{self.host_name}@%h", "-Q", "default", "-P", "threads",
+                   "-c", str(self.config.worker_threads))  # fmt: skip
         self.start(sys.executable, "manage.py", "serve_policy", "--port", str(self.policy_port))
         self.start(sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port),
                    "--no-access-log", "webapp.asgi:application")  # fmt: skip
@@ -107,7 +110,7 @@ user = user_create(username="bench", password="bench-pass-1", roles=[Role.ANNOTA
 pool, _ = TaskPool.objects.get_or_create(name="bench")
 # An accepted candidate may finish click-test, which submits the episode and closes its assignment:
 # one task copy per session the bench may need.
-for i in range(120):
+for i in range(TASK_COPIES):
     task, _ = Task.objects.get_or_create(pool=pool, external_id=f"click-test-{i}", defaults=dict(
         instruction="MiniWoB++ click-test", env_kind="browser", source="miniwob", setup={"task": "click-test"}))
     Assignment.objects.get_or_create(user=user, task=task)
@@ -202,10 +205,11 @@ async def _candidates(ws: Any, version: int) -> dict[str, Any]:
 
 
 def run_annotate(quick: bool) -> dict[str, Any]:
-    stack = _Stack()
+    config = AnnotateBenchConfig.for_run(quick)
+    stack = _Stack(config)
     try:
         stack.up()
-        samples = asyncio.run(_measure(f"http://127.0.0.1:{stack.port}", decisions=15 if quick else 100))
+        samples = asyncio.run(_measure(f"http://127.0.0.1:{stack.port}", decisions=config.decisions))
     except Exception as exc:
         raise RuntimeError(f"bench annotate failed: {exc}\n{stack.logs()}") from exc
     finally:
@@ -220,4 +224,5 @@ def run_annotate(quick: bool) -> dict[str, Any]:
         "decisions": len(samples["obs"]),
         "with_candidates": len(samples["cands"]),
         "mean_platform_ms": round(statistics.fmean(samples["platform"]), 1) if samples["platform"] else None,
+        "config": asdict(config),
     }

@@ -14,7 +14,7 @@ the run consumer, the Redis channel layer), signs a researcher in, and:
     the real service (services.metrics_record: insert, commit, publish on commit); the time from just
     before the call to the `run.metrics` message being parsed in the client, p50 / p95 (the client
     stands in for the browser: same socket, same JSON);
-  - sockets: `SOCKETS` clients connect at once, each gets its status snapshot, then one recorded
+  - sockets: `DashboardBenchConfig.sockets` clients connect at once, each gets its status snapshot, then one recorded
     step must reach every one of them; any failed connect, missing snapshot or missing message
     counts as an error.
 """
@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +38,7 @@ import psycopg
 from django.conf import settings
 
 from webapp.benchkit.database import database_url, free_port, recreate_database
-
-SERIES_POINTS = 1_000_000
-REQUESTED_POINTS = 2000
-NAMES = ("policy/entropy", "outcome/reward_mean")
+from workers.benchkit.platform_config import DashboardBenchConfig
 
 
 def _copy_block(run_id: int, names: list[bytes], start: int, values: np.ndarray) -> bytes:
@@ -106,9 +104,10 @@ def _fill(conn: psycopg.Connection, run_id: int, n: int, names: tuple[str, ...])
     conn.autocommit = False
 
 
-def measure_in_bench_db(run_id: int, n: int, repeats: int, names: tuple[str, ...] = NAMES) -> None:
+def measure_in_bench_db(run_id: int, n: int, repeats: int, names: tuple[str, ...], points: int) -> None:
     """Runs inside `manage.py shell` on the bench database: pack blocks with the real service, then
-    time the real read path of the series endpoint. Prints one JSON line."""
+    time the real read path of the series endpoint (`points` out of `n` of the first name). Prints
+    one JSON line."""
     from rl_control.selectors import metric_series
     from rl_control.services import metrics_compact
 
@@ -117,11 +116,11 @@ def measure_in_bench_db(run_id: int, n: int, repeats: int, names: tuple[str, ...
     compact_s = time.perf_counter() - t0
     timings: dict[str, list[float]] = {"step": [], "wall": []}
     out: dict[str, Any] = {}
-    metric_series(run_id=run_id, names=["policy/entropy"], points=REQUESTED_POINTS)  # warm the cache once
+    metric_series(run_id=run_id, names=[names[0]], points=points)  # warm the cache once
     for _ in range(repeats):
         for x in timings:
             start = time.perf_counter()
-            out = metric_series(run_id=run_id, names=["policy/entropy"], x=x, points=REQUESTED_POINTS)
+            out = metric_series(run_id=run_id, names=[names[0]], x=x, points=points)
             json.dumps(out)
             timings[x].append((time.perf_counter() - start) * 1000)
     (series,) = out["series"]
@@ -137,7 +136,7 @@ def measure_in_bench_db(run_id: int, n: int, repeats: int, names: tuple[str, ...
     }))  # fmt: skip
 
 
-def run_dashboard_downsample(quick: bool) -> dict[str, Any]:
+def run_dashboard_downsample(config: DashboardBenchConfig) -> dict[str, Any]:
     db_name = f"{settings.DATABASES['default']['NAME']}_bench_dashboard"
     db_url = database_url(db_name)
     recreate_database(db_name)
@@ -157,27 +156,26 @@ def run_dashboard_downsample(quick: bool) -> dict[str, Any]:
     created = subprocess.run([sys.executable, "manage.py", "shell", "-c", create], env=env, check=True,
                              capture_output=True, text=True, cwd=settings.BASE_DIR)  # fmt: skip
     run_id = int(created.stdout.strip().splitlines()[-1])
-    # --quick loads only the measured series; the full run interleaves a second one with it.
-    names = NAMES[:1] if quick else NAMES
+    names, points, repeats = config.series_names, config.series_points, config.downsample_repeats
     with psycopg.connect(db_url.replace("postgres://", "postgresql://")) as conn:
         t0 = time.perf_counter()
-        _fill(conn, run_id, SERIES_POINTS, names)
+        _fill(conn, run_id, points, names)
         fill_s = time.perf_counter() - t0
-    repeats = 5 if quick else 15
     code = (
         "from rl_control.bench import measure_in_bench_db;"
-        f" measure_in_bench_db({run_id}, {SERIES_POINTS}, {repeats}, {names!r})"
+        f" measure_in_bench_db({run_id}, {points}, {repeats}, {names!r}, {config.requested_points})"
     )
     result = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], env=env, check=True,
                             capture_output=True, text=True, cwd=settings.BASE_DIR)  # fmt: skip
     figures: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
-    if figures["points_in"] != SERIES_POINTS:
-        raise RuntimeError(f"served {figures['points_in']} points, expected {SERIES_POINTS}")
-    return {**figures, "requested_points": REQUESTED_POINTS, "repeats": repeats, "fill_s": round(fill_s, 1)}
-
-
-SOCKETS = 500
-CONNECTING = 50
+    if figures["points_in"] != points:
+        raise RuntimeError(f"served {figures['points_in']} points, expected {points}")
+    return {
+        **figures,
+        "requested_points": config.requested_points,
+        "repeats": repeats,
+        "fill_s": round(fill_s, 1),
+    }
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -186,7 +184,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 async def _live_figures(
-    port: int, cookie: str, run_id: int, record: Any, samples: int, sockets: int
+    port: int, cookie: str, run_id: int, record: Any, samples: int, sockets: int, connecting: int
 ) -> dict[str, Any]:
     import asyncio
     import threading
@@ -231,9 +229,9 @@ async def _live_figures(
     errors = 0
     conns: list[Any] = []
 
-    # Dashboards open over time, not in one instant: at most CONNECTING handshakes are in flight
+    # Dashboards open over time, not in one instant: at most `connecting` handshakes are in flight
     # (each one reads the session, the user and the run); all of them stay open together.
-    gate = asyncio.Semaphore(CONNECTING)
+    gate = asyncio.Semaphore(connecting)
 
     async def connect() -> Any:
         async with gate:
@@ -283,7 +281,7 @@ async def _live_figures(
     }
 
 
-def measure_live_in_bench_db(samples: int, sockets: int) -> None:
+def measure_live_in_bench_db(samples: int, sockets: int, connecting: int) -> None:
     """Runs inside `manage.py shell` on the bench database (see the module docstring). Prints one JSON line."""
     import asyncio
     import signal
@@ -347,7 +345,7 @@ def measure_live_in_bench_db(samples: int, sockets: int) -> None:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("uvicorn did not start") from None
                 time.sleep(0.1)
-        figures = asyncio.run(_live_figures(port, cookie, run.pk, record, samples, sockets))
+        figures = asyncio.run(_live_figures(port, cookie, run.pk, record, samples, sockets, connecting))
         time.sleep(3)  # let the server finish the disconnects before it is stopped
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -369,7 +367,8 @@ def measure_live_in_bench_db(samples: int, sockets: int) -> None:
 
 def run_dashboard(quick: bool) -> dict[str, Any]:
     """`bench dashboard`: 1M-point downsample, metric-to-client latency, concurrent sockets."""
-    downsample = run_dashboard_downsample(quick)
+    config = DashboardBenchConfig.for_run(quick)
+    downsample = run_dashboard_downsample(config)
     db_url = database_url(f"{settings.DATABASES['default']['NAME']}_bench_dashboard")
     env = {
         **os.environ,
@@ -377,8 +376,10 @@ def run_dashboard(quick: bool) -> dict[str, Any]:
         "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
         "DEBUG": "false",
     }
-    samples = 60 if quick else 300
-    code = f"from rl_control.bench import measure_live_in_bench_db; measure_live_in_bench_db({samples}, {SOCKETS})"
+    code = (
+        "from rl_control.bench import measure_live_in_bench_db;"
+        f" measure_live_in_bench_db({config.latency_samples}, {config.sockets}, {config.connecting})"
+    )
     result = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], env=env, check=True,
                             capture_output=True, text=True, cwd=settings.BASE_DIR)  # fmt: skip
     live: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
@@ -390,4 +391,5 @@ def run_dashboard(quick: bool) -> dict[str, Any]:
         "socket_errors": live.pop("socket_errors"),
         **live,
         **downsample,
+        "config": asdict(config),
     }

@@ -12,7 +12,7 @@ run's checkpoints counted), `updates` (every update, also those whose batch had 
 every group without signal or stale, which close their groups and keep the version) and `window_s`.
 
 Goals: first_metric_s ≤ 60 with --quick (2-minute window); ≥ 20 trained updates in the full 10-minute
-window.
+window. The settings are `workers.benchkit.platform_config.LaunchBenchConfig`.
 """
 
 from __future__ import annotations
@@ -27,12 +27,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 
-# Small groups and short episodes: a first update after ~8 short episodes on 2 environments.
-CONFIG: dict[str, Any] = {
-    "env": {"parallel_envs": 2},
-    "grpo": {"rollouts_per_task": 2},
-    "curation": {"rollouts_max": 2, "step_cap": 4, "min_batch_trajectories": 4},
-}
+from workers.benchkit.platform_config import LaunchBenchConfig
 
 
 def _login(client: httpx.Client, username: str, password: str) -> None:
@@ -82,17 +77,19 @@ def _trained(run_id: int, checkpoints: Any) -> int:
 
 
 def run_launch(quick: bool) -> dict[str, Any]:
-    base = os.environ.get("FLYWHEEL_BENCH_URL", settings.PUBLIC_BASE_URL).rstrip("/")
-    window_s = 120.0 if quick else 600.0
+    config = LaunchBenchConfig.for_run(quick)
+    base = (config.base_url or settings.PUBLIC_BASE_URL).rstrip("/")
+    window_s = config.window_s
     client = httpx.Client(base_url=base, timeout=120, follow_redirects=True)
-    _login(client, "researcher", os.environ.get("FLYWHEEL_BENCH_PASSWORD", "researcher"))
+    _login(client, config.username, config.password)
     csrf = {"X-CSRFToken": client.cookies.get("csrftoken") or "", "Referer": f"{base}/runs/new/"}
     pools = client.get("/api/pools/").json()
     pools = pools.get("results", pools) if isinstance(pools, dict) else pools
-    pool = next(p["id"] for p in pools if p["name"] == "demo-miniwob")
-    body = {"name": f"bench launch {time.strftime('%H:%M:%S')}", "preset": "grpo-dart", "pool": pool,
-            "launch": True, "config": {**CONFIG, "budget": {"max_updates": 10_000, "max_minutes": window_s / 60 + 2}}}  # fmt: skip
-    ready_by = time.monotonic() + 300
+    pool = next(p["id"] for p in pools if p["name"] == config.pool)
+    run_config = config.run_config()
+    body = {"name": f"bench launch {time.strftime('%H:%M:%S')}", "preset": config.preset, "pool": pool,
+            "launch": True, "config": run_config}  # fmt: skip
+    ready_by = time.monotonic() + config.ready_wait_s
     while True:  # right after `make up` the env host may still be booting its browsers
         started = time.perf_counter()
         created = client.post("/api/rl/runs/", json=body, headers=csrf)
@@ -125,9 +122,10 @@ def run_launch(quick: bool) -> dict[str, Any]:
         "status_at_end": run.get("status"),
         "error": run.get("error") or None,
         "socket_messages": seen["messages"],
-        "config": CONFIG,
-        "goal_first_metric_s": 60.0,
-        "goal_trained_updates_in_600_s": 20,
+        "run_config": run_config,
+        "config": config.to_json(),
+        "goal_first_metric_s": config.goal_first_metric_s,
+        "goal_trained_updates_in_600_s": config.goal_trained_updates_in_600_s,
         "load_avg_1m": round(os.getloadavg()[0], 2),
         "cores": os.cpu_count(),
     }

@@ -12,18 +12,18 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import asdict
 from typing import Any
 
 import redis
 from django.conf import settings
 
+from workers.benchkit.platform_config import EnvmanagerBenchConfig
 from workers.envs.leases import LeaseRegistry
 
-BENCH_REDIS = "redis://127.0.0.1:6379/14"
 
-
-def _churn(prefix: str, seconds: float, out: Any) -> None:
-    reg = LeaseRegistry(redis.Redis.from_url(BENCH_REDIS), prefix=prefix)
+def _churn(redis_url: str, prefix: str, seconds: float, out: Any) -> None:
+    reg = LeaseRegistry(redis.Redis.from_url(redis_url), prefix=prefix)
     done = 0
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
@@ -34,14 +34,16 @@ def _churn(prefix: str, seconds: float, out: Any) -> None:
     out.put(done)
 
 
-def _throughput(seconds: float, processes: int = 2) -> float:
+def _throughput(config: EnvmanagerBenchConfig) -> float:
+    seconds = config.throughput_s
     prefix = f"bench:fleet:{uuid.uuid4().hex[:8]}"
-    reg = LeaseRegistry(redis.Redis.from_url(BENCH_REDIS), prefix=prefix)
-    for i in range(64):
+    reg = LeaseRegistry(redis.Redis.from_url(config.redis_url), prefix=prefix)
+    for i in range(config.registered_envs):
         reg.register_env(env_id=f"e{i}", kind="bench", worker="bench", boot_s=0.0)
     out: Any = mp.get_context("fork").Queue()
     procs = [
-        mp.get_context("fork").Process(target=_churn, args=(prefix, seconds, out)) for _ in range(processes)
+        mp.get_context("fork").Process(target=_churn, args=(config.redis_url, prefix, seconds, out))
+        for _ in range(config.processes)
     ]
     start = time.perf_counter()
     for p in procs:
@@ -54,12 +56,13 @@ def _throughput(seconds: float, processes: int = 2) -> float:
     return total / elapsed
 
 
-def _reclaim_delays(n: int, period_s: float, ttl_s: float) -> list[float]:
+def _reclaim_delays(config: EnvmanagerBenchConfig) -> list[float]:
+    n, period_s, ttl_s = config.reclaims, config.reaper_period_s, config.lease_ttl_s
     prefix = f"bench:fleet:{uuid.uuid4().hex[:8]}"
-    reg = LeaseRegistry(redis.Redis.from_url(BENCH_REDIS), prefix=prefix)
+    reg = LeaseRegistry(redis.Redis.from_url(config.redis_url), prefix=prefix)
     for i in range(n):
         reg.register_env(env_id=f"r{i}", kind="bench", worker="bench", boot_s=0.0)
-    env = {**os.environ, "REDIS_URL": BENCH_REDIS, "FLEET_REDIS_PREFIX": prefix,
+    env = {**os.environ, "REDIS_URL": config.redis_url, "FLEET_REDIS_PREFIX": prefix,
            "FLEET_REAPER_PERIOD_S": str(period_s), "DJANGO_SETTINGS_MODULE": "webapp.settings.dev"}  # fmt: skip
     celery = [sys.executable, "-m", "celery", "-A", "webapp"]
     schedule = f"/tmp/flywheel-bench-beat-{prefix.rsplit(':', 1)[-1]}"
@@ -105,14 +108,15 @@ def _reclaim_delays(n: int, period_s: float, ttl_s: float) -> list[float]:
 
 
 def run_envmanager(quick: bool) -> dict[str, Any]:
-    rate = _throughput(seconds=3 if quick else 10)
-    period = 1.0
-    delays = _reclaim_delays(n=5 if quick else 20, period_s=period, ttl_s=0.5)
+    config = EnvmanagerBenchConfig.for_run(quick)
+    rate = _throughput(config)
+    delays = _reclaim_delays(config)
     return {
         "lease_release_per_s": round(rate, 1),
         "reclaim_delay_s": round(max(delays), 3),
         "reclaim_delay_p50_s": round(statistics.median(delays), 3),
-        "reaper_period_s": period,
+        "reaper_period_s": config.reaper_period_s,
         "reclaims_measured": len(delays),
-        "processes": 2,
+        "processes": config.processes,
+        "config": asdict(config),
     }

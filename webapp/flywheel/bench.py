@@ -11,7 +11,8 @@
 RL runs through the real engine (rl_control.engine.learn.rl_phase: Celery rollout and trainer
 workers, env host with Chromium, policy server) on the same pool, so its trajectories land in the
 pool's store and feed the next dataset. Success is greedy success on held-out seeds
-(workers.policy.evaluate); the V(s)=1 rate is that of each iteration's rejection sampling.
+(workers.policy.evaluate); the V(s)=1 rate is that of each iteration's rejection sampling. The
+settings are `workers.benchkit.platform_config.FlywheelBenchConfig`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import sys
 import time
 import uuid
+from dataclasses import asdict
 from itertools import pairwise
 from typing import Any
 
@@ -26,11 +28,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connections
 
-QUICK_TASKS = ("click-test", "focus-text", "click-button")
-FULL_TASKS = (*QUICK_TASKS, "click-link", "click-test-2", "click-dialog", "click-tab", "click-widget")
-# Sampling temperature of rejection sampling (why 0.3: docs/benchmarks.md, flywheel).
-RS_TEMPERATURE = 0.3
-MAX_NEW_TOKENS = 64  # expert responses take ~40 tokens; an untrained model would write ~150 a step
+from workers.benchkit.platform_config import FlywheelBenchConfig
 
 
 def _use_own_database(name: str) -> None:
@@ -49,7 +47,7 @@ def _log(message: str) -> None:
 
 
 def _rejection_sampling(
-    checkpoint: Any, task_ids: list[int], k: int, seed_base: int, max_steps: int
+    config: FlywheelBenchConfig, checkpoint: Any, task_ids: list[int], seed_base: int
 ) -> dict[str, Any]:
     from webapp.flywheel.models import FlywheelJob
     from webapp.flywheel.services.jobs import job_create
@@ -57,8 +55,8 @@ def _rejection_sampling(
 
     job = job_create(
         kind="rejection_sampling", checkpoint=checkpoint, enqueue=False,
-        params={"k": k, "task_ids": task_ids, "seed_base": seed_base, "max_steps": max_steps, "temperature": RS_TEMPERATURE,
-                "max_new_tokens": MAX_NEW_TOKENS},
+        params={"k": config.k, "task_ids": task_ids, "seed_base": seed_base, "max_steps": config.max_steps,
+                "temperature": config.rs_temperature, "max_new_tokens": config.max_new_tokens},
     )  # fmt: skip
     started = time.perf_counter()
     rejection_sampling_start(job.pk, inline=True)
@@ -70,20 +68,15 @@ def _rejection_sampling(
             "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
 
 
-def _success(
-    checkpoint: Any,
-    tasks: tuple[str, ...],
-    seeds: list[int],
-    max_steps: int,
-    intervals: dict[str, Any] | None = None,
-) -> float:
+def _success(config: FlywheelBenchConfig, checkpoint: Any, intervals: dict[str, Any] | None = None) -> float:
     """Greedy success of `checkpoint` on the held-out seeds; its Wilson interval goes into `intervals`."""
     from webapp.flywheel.services.training import evaluate_checkpoint
     from workers.benchkit.stats import wilson_interval
 
+    tasks, seeds = config.tasks, list(config.eval_range)
     _log(f"evaluating {checkpoint.version} on {len(tasks)} tasks × {len(seeds)} held-out seeds")
-    report = evaluate_checkpoint(checkpoint=checkpoint, tasks=list(tasks), seeds=seeds, max_steps=max_steps,
-                                 max_new_tokens=MAX_NEW_TOKENS)  # fmt: skip
+    report = evaluate_checkpoint(checkpoint=checkpoint, tasks=list(tasks), seeds=seeds, max_steps=config.max_steps,
+                                 max_new_tokens=config.max_new_tokens)  # fmt: skip
     if not report:
         return float("nan")
     if intervals is not None:
@@ -93,9 +86,7 @@ def _success(
     return round(report["mean"], 4)
 
 
-def _rl_then_pick(
-    sft: Any, pool: Any, tasks: tuple[str, ...], seeds: list[int], max_steps: int, minutes: float, it: int
-) -> tuple[dict[str, Any], Any]:
+def _rl_then_pick(config: FlywheelBenchConfig, sft: Any, pool: Any, it: int) -> tuple[dict[str, Any], Any]:
     """RL from the SFT checkpoint through the real engine; returns the figures and the checkpoint to
     promote: the RL result unless it does worse than its SFT start on the held-out seeds."""
     import tempfile
@@ -111,9 +102,9 @@ def _rl_then_pick(
     started = time.perf_counter()
     rl = rl_phase(
         checkpoint=sft, pool=pool, user=user, workdir=Path(tempfile.mkdtemp(prefix="bench-flywheel-rl-")),
-        minutes=minutes, envs=2, name=f"flywheel iteration {it + 1}",
+        minutes=config.rl_minutes, envs=config.rl_envs, name=f"flywheel iteration {it + 1}",
         config={"grpo": {"rollouts_per_task": 4, "lr": learn.lr, "beta_kl": 0.0, "temperature": learn.temperature},
-                "curation": {"rollouts_max": 4, "rollouts_min": 2, "step_cap": max_steps + 2,
+                "curation": {"rollouts_max": 4, "rollouts_min": 2, "step_cap": config.max_steps + 2,
                              "min_batch_trajectories": 16, "staleness_bound": learn.staleness,
                              "injection": "experience_pool"}},
     )  # fmt: skip
@@ -127,8 +118,8 @@ def _rl_then_pick(
     if rl["checkpoint"] is None:
         figures["picked"] = "sft (the run registered no checkpoint)"
         return figures, sft
-    sft_success = _success(sft, tasks, seeds, max_steps)
-    rl_success = _success(rl["checkpoint"], tasks, seeds, max_steps)
+    sft_success = _success(config, sft)
+    rl_success = _success(config, rl["checkpoint"])
     figures.update(checkpoint=rl["checkpoint"].version, success_sft=sft_success, success_rl=rl_success)
     if rl_success >= sft_success:
         figures["picked"] = "rl"
@@ -142,7 +133,8 @@ def run_flywheel(quick: bool) -> dict[str, Any]:
 
     from workers.benchkit.stats import wilson_interval
 
-    torch.set_num_threads(2)
+    config = FlywheelBenchConfig.for_run(quick)
+    torch.set_num_threads(config.threads)
     _use_own_database(f"{settings.DATABASES['default']['NAME']}_bench_flywheel")
     from webapp.flywheel.services.datasets import dataset_build
     from webapp.flywheel.services.promotion import checkpoint_promote
@@ -154,13 +146,7 @@ def run_flywheel(quick: bool) -> dict[str, Any]:
     from webapp.store.models import Task, TaskPool
     from workers.envs.browser.miniwob import MiniWoBEnv
 
-    tasks = QUICK_TASKS if quick else FULL_TASKS
-    k = 2 if quick else 8
-    demos_per_task = 6 if quick else 20
-    sft_steps = (100, 40) if quick else (400, 150)
-    eval_seeds = list(range(90_000, 90_000 + (2 if quick else 10)))
-    max_steps = 2 if quick else 4
-    iterations = 2 if quick else 3
+    tasks, k, iterations = config.tasks, config.k, config.iterations
     run = uuid.uuid4().hex[:6]
     started = time.perf_counter()
 
@@ -173,18 +159,19 @@ def run_flywheel(quick: bool) -> dict[str, Any]:
     current = checkpoint_create_initial(version=f"bench-init-{run}", seed=0)
     figures: dict[str, Any] = {"tasks": list(tasks), "k": k, "iterations": []}
     intervals: dict[str, Any] = {}
-    success0 = _success(current, tasks, eval_seeds, max_steps, intervals)
+    success0 = _success(config, current, intervals)
     figures["success_untrained"] = success0
 
-    rl_minutes = 2.0 if quick else 6.0
     for it in range(iterations):
         entry: dict[str, Any] = {"iteration": it, "checkpoint": current.version}
         _log(f"iteration {it}: rejection sampling with {current.version}")
-        entry["rejection_sampling"] = _rejection_sampling(current, task_ids, k, 10_000 + 100 * it, max_steps)
+        entry["rejection_sampling"] = _rejection_sampling(
+            config, current, task_ids, config.rs_seed_base + 100 * it
+        )
         validate_pending(pool_id=pool.pk)
         refresh = pool_refresh(pool=pool)
         entry["buckets"] = refresh.buckets
-        entry["success"] = success0 if it == 0 else _success(current, tasks, eval_seeds, max_steps, intervals)
+        entry["success"] = success0 if it == 0 else _success(config, current, intervals)
         entry["success_ci95"] = intervals.get(current.version)
         if it == iterations - 1:
             figures["iterations"].append(entry)
@@ -192,8 +179,8 @@ def run_flywheel(quick: bool) -> dict[str, Any]:
         if it == 0:
             env = MiniWoBEnv(wait_s=0.0)
             try:
-                demos = [record_expert_episode(env=env, task=t, seed=20_000 + s) for t in task_rows
-                         for s in range(demos_per_task)]  # fmt: skip
+                demos = [record_expert_episode(env=env, task=t, seed=config.demo_seed_base + s) for t in task_rows
+                         for s in range(config.demos_per_task)]  # fmt: skip
             finally:
                 env.close()
             entry["expert_demonstrations"] = sum(1 for d in demos if d is not None)
@@ -202,11 +189,11 @@ def run_flywheel(quick: bool) -> dict[str, Any]:
         entry["dataset"] = {"version": dataset.version, "sft": dataset.sft_count, "ct": dataset.ct_count}
         _log(f"SFT of {current.version} on dataset v{dataset.version} ({dataset.sft_count} SFT trajectories)")
         t0 = time.perf_counter()
-        child = checkpoint_sft(parent=current, dataset=dataset, steps=sft_steps[min(it, 1)], seed=it,
+        child = checkpoint_sft(parent=current, dataset=dataset, steps=config.sft_steps[min(it, 1)], seed=it,
                                version=f"bench-sft{it + 1}-{run}")  # fmt: skip
         entry["sft"] = {**child.metrics["sft"], "wall_s": round(time.perf_counter() - t0, 1)}
-        _log(f"RL from {child.version} for {rl_minutes} min")
-        entry["rl"], child = _rl_then_pick(child, pool, tasks, eval_seeds, max_steps, rl_minutes, it)
+        _log(f"RL from {child.version} for {config.rl_minutes} min")
+        entry["rl"], child = _rl_then_pick(config, child, pool, it)
         checkpoint_promote(checkpoint=child, targets=["annotation", "rl_start"])
         entry["promoted"] = child.version
         current = child
@@ -227,5 +214,6 @@ def run_flywheel(quick: bool) -> dict[str, Any]:
         v1_rate_rises=all(b > a for a, b in pairwise(rates)),
         annotation_model=current.version,
         seconds=round(time.perf_counter() - started, 1),
+        config=asdict(config),
     )
     return figures

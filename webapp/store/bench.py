@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,13 +19,13 @@ import psycopg
 from django.conf import settings
 
 from webapp.benchkit.database import database_url, free_port, recreate_database
+from workers.benchkit.platform_config import ExportBenchConfig
 
-STEPS_PER_TRAJECTORY = 20
 
-
-def _fill(db_url: str, n_steps: int) -> int:
-    """COPY `n_steps` realistic steps (3 candidates, thought, parsed action, image ref) in bulk."""
-    n_traj = max(1, n_steps // STEPS_PER_TRAJECTORY)
+def _fill(db_url: str, n_steps: int, per_trajectory: int) -> int:
+    """COPY `n_steps` realistic steps (3 candidates, thought, parsed action, image ref) in bulk, in
+    trajectories of `per_trajectory` steps."""
+    n_traj = max(1, n_steps // per_trajectory)
     now = datetime.now(UTC)
     candidates = json.dumps(
         [
@@ -47,11 +48,11 @@ def _fill(db_url: str, n_steps: int) -> int:
         ).fetchone()[0]  # type: ignore[index]
         with conn.cursor().copy(
             "COPY store_trajectory (task_id, env_kind, source, policy_version, status, final_reward, validator, route,"
-            " review_state, num_steps, metadata, created_at) FROM STDIN"
+            " review_state, num_steps, metadata, created_at, instruction, review_round, final_screenshot) FROM STDIN"
         ) as copy:
             for i in range(n_traj):
                 copy.write_row([task_id, "browser", "rl", "v12", "completed", float(i % 2), "", "none", "none",
-                                STEPS_PER_TRAJECTORY, "{}", now])  # fmt: skip
+                                per_trajectory, "{}", now, "", 0, ""])  # fmt: skip
         first_id = conn.execute("SELECT min(id) FROM store_trajectory").fetchone()[0]  # type: ignore[index]
         with conn.cursor().copy(
             "COPY store_step (trajectory_id, index, clock_start, clock_end, created_at, screenshot, observation_refs,"
@@ -61,7 +62,7 @@ def _fill(db_url: str, n_steps: int) -> int:
         ) as copy:
             for t in range(n_traj):
                 tid = first_id + t
-                for i in range(STEPS_PER_TRAJECTORY):
+                for i in range(per_trajectory):
                     thought = (
                         f"I see the form; step {i}: the Submit button is below the text field, so I click it."
                     )
@@ -69,11 +70,11 @@ def _fill(db_url: str, n_steps: int) -> int:
                         tid, i, 10.0 + i, 10.4 + i, now, f"screenshots/t{tid}/{i:05d}.jpg", "{}",
                         f"Thought: {thought}\nAction: click(start_box='(100,200)')", thought,
                         "click(start_box='(100,200)')", action, "", "relative_1000", "[[128, 160]]", candidates,
-                        "policy", "{}", "v12", "", "", "[]", 0.0, i == STEPS_PER_TRAJECTORY - 1,
+                        "policy", "{}", "v12", "", "", "[]", 0.0, i == per_trajectory - 1,
                         '{"value": 0.5, "advantage": 0.1, "ratio": 1.0}',
                     ])  # fmt: skip
         conn.commit()
-    return n_traj * STEPS_PER_TRAJECTORY
+    return n_traj * per_trajectory
 
 
 def _token(env: dict[str, str]) -> str:
@@ -89,7 +90,7 @@ def _token(env: dict[str, str]) -> str:
 
 
 def run_export(quick: bool) -> dict[str, Any]:
-    n_steps = 50_000 if quick else 1_000_000
+    config = ExportBenchConfig.for_run(quick)
     db_name = f"{settings.DATABASES['default']['NAME']}_bench_export"
     db_url = database_url(db_name)
     env = {
@@ -102,7 +103,7 @@ def run_export(quick: bool) -> dict[str, Any]:
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], env=env, check=True,
                    capture_output=True, cwd=settings.BASE_DIR)  # fmt: skip
     t0 = time.perf_counter()
-    steps = _fill(db_url, n_steps)
+    steps = _fill(db_url, config.steps, config.steps_per_trajectory)
     fill_s = time.perf_counter() - t0
     token = _token(env)
 
@@ -122,7 +123,7 @@ def run_export(quick: bool) -> dict[str, Any]:
                 peak["rss"] = max(peak["rss"], proc.memory_info().rss)
             except psutil.Error:
                 return
-            time.sleep(0.05)
+            time.sleep(config.rss_sample_s)
 
     try:
         base = f"http://127.0.0.1:{port}"
@@ -168,4 +169,5 @@ def run_export(quick: bool) -> dict[str, Any]:
         "first_byte_ms": round((first_byte_s or 0) * 1000, 1),
         "mb_streamed": round(n_bytes / 2**20, 1),
         "fill_s": round(fill_s, 1),
+        "config": asdict(config),
     }

@@ -3,9 +3,10 @@ read at run time, never stored in the repository) through the importer, the supp
 no-action check; and our own tasks with scripted solutions, set up / evaluate / solve / evaluate.
 
 Per domain: files, imported, supported, passes-without-action and set-up errors (over the supported
-tasks the no-action check ran on: all of them, or the first `QUICK_CHECKS` per domain with
+tasks the no-action check ran on: all of them, or the first `checks_per_domain` (2) per domain with
 --quick). Figures: supported_share over the goal domains (os, chrome, libreoffice_*, gimp, vlc,
-thunderbird), passes_without_action (count), correct_share over the solved tasks.
+thunderbird), passes_without_action (count), correct_share over the solved tasks. The settings are
+`workers.benchkit.platform_config.OsworldBenchConfig`.
 """
 
 from __future__ import annotations
@@ -15,29 +16,21 @@ import contextlib
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-GOAL_DOMAINS = (
-    "os",
-    "chrome",
-    "libreoffice_calc",
-    "libreoffice_writer",
-    "libreoffice_impress",
-    "gimp",
-    "vlc",
-    "thunderbird",
-)
-QUICK_CHECKS = 2
+from workers.benchkit.platform_config import OsworldBenchConfig
 
 
 def run_osworld(quick: bool, examples: str | None = None) -> dict[str, Any]:
+    config = OsworldBenchConfig.for_run(quick)
     # desktop-env's getters and metrics print what they read; the bench's stdout is its JSON.
     with contextlib.redirect_stdout(sys.stderr):
-        return _run_osworld(quick, examples)
+        return {**_run_osworld(config, examples), "config": asdict(config)}
 
 
-def _run_osworld(quick: bool, examples: str | None) -> dict[str, Any]:
+def _run_osworld(config: OsworldBenchConfig, examples: str | None) -> dict[str, Any]:
     from webapp.store.importers.osworld import osworld_task_json, parse_osworld
     from webapp.store.importers.types import SourceFile
     from workers.envs import osworld
@@ -53,7 +46,7 @@ def _run_osworld(quick: bool, examples: str | None) -> dict[str, Any]:
     mirrored_reasons: collections.Counter[str] = collections.Counter()
     passing: list[str] = []
     t0 = time.monotonic()
-    for domain in GOAL_DOMAINS:
+    for domain in config.goal_domains:
         files = sorted((folder / domain).glob("*.json")) if (folder / domain).is_dir() else []
         row = {"files": len(files), "imported": 0, "supported": 0, "checked": 0}
         row.update({"supported_if_mirrored": 0, "passes_without_action": 0, "setup_errors": 0})
@@ -71,7 +64,7 @@ def _run_osworld(quick: bool, examples: str | None) -> dict[str, Any]:
                     continue
                 row["supported"] += 1
                 row["supported_if_mirrored"] += 1
-                if quick and checks >= QUICK_CHECKS:
+                if config.checks_per_domain is not None and checks >= config.checks_per_domain:
                     continue
                 checks += 1
                 task = _as_task_json(record, osworld_task_json)
@@ -87,10 +80,10 @@ def _run_osworld(quick: bool, examples: str | None) -> dict[str, Any]:
     total = sum(r["imported"] for r in domains.values())
     supported = sum(r["supported"] for r in domains.values())
     mirrored = sum(r["supported_if_mirrored"] for r in domains.values())
-    solved = _solved_tasks(osworld)
+    solved = _solved_tasks(osworld, config.display_range)
     return {
         "examples": str(folder),
-        "mode": "quick" if quick else "full",
+        "mode": "quick" if config.quick else "full",
         "domains": domains,
         "imported": total,
         "supported": supported,
@@ -137,7 +130,7 @@ def _reason_kind(reason: str) -> str:
     return reason[:90]
 
 
-def _solved_tasks(osworld: Any) -> list[dict[str, Any]]:
+def _solved_tasks(osworld: Any, display_range: tuple[int, int]) -> list[dict[str, Any]]:
     """Our own tasks with scripted solutions: 0 before, 1 after, each through a real desktop."""
     from workers.envs.base import EnvError
     from workers.envs.desktop import DesktopConfig, DesktopEnv
@@ -156,7 +149,7 @@ def _solved_tasks(osworld: Any) -> list[dict[str, Any]]:
             if problems:
                 out.append({"id": task_id, "correct": False, "error": "; ".join(problems)})
                 continue
-            env = DesktopEnv(DesktopConfig(display_range=(400, 450), vnc=False, session_dir=session))
+            env = DesktopEnv(DesktopConfig(display_range=display_range, vnc=False, session_dir=session))
             try:
                 env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
                 before = env.evaluate()

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
+
+from workers.benchkit.platform_config import EnvstepBenchConfig
 
 
 def run_envstep(quick: bool) -> dict[str, Any]:
     from workers.envs.bench_browser import browser_figures
     from workers.envs.bench_desktop import desktop_figures
 
+    config = EnvstepBenchConfig.for_run(quick)
     figures: dict[str, Any] = {}
-    figures.update(desktop_figures(quick=quick))
-    figures.update(browser_figures(quick=quick))
+    figures.update(desktop_figures(config))
+    figures.update(browser_figures(config))
+    figures["config"] = asdict(config)
     return figures

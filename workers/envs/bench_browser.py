@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from workers.actions.types import Action, Point
+from workers.benchkit.platform_config import EnvstepBenchConfig
 from workers.envs.base import TaskSpec
 from workers.envs.browser.miniwob import MiniWoBEnv
 from workers.envs.browser.pool import BrowserPool
@@ -32,10 +33,8 @@ def _episode(env: MiniWoBEnv, seed: int) -> float:
     return env.evaluate()
 
 
-def browser_figures(quick: bool) -> dict[str, Any]:
-    steps = 40 if quick else 200
-    pages = 8 if quick else 16
-    episodes_per_page = 3 if quick else 10
+def browser_figures(config: EnvstepBenchConfig) -> dict[str, Any]:
+    steps, pages, episodes_per_page = config.browser_steps, config.browser_pages, config.episodes_per_page
     with BrowserPool() as pool:
         env = MiniWoBEnv(pool)
         env.reset(_TASK, seed=0)
@@ -73,4 +72,4 @@ def browser_figures(quick: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(browser_figures(quick=True))
+    print(browser_figures(EnvstepBenchConfig.for_run(quick=True)))

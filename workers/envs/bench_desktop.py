@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from workers.actions.types import Action, Point
+from workers.benchkit.platform_config import EnvstepBenchConfig
 from workers.envs.base import TaskSpec
 from workers.envs.desktop import DesktopConfig, DesktopEnv
 
@@ -77,13 +78,13 @@ def measure_boots(n: int) -> dict[str, float]:
     }
 
 
-def desktop_figures(quick: bool) -> dict[str, Any]:
+def desktop_figures(config: EnvstepBenchConfig) -> dict[str, Any]:
     figures: dict[str, Any] = {}
-    figures.update(measure_steps(200 if quick else 1000))
-    settled = measure_steps(50 if quick else 200, settle=True)
+    figures.update(measure_steps(config.desktop_steps))
+    settled = measure_steps(config.settled_steps, settle=True)
     figures["desktop_step_settled_p50_ms"] = settled["desktop_step_p50_ms"]
     figures["desktop_step_settled_p95_ms"] = settled["desktop_step_p95_ms"]
-    figures.update(measure_boots(3 if quick else 10))
+    figures.update(measure_boots(config.desktop_boots))
     return figures
 
 
@@ -91,4 +92,4 @@ if __name__ == "__main__":
     import json
     import sys
 
-    print(json.dumps(desktop_figures(quick="--quick" in sys.argv)))
+    print(json.dumps(desktop_figures(EnvstepBenchConfig.for_run(quick="--quick" in sys.argv))))

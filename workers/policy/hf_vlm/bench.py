@@ -14,6 +14,8 @@
    reload of the merged directory (`/v1/load_weights`) instead, which is what every version cost
    before runtime LoRA loading (`sync_save_s`, `sync_lora_load_s`, `sync_load_s` apart);
    `adapter_bytes` vs `merged_bytes` is what moves in each case.
+
+The settings are `workers.benchkit.platform_config.VlmBenchConfig`.
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ import os
 import statistics
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+from workers.benchkit.platform_config import VlmBenchConfig
 
 
 def _dir_bytes(path: Path) -> int:
@@ -45,12 +50,12 @@ def run_vlm(quick: bool = False) -> dict[str, Any]:
     from workers.rl.samples import TrajectorySample, chat_step_sample_from
     from workers.rl.trainer.vlm import VLMPolicyTrainer
 
-    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    config = VlmBenchConfig.for_run(quick)
+    torch.set_num_threads(min(config.threads, os.cpu_count() or 1))
     work = Path(tempfile.mkdtemp(prefix="bench-vlm-"))
     checkpoint = build_tiny_checkpoint(work / "v0", seed=0)
-    proposals = 6 if quick else 24
-    updates = 1 if quick else 3
-    profile = profile_for(checkpoint, max_tokens=16, max_screenshots=2)
+    proposals, updates, tasks = config.proposals, config.updates, config.tasks
+    profile = profile_for(checkpoint, max_tokens=config.max_tokens, max_screenshots=config.max_screenshots)
     secret = "bench-vlm"
     server, _ = start_server(
         HFVLMPolicy.from_pretrained(checkpoint, seed=0), checkpoint=str(checkpoint), weights_secret=secret
@@ -60,10 +65,10 @@ def run_vlm(quick: bool = False) -> dict[str, Any]:
     propose_ms: list[float] = []
     rows: list[tuple[Any, list[HistoryItem], Any]] = []
     try:
-        tasks = ["click-button", "click-test", "focus-text"]
         for i in range(proposals):
             obs = env.reset(
-                TaskSpec(task_id=tasks[i % 3], instruction="", kind="browser", source="miniwob"), seed=i
+                TaskSpec(task_id=tasks[i % len(tasks)], instruction="", kind="browser", source="miniwob"),
+                seed=i,
             )
             history = [HistoryItem("", "wait()", obs.screenshot)] if i % 2 else []
             started = time.perf_counter()
@@ -88,9 +93,15 @@ def run_vlm(quick: bool = False) -> dict[str, Any]:
             height=obs.height, image_format=obs.image_format, history=history, token_ids=c.token_ids,
             rollout_logprobs=c.token_logprobs, policy_version=0,
         )  # fmt: skip
-        samples.append(TrajectorySample(str(i), f"t{i % 3}", f"g{i % 3}", [step], float(i % 2), bool(i % 2)))
-    config = RLConfig.from_dict({"algorithm": "grpo", "grpo": {"lr": 1e-4, "entropy_keep_fraction": 1.0}})
-    trainer = VLMPolicyTrainer(checkpoint, config, seed=0, vlm={"lora_rank": 8, "lora_alpha": 16})
+        samples.append(
+            TrajectorySample(
+                str(i), f"t{i % len(tasks)}", f"g{i % len(tasks)}", [step], float(i % 2), bool(i % 2)
+            )
+        )
+    rl = RLConfig.from_dict({"algorithm": "grpo", "grpo": {"lr": config.lr, "entropy_keep_fraction": 1.0}})
+    trainer = VLMPolicyTrainer(
+        checkpoint, rl, seed=0, vlm={"lora_rank": config.lora_rank, "lora_alpha": config.lora_alpha}
+    )
     update_s, save_s, load_s, lora_s = [], [], [], []
     client = OpenAIClient(server.url, api_key=secret)
     try:
@@ -125,7 +136,7 @@ def run_vlm(quick: bool = False) -> dict[str, Any]:
         "propose_p50_ms": round(statistics.median(propose_ms), 1),
         "propose_p90_ms": round(sorted(propose_ms)[int(0.9 * (len(propose_ms) - 1))], 1),
         "logprob_max_abs_diff": max(diffs),
-        "logprob_goal": 1e-3,
+        "logprob_goal": config.logprob_goal,
         "updates": updates,
         "update_s": round(statistics.median(update_s), 2),
         "update_samples": len(samples),
@@ -144,4 +155,5 @@ def run_vlm(quick: bool = False) -> dict[str, Any]:
         "gpu": "none available to this session (CPU only)",
         "load_avg_1m": round(os.getloadavg()[0], 2),
         "cores": os.cpu_count(),
+        "config": asdict(config),
     }
