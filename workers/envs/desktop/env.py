@@ -8,15 +8,13 @@ only the token proxy reaches it.
 
 from __future__ import annotations
 
-import base64
-import logging
 import os
 import shutil
 import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,74 +22,26 @@ from Xlib.error import ConnectionClosedError, DisplayError
 
 from workers.actions.types import Action
 from workers.envs.base import EnvCrashed, EnvError, EnvKind, ImageFormat, Observation, StepResult, TaskSpec
-from workers.envs.desktop.apps import TERMINAL_LOG_DIR, TERMINAL_TEXT_BYTES, app_spec, terminal_text
+from workers.envs.desktop.apps import app_spec
 from workers.envs.desktop.capture import ScreenGrabber
+from workers.envs.desktop.config import DesktopConfig
 from workers.envs.desktop.dispatch import execute_action
 from workers.envs.desktop.frames import FrameRecorder
 from workers.envs.desktop.procs import has_descendant, stop, wait_until
+from workers.envs.desktop.session import (
+    PY_INSIDE,
+    SESSION_BUS,
+    box_env,
+    spawn_session_bus,
+    terminal_transcript,
+    wait_session_bus,
+)
 from workers.envs.desktop.settle import ScreenSettler
 from workers.envs.desktop.wm import CONFIG_INSIDE, write_config, write_menu
 from workers.envs.desktop.xinput import XInput
 from workers.envs.desktop.xserver import XServer
-from workers.envs.sandbox import SANDBOX_HOME, CommandResult, Limits, Sandbox, SandboxError, SandboxPolicy
+from workers.envs.sandbox import SANDBOX_HOME, CommandResult, Limits, Sandbox, SandboxError
 from workers.envs.vnc.server import VncTarget, X11Vnc
-
-log = logging.getLogger(__name__)
-
-SESSION_BUS = "unix:path=/run/user/1000/bus"
-PY_INSIDE = "/opt/osworld-py"  # pyautogui for OSWorld set-up steps, read-only
-
-
-# OSWorld tasks read applications' accessibility trees (AT-SPI, on the session's own D-Bus), as on
-# OSWorld's VM where accessibility is on: GTK apps expose theirs by themselves; Firefox/Thunderbird,
-# Chromium and Qt (VLC) when asked. Only for OSWorld tasks: it costs the browser some speed.
-OSWORLD_A11Y_ENV = {
-    "GNOME_ACCESSIBILITY": "1",
-    "ACCESSIBILITY_ENABLED": "1",
-    "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1",
-}
-
-
-@dataclass(frozen=True)
-class DesktopConfig:
-    """How a desktop session boots. One line per field:
-
-    - width/height: screen size in pixels.
-    - display_range: X display numbers [low, high) to pick a free one from.
-    - apps: apps started at reset unless the task names its own ('xterm', 'chromium', 'editor');
-      the desktop's right-click menu offers the same apps.
-    - vnc / vnc_socket_dir: start x11vnc, on a unix socket in this directory (None: the session's
-      private directory; set it where the token proxy runs in another container).
-    - session_dir: the session's home (shared with its terminal); a temp dir (deleted on close) if None.
-      Every directory above it must let others traverse it (the sandbox user binds it).
-    - policy: the session sandbox's process, memory and CPU limits.
-    - image_format / jpeg_quality: default screenshot encoding.
-    - scroll_clicks: wheel clicks per scroll action; wait_s: how long `wait()` sleeps.
-    - settle_quiet_s / settle_max_s: after an action, wait until the screen was quiet (no X DAMAGE)
-      for settle_quiet_s, at most settle_max_s, before the screenshot; 0 grabs at once.
-    - boot_timeout_s / app_timeout_s: readiness deadlines.
-    - glx: load Xvfb's GLX extension (software Mesa; about 90 ms of every boot). Off: apps render
-      through plain X11 (Chromium runs with --disable-gpu anyway); turn on for apps that need GLX.
-    """
-
-    width: int = 1280
-    height: int = 800
-    display_range: tuple[int, int] = (100, 200)
-    apps: tuple[str, ...] = ("xterm",)
-    vnc: bool = True
-    vnc_socket_dir: Path | None = None
-    session_dir: Path | None = None
-    policy: SandboxPolicy = field(default_factory=SandboxPolicy)
-    image_format: ImageFormat = "jpeg"
-    jpeg_quality: int = 80
-    scroll_clicks: int = 5
-    wait_s: float = 1.0
-    settle_quiet_s: float = 0.05
-    settle_max_s: float = 0.5
-    boot_timeout_s: float = 10.0
-    app_timeout_s: float = 15.0
-    glx: bool = False
-    extra_env: dict[str, str] = field(default_factory=dict)
 
 
 class DesktopEnv:
@@ -333,18 +283,10 @@ class DesktopEnv:
 
     def app_env(self) -> dict[str, str]:
         """Environment for processes in this desktop's sandbox: its DISPLAY, the session as HOME."""
-        return {
-            "LANG": os.environ.get("LANG", "C.UTF-8"),
-            "TERM": "xterm",
-            "DISPLAY": self.display,
-            "HOME": SANDBOX_HOME,
-            "XDG_RUNTIME_DIR": "/run/user/1000",
-            "XDG_DOWNLOAD_DIR": f"{SANDBOX_HOME}/Downloads",
-            **(OSWORLD_A11Y_ENV if self._task is not None and self._task.source == "osworld" else {}),
-            **({"DBUS_SESSION_BUS_ADDRESS": self._bus} if self._bus else {}),
-            **({"PYTHONPATH": PY_INSIDE} if PY_INSIDE in (self._box.ro_binds if self._box else {}) else {}),
-            **self.config.extra_env,
-        }
+        osworld = self._task is not None and self._task.source == "osworld"
+        return box_env(
+            display=self.display, box=self._box, bus=self._bus, osworld=osworld, extra=self.config.extra_env
+        )
 
     def launch(self, name: str, wait: bool = True) -> None:
         """Start a desktop app ('xterm', 'chromium', 'editor') in the sandbox and wait for its window."""
@@ -385,23 +327,9 @@ class DesktopEnv:
         return self._box.run(command, limits=limits, env=self.app_env(), separate_stderr=separate_stderr)
 
     def terminal_transcript(self) -> str | None:
-        """The text of the terminal in the active window (OSWorld's `vm_terminal_output` reads the
-        focused GNOME Terminal's text), or None when the active window is not one of the session's
-        terminals."""
-        script = (
-            "w=$(xprop -root _NET_ACTIVE_WINDOW | sed -n 's/.*# \\(0x[0-9a-fA-F]*\\).*/\\1/p') && "
-            "p=$(xprop -id \"$w\" _NET_WM_PID | sed -n 's/.* = \\([0-9]*\\)$/\\1/p') && "
-            f'[ -n "$p" ] && tail -c {TERMINAL_TEXT_BYTES} -- "{TERMINAL_LOG_DIR}/$p.log" | base64 -w0'
-        )
-        result = self.run_command(
-            ["/bin/sh", "-c", script],
-            timeout_s=10.0,
-            separate_stderr=True,
-            max_output=2 * TERMINAL_TEXT_BYTES,
-        )
-        if not result.ok:
-            return None
-        return terminal_text(base64.b64decode(result.output.strip() or b""))
+        """The text of the terminal in the active window, or None when it is not one of the
+        session's terminals (`workers.envs.desktop.session.terminal_transcript`)."""
+        return terminal_transcript(self.run_command)
 
     def spawn_command(self, command: str | list[str], shell: bool = False) -> None:
         """Start a long-running command (OSWorld 'launch') in the sandbox without waiting for it; it
@@ -420,8 +348,6 @@ class DesktopEnv:
 
             self._mcp = McpToolbox(self.session_dir)
         return self._mcp
-
-    # internals -------------------------------------------------------------------------------
 
     # take-over frames ----------------------------------------------------------------------
 
@@ -446,6 +372,8 @@ class DesktopEnv:
             self._frames.stop()
             self._frames = None
 
+    # internals -------------------------------------------------------------------------------
+
     def _check_alive(self) -> None:
         if self._x is None:
             raise EnvError("desktop not booted; call reset() or boot() first")
@@ -465,29 +393,16 @@ class DesktopEnv:
         box.start(self.config.boot_timeout_s)
 
     def _spawn_session_bus(self, box: Sandbox) -> bool:
-        """Start the session's own D-Bus (so gsettings / dconf read and write the session's settings,
-        in its home, never the host's), when dbus-daemon is installed; `_wait_session_bus` waits."""
-        self._bus = None
-        if shutil.which("dbus-daemon") is None:
-            return False
-        proc = box.spawn(
-            ["dbus-daemon", "--session", f"--address={SESSION_BUS}", "--nofork", "--nopidfile"],
-            env={"HOME": SANDBOX_HOME, "XDG_RUNTIME_DIR": "/run/user/1000"},
-            log_path=self._log_dir / "dbus.log",
-        )
-        self._apps.append(proc)
-        self._bus = SESSION_BUS  # apps started from now on find it once it listens
-        return True
+        """Start the session's own D-Bus when dbus-daemon is installed; `_wait_session_bus` waits."""
+        proc = spawn_session_bus(box, self._log_dir / "dbus.log")
+        self._bus = None if proc is None else SESSION_BUS  # apps started from now on find it once it listens
+        if proc is not None:
+            self._apps.append(proc)
+        return proc is not None
 
     def _wait_session_bus(self, box: Sandbox, started: bool) -> None:
-        if not started:
-            return
-        socket_path = box.host_path("/run/user/1000/bus")
-        try:
-            wait_until(socket_path.is_socket, self.config.boot_timeout_s, "the session's D-Bus", 0.01)
-        except EnvError:
+        if started and not wait_session_bus(box, self.config.boot_timeout_s, self._log_dir / "dbus.log"):
             self._bus = None
-            log.warning("the session's D-Bus did not start (see %s)", self._log_dir / "dbus.log")
 
     def _spawn_in_box(
         self, argv: list[str], log_name: str = "openbox.log", pass_fds: Sequence[int] = ()

@@ -20,42 +20,14 @@ from workers.envs.base import EnvError
 from workers.envs.sandbox import cgroups, egress
 from workers.envs.sandbox.cgroups import SandboxCgroup
 from workers.envs.sandbox.egress import Slirp
+from workers.envs.sandbox.filesystem import INSIDE_UID, bwrap_args, chown_tree, untraversable_parent
 from workers.envs.sandbox.run import SANDBOX_HOME, CommandResult, Limits, kill_group, run_collect
 from workers.envs.sandbox.spawner import popen_tied
 from workers.envs.sandbox.uids import UidLease
 
 log = logging.getLogger(__name__)
 
-INSIDE_UID = 1000
 PATH = "/usr/local/bin:/usr/bin:/bin"
-# What of the host's /etc a session sees: libraries, fonts, X and GTK defaults, MIME data, the public
-# CA certificates (HTTPS for tasks with network). Never shadow/gshadow/ssh/ssl private keys, the
-# machine's hostname or anything the project put there.
-ETC_VISIBLE = (
-    "alternatives",
-    "bash.bashrc",
-    "chromium",
-    "chromium.d",
-    "fonts",
-    "gtk-2.0",
-    "gtk-3.0",
-    "gimp",  # OSWorld apps (make osworld-apps): their system-wide configuration, no secrets
-    "inputrc",
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "libreoffice",  # share/registry is a link here: LibreOffice does not start without it
-    "localtime",
-    "magic",
-    "mime.types",
-    "nsswitch.conf",
-    "ssl/certs",  # public certificates only (ssl/private stays out)
-    "terminfo",
-    "thunderbird",
-    "vlc",
-    "X11",
-    "xdg",
-)
 NETWORK_REFUSED = (
     "this host cannot give a sandboxed session network egress that keeps the host's own services "
     "(Redis, PostgreSQL, the web app) out of reach, so tasks that need the network are refused"
@@ -147,10 +119,14 @@ class Sandbox:
         if self._prepared is None:
             if not self.home.is_dir():
                 raise SandboxError(f"session directory {self.home} does not exist")
-            _check_reachable(self.home)
+            if (parent := untraversable_parent(self.home)) is not None:
+                raise SandboxError(
+                    f"session directory {self.home} is not reachable by the sandbox user: {parent} does not "
+                    "let others traverse it (make session directories under /tmp, or chmod o+x)"
+                )
             lease = UidLease()
             try:
-                _chown_tree(self.home, lease.uid)
+                chown_tree(self.home, lease.uid)
                 cgroup = SandboxCgroup(
                     f"flywheel-sandbox-{lease.uid}",
                     pids=self.policy.processes,
@@ -207,7 +183,7 @@ class Sandbox:
         lease.release()  # kills the uid's leftovers first
         cgroup.remove()
         if self.home.is_dir():
-            _chown_tree(self.home, 0)
+            chown_tree(self.home, 0)
 
     # processes -------------------------------------------------------------------------------
 
@@ -360,7 +336,14 @@ class Sandbox:
                 "--no-new-privs",
                 "--",
                 "bwrap",
-                *self._bwrap_args(fds),
+                *bwrap_args(
+                    self.home,
+                    ro_binds=self.ro_binds,
+                    binds=self.binds,
+                    tmp_mb=self.policy.tmp_mb,
+                    network=self.policy.network,
+                    fds=fds,
+                ),
                 "--die-with-parent",
                 "--info-fd",
                 str(info_w),
@@ -409,79 +392,6 @@ class Sandbox:
                 raise
         return started
 
-    def _bwrap_args(self, fds: list[int]) -> list[str]:
-        """The box's file system and namespaces. Paths are handed to bwrap as open fds, because the
-        box user may not traverse the host directories above them."""
-        tmp = str(self.policy.tmp_mb << 20)
-        args = [
-            "--unshare-user",
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-net",
-            "--unshare-cgroup-try",
-            "--uid",
-            str(INSIDE_UID),
-            "--gid",
-            str(INSIDE_UID),
-            "--hostname",
-            "session",
-            "--new-session",
-            "--ro-bind",
-            "/usr",
-            "/usr",
-        ]
-        for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-            path = Path("/") / name
-            if path.is_symlink():
-                args += ["--symlink", os.readlink(path), f"/{name}"]
-            elif path.is_dir():
-                args += ["--ro-bind", str(path), f"/{name}"]
-        for name in ETC_VISIBLE:
-            args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        # Fontconfig's system cache: without it every app of a fresh box scans all fonts (seconds).
-        args += ["--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig"]
-        for name, text in _etc_files(self.policy.network).items():
-            args += ["--ro-bind-data", str(_data_fd(text, fds)), f"/etc/{name}"]
-        args += ["--proc", "/proc", "--dev", "/dev"]
-        args += ["--size", tmp, "--tmpfs", "/dev/shm", "--size", tmp, "--tmpfs", "/tmp"]
-        args += ["--dir", "/tmp/.X11-unix", "--dir", "/run/user/1000", "--chmod", "0700", "/run/user/1000"]
-        args += ["--bind-fd", str(_path_fd(self.home, fds)), SANDBOX_HOME]
-        args += ["--symlink", SANDBOX_HOME, "/home/user"]
-        for inside, host in sorted(self.ro_binds.items()):
-            args += ["--ro-bind-fd", str(_path_fd(host, fds)), inside]
-        for inside, host in sorted(self.binds.items()):
-            args += ["--bind-fd", str(_path_fd(host, fds)), inside]
-        args += ["--chdir", SANDBOX_HOME, "--cap-drop", "ALL"]
-        return args
-
-
-def _etc_files(network: bool) -> dict[str, str]:
-    dns = {"resolv.conf": f"nameserver {egress.RESOLVER}\n"} if network else {}
-    return {
-        **dns,
-        "passwd": f"user:x:{INSIDE_UID}:{INSIDE_UID}:user:{SANDBOX_HOME}:/bin/bash\n"
-        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-        "group": f"user:x:{INSIDE_UID}:\nnogroup:x:65534:\n",
-        "hostname": "session\n",
-        "shells": "/bin/sh\n/bin/bash\n/usr/bin/bash\n",
-        "hosts": "127.0.0.1 localhost session\n::1 localhost\n",
-    }
-
-
-def _data_fd(text: str, fds: list[int]) -> int:
-    read_fd, write_fd = os.pipe()
-    os.write(write_fd, text.encode())  # far below the pipe's buffer
-    os.close(write_fd)
-    fds.append(read_fd)
-    return read_fd
-
-
-def _path_fd(path: Path, fds: list[int]) -> int:
-    fd = os.open(path, os.O_PATH)
-    fds.append(fd)
-    return fd
-
 
 def _read_child_pid(fd: int, holder: subprocess.Popen[bytes], timeout_s: float) -> int:
     """The host pid of the box's init, from bwrap's --info-fd JSON."""
@@ -510,25 +420,3 @@ def _wait_ready(holder: subprocess.Popen[bytes], timeout_s: float) -> None:
     if not ready or holder.stdout.readline() != b"ready\n":
         err = holder.stderr.read().decode(errors="replace") if holder.stderr and holder.poll() else ""
         raise SandboxError(f"the sandbox did not start: {err.strip() or 'no ready line'}")
-
-
-def _check_reachable(home: Path) -> None:
-    """bwrap resolves bind sources as the box user: every directory above the home must let others
-    traverse it (the default homes, made in /tmp, do)."""
-    for parent in home.resolve().parents:
-        if not os.stat(parent).st_mode & 0o001:
-            raise SandboxError(
-                f"session directory {home} is not reachable by the sandbox user: {parent} does not "
-                "let others traverse it (make session directories under /tmp, or chmod o+x)"
-            )
-
-
-def _chown_tree(root: Path, uid: int) -> None:
-    """Give the session's home (and what is in it) to the box user, or back to root on close."""
-    os.lchown(root, uid, uid)
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            try:
-                os.lchown(os.path.join(dirpath, name), uid, uid)
-            except FileNotFoundError:
-                pass

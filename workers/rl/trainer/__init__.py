@@ -39,7 +39,8 @@ the one an uninterrupted trainer would have made. With `weight_ema` > 0 the trai
 exponential moving average of the weights, saved as a second checkpoint directory `<out>/ema`.
 
 Layout: core.py (PolicyTrainer), ppo.py / grpo.py (the two update passes and value pretraining),
-batch.py (the row layout and padded tensors), vlm.py (VLMPolicyTrainer: the same algorithms on a
+batch.py (the row layout and padded tensors), state.py (trainer_state.pt: what `save` writes and
+`resume` restores), vlm.py (VLMPolicyTrainer: the same algorithms on a
 Hugging Face vision-language policy, LoRA or full fine-tuning; `trainer_for` picks by checkpoint).
 """
 
@@ -47,7 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from workers.rl.config import RLConfig
-from workers.rl.trainer.core import EMA_DIR, STATE_FILE, PolicyTrainer
+from workers.rl.trainer.core import PolicyTrainer
+from workers.rl.trainer.state import EMA_DIR, STATE_FILE
 
 
 def trainer_for(

@@ -26,12 +26,11 @@ from workers.rl.config import ConfigError, RLConfig, lr_scale
 from workers.rl.curation import PlateauDetector
 from workers.rl.samples import StepSample, TrajectorySample, sft_examples_from
 from workers.rl.trainer import grpo, ppo
+from workers.rl.trainer import state as saved
 from workers.rl.trainer.batch import Meter, Row, Tensor, length_buckets
+from workers.rl.trainer.state import EMA_DIR
 from workers.rl.value_pretrain import ValuePretrainMonitor
 
-STATE_FILE = "trainer_state.pt"
-EMA_DIR = "ema"  # the averaged weights' checkpoint directory inside a trainer checkpoint (weight_ema > 0)
-STATE_KIND = "flywheel-rl-trainer"
 SCORE_CHUNK = 16  # most rows per padded batch of a scoring pass (bounds memory on long prompts)
 
 
@@ -439,67 +438,21 @@ class PolicyTrainer:
         self.write_state(out, self.state_dict())
 
     def write_state(self, out: Path, state: dict[str, Any]) -> None:
-        tmp = out / (STATE_FILE + ".tmp")
-        torch.save(state, tmp)
-        tmp.replace(out / STATE_FILE)  # atomic: a crash never leaves a half-written state
+        saved.write(out, state)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything `restore` needs besides the weights (trainer_state.pt)."""
-        return {
-            "kind": STATE_KIND,
-            "config": self.config.to_dict(),
-            "seed": self.seed,
-            "version": self.version,
-            "steps_done": self.steps_done,
-            "entropulse_count": self.entropulse_count,
-            "optimizer": self.optimizer.state_dict(),
-            "value_optimizer": self.value_optimizer.state_dict() if self.value_optimizer else None,
-            "generator": self.generator.get_state(),
-            "torch_rng": torch.get_rng_state(),
-            "reference": self.reference.state_dict() if self.reference is not None else None,
-            "plateau": self.plateau.to_dict(),
-            "value_monitor": self.value_monitor.to_dict(),
-            "curation_state": self.curation_state,
-            "last_step_stats": self.last_step_stats,
-            "ema": self.ema,
-        }
+        return saved.state_of(self)
 
     @classmethod
     def resume(cls, out_dir: str | Path, config: RLConfig | None = None) -> PolicyTrainer:
         """A trainer continuing exactly where `save` left off (config defaults to the saved one)."""
-        out = Path(out_dir)
-        path = out / STATE_FILE
-        if not path.is_file():
-            raise PolicyError(f"no trainer state at {path}")
-        state = torch.load(path, weights_only=False)
-        if state.get("kind") != STATE_KIND:
-            raise PolicyError(f"{path} is not an RL trainer state (an SFT checkpoint?)")
+        state = saved.load(Path(out_dir))
         config = config or RLConfig.from_dict(state["config"])
-        trainer = cls(out, config, seed=int(state["seed"]))
+        trainer = cls(Path(out_dir), config, seed=int(state["seed"]))
         trainer.restore(state, config)
         return trainer
 
     def restore(self, state: dict[str, Any], config: RLConfig) -> None:
         """Counters, optimizers, RNG, reference, monitors and curation state from a saved state."""
-        trainer = self
-        trainer.version = int(state["version"])
-        trainer.steps_done = int(state["steps_done"])
-        trainer.entropulse_count = int(state.get("entropulse_count", 0))
-        base_lrs = [g["base_lr"] for g in trainer.optimizer.param_groups]
-        trainer.optimizer.load_state_dict(state["optimizer"])
-        for group, base in zip(trainer.optimizer.param_groups, base_lrs, strict=True):
-            group["base_lr"] = base  # the config's learning rate wins over the saved one
-        if state["value_optimizer"] is not None:
-            trainer.value_optimizer = torch.optim.Adam(trainer.value_params(), lr=config.ppo.lr_value)
-            trainer.value_optimizer.load_state_dict(state["value_optimizer"])
-        trainer.generator.set_state(state["generator"])
-        torch.set_rng_state(state["torch_rng"])
-        if state["reference"] is not None and trainer.uses_reference:
-            assert trainer.reference is not None
-            trainer.reference.load_state_dict(state["reference"])
-        trainer.plateau = PlateauDetector.from_dict(state["plateau"])
-        trainer.value_monitor = ValuePretrainMonitor.from_dict(state["value_monitor"])
-        trainer.curation_state = state["curation_state"]
-        trainer.last_step_stats = state["last_step_stats"]
-        if trainer.ema is not None and state.get("ema") is not None:
-            trainer.ema = state["ema"]  # else averaging starts from the resumed weights
+        saved.restore(self, state, config)

@@ -38,8 +38,10 @@ from workers.policy.prompts import ChatInputs
 from workers.rl.config import ConfigError, RLConfig
 from workers.rl.curation import PlateauDetector
 from workers.rl.samples import StepSample, TrajectorySample
+from workers.rl.trainer import state as saved
 from workers.rl.trainer.batch import Row
-from workers.rl.trainer.core import EMA_DIR, STATE_FILE, PolicyTrainer
+from workers.rl.trainer.core import PolicyTrainer
+from workers.rl.trainer.state import EMA_DIR
 from workers.rl.value_pretrain import ValuePretrainMonitor
 
 
@@ -239,10 +241,7 @@ class VLMPolicyTrainer(PolicyTrainer):
     @classmethod
     def resume(cls, out_dir: str | Path, config: RLConfig | None = None) -> VLMPolicyTrainer:
         out = Path(out_dir)
-        path = out / STATE_FILE
-        if not path.is_file():
-            raise PolicyError(f"no trainer state at {path}")
-        state = torch.load(path, weights_only=False)
+        state = saved.load(out)
         config = config or RLConfig.from_dict(state["config"])
         vlm = state.get("vlm") or {}
         lora = int(vlm.get("lora_rank", 0)) > 0
