@@ -316,3 +316,29 @@ def test_chrome_active_url_from_the_accessibility_tree(tmp_path: Path) -> None:
         assert report.metrics[0].result == "chrome://downloads"
     finally:
         env.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("libreoffice") is None, reason="make osworld-apps DOMAINS=libreoffice")
+@pytest.mark.skipif(
+    a11y.unavailable() is not None or osworld.pyautogui_dir() is None,
+    reason="make osworld-apps DOMAINS=os (AT-SPI, pyautogui)",
+)
+def test_launch_waits_until_the_app_takes_input(tmp_path: Path) -> None:
+    """`launch` returns once LibreOffice's window is up and the screen quiet, as OSWorld's VM had it
+    when the next step ran: the set-up's keys (Esc for the template dialog, then F10 and arrows to
+    View > Slide Pane, as OSWorld's ef9d12bd, here with no sleep) close the slide pane, so the task
+    scores 0 with no action (1 when the keys were lost); accessibility_tree + check_left_panel
+    score 1 once the pane is back."""
+    task, bundle, session = _session_with_bundle(tmp_path, "fw-impress-601-slide-pane")
+    assert osworld.check_supported(task, "desktop", bundle) == []
+    env = DesktopEnv(DesktopConfig(display_range=(280, 290), vnc=False, session_dir=session, apps=()))
+    try:
+        env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
+        windows = env.run_command(["wmctrl", "-l"]).output
+        assert "Select a Template" not in windows, windows  # the Esc reached the dialog
+        report = osworld.evaluate_report(task["evaluator"], env, bundle)
+        assert report.score == 0.0 and report.metrics[0].error is None, report  # the no-action check
+        _solved(env, task, bundle)
+    finally:
+        env.close()

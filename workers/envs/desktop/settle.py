@@ -4,6 +4,10 @@ An app redraws some milliseconds after it receives input; a screenshot taken at 
 old state. DAMAGE reports when any part of the root window is drawn on, so after an action we wait
 until the screen has been quiet for `quiet_s` (capped at `max_s`, since a blinking cursor or an
 animation never stops). This costs one extra X connection and no screenshots.
+
+With `min_area`, drawing smaller than that many pixels does not count (a text caret's blink, a
+spinner): every drawn rectangle is reported (DamageReportRawRectangles) and the small ones ignored,
+so "quiet" can be reached while a caret blinks.
 """
 
 from __future__ import annotations
@@ -18,13 +22,15 @@ from workers.envs.base import EnvError
 
 
 class ScreenSettler:
-    def __init__(self, display: str) -> None:
+    def __init__(self, display: str, min_area: int = 0) -> None:
+        self._min_area = min_area
         self._conn = Display(display)
         if not self._conn.has_extension("DAMAGE"):
             self._conn.close()
             raise EnvError("X server has no DAMAGE extension")
         self._conn.damage_query_version()
-        self._damage = self._conn.screen().root.damage_create(damage.DamageReportNonEmpty)
+        level = damage.DamageReportRawRectangles if min_area > 0 else damage.DamageReportNonEmpty
+        self._damage = self._conn.screen().root.damage_create(level)
         self._conn.sync()
 
     def wait(self, quiet_s: float, max_s: float) -> float:
@@ -46,9 +52,12 @@ class ScreenSettler:
             if not ready:
                 return False
         while self._conn.pending_events():
-            self._conn.next_event()
-            changed = True
-        if changed:
+            event = self._conn.next_event()
+            if self._min_area > 0:
+                changed |= event.area.width * event.area.height >= self._min_area
+            else:
+                changed = True
+        if changed and self._min_area == 0:
             # NonEmpty reports once until the region is emptied again; empty it to hear the next draw.
             self._conn.damage_subtract(self._damage)
             self._conn.sync()

@@ -53,7 +53,11 @@ def _run_step(
     elif kind == "launch":
         command = _rewrite_command(params["command"], runner)
         _prepare_profile(runner, command)
+        before = _window_ids(runner) if _has_window(command) else None
         runner.spawn_command(command, shell=bool(params.get("shell", False)))
+        if before is not None:
+            _wait_for_new_window(runner, before)
+            _wait_until_idle(runner)
     elif kind == "sleep":
         seconds = float(params.get("seconds", 0))
         if not 0 <= seconds <= MAX_SLEEP_S:
@@ -77,6 +81,7 @@ def _run_step(
         _prepare_profile(runner, opener)
         runner.spawn_command([*opener, inside])
         _wait_for_file_window(runner, path)
+        _wait_until_idle(runner)
     elif kind == "chrome_open_tabs":
         chrome.open_tabs(runner, list(params["urls_to_open"]))
     elif kind == "chrome_close_tabs":
@@ -178,3 +183,56 @@ def _wait_for_file_window(runner: CommandRunner, path: Path, timeout_s: float = 
             return
         time.sleep(0.5)
     raise OSWorldError(f"open {path.name}: no window showed it within {timeout_s:g}s")
+
+
+# A `launch` of one of these programs returns once the program is ready for input, as OSWorld's VM
+# had it when the task's next step ran: set-ups send keys a fixed time after a launch (ef9d12bd:
+# F10 and arrows five seconds after `libreoffice --impress`), which on a loaded host otherwise land
+# before the window exists and are lost.
+_WINDOWED_PROGRAMS = frozenset(
+    {"libreoffice", "soffice", "gimp", "vlc", "thunderbird", "chromium", "google-chrome", "mousepad", "gedit"}
+)
+_WINDOW_TIMEOUT_S = 60.0
+# Ready = the screen drew nothing larger than a caret's blink for IDLE_QUIET_S (at most IDLE_MAX_S).
+IDLE_QUIET_S, IDLE_MAX_S, IDLE_MIN_AREA = 1.5, 30.0, 32 * 32
+
+
+def _has_window(command: str | list[str]) -> bool:
+    words = command if isinstance(command, list) else command.split()
+    if not words or "--headless" in words:
+        return False
+    return Path(str(words[0])).name in _WINDOWED_PROGRAMS
+
+
+def _window_ids(runner: CommandRunner) -> set[str] | None:
+    """The top-level windows now (None without wmctrl: nothing to wait on)."""
+    result = runner.run_command(["wmctrl", "-l"], timeout_s=5.0)
+    return {line.split()[0] for line in result.output.splitlines() if line.strip()} if result.ok else None
+
+
+def _wait_for_new_window(runner: CommandRunner, before: set[str] | None) -> None:
+    """Until a window that was not there before maps. A program that shows none in time (it handed
+    over to a running instance, it failed) is not an error here: OSWorld's `launch` never waits."""
+    if before is None:
+        return
+    deadline = time.monotonic() + _WINDOW_TIMEOUT_S
+    while time.monotonic() < deadline:
+        now = _window_ids(runner)
+        if now is None or now - before:
+            return
+        time.sleep(0.3)
+
+
+def _wait_until_idle(runner: CommandRunner) -> None:
+    """Until the session's screen is quiet: the app has drawn its window, dialogs included, and waits
+    for input. An environment without a screen (no `display`) does not wait."""
+    display = getattr(runner, "display", None)
+    if not isinstance(display, str):
+        return
+    from workers.envs.desktop.settle import ScreenSettler
+
+    settler = ScreenSettler(display, IDLE_MIN_AREA)
+    try:
+        settler.wait(IDLE_QUIET_S, IDLE_MAX_S)
+    finally:
+        settler.close()

@@ -88,6 +88,14 @@ SOLUTIONS: dict[str, list[tuple[Action, float]]] = {
         (Action("hotkey", keys=("ctrl", "o")), 3.0),
         (Action("type", text="/home/user/Desktop/tone.wav\n"), 4.0),
     ],
+    # Impress (set-up closed its slide pane by walking the menus with keys): the same walk, View >
+    # Slide Pane, toggles it back (LibreOffice 7.4's View menu, as OSWorld's ef9d12bd walks it).
+    "fw-impress-601-slide-pane": [
+        (Action("hotkey", keys=("f10",)), 0.5),
+        *[(Action("hotkey", keys=("right",)), 0.3)] * 2,
+        *[(Action("hotkey", keys=("down",)), 0.2)] * 11,
+        (Action("hotkey", keys=("enter",)), 2.0),
+    ],
     # Infeasible: the right answer is to give up (OSWorld's FAIL, our call_user).
     "fw-gimp-301-infeasible": [(Action("call_user", text="GIMP cannot make 3D models"), 0.0)],
 }
@@ -171,6 +179,7 @@ BUNDLES = {
     "fw-os-103-editor-second-tab": lambda d: None,
     "fw-os-104-favorite-apps": lambda d: None,
     "fw-chrome-202-downloads-page": lambda d: None,
+    "fw-impress-601-slide-pane": lambda d: None,
     "fw-writer-501-approval-line": lambda d: (
         _memo(d / "memo.docx", approved=False),
         _memo(d / "memo_gold.docx", approved=True),
