@@ -21,3 +21,19 @@ def test_pure_package_imports_without_django(package: str) -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_web_process_does_not_import_torch() -> None:
+    """The ASGI application and every URL module load without torch (the policy, trainer and the
+    TensorBoard export's tensorboardX load it where they run): the export bench's server RSS goal."""
+    code = (
+        "import os, sys\n"
+        "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'webapp.settings')\n"
+        "import webapp.asgi\n"
+        "from django.urls import get_resolver\n"
+        "get_resolver().url_patterns\n"
+        "heavy = [m for m in ('torch', 'transformers', 'tensorboardX') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr

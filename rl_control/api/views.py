@@ -22,7 +22,6 @@ from rest_framework.views import APIView
 
 from rl_control import selectors, services
 from rl_control.api import serializers as s
-from rl_control.api import tfevents
 from rl_control.metric_names import metric_catalogue
 from rl_control.models import Run, RunAlert, RunAlgorithm, RunMode, RunStatus
 from rl_control.run_config import RunConfigError
@@ -351,6 +350,10 @@ class RunExportTensorBoardView(_RunView):
 
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
     def get(self, request: Request, pk: int) -> StreamingHttpResponse:
+        # tensorboardX's package imports torch: loaded on the first TensorBoard export only, so the web
+        # process does not carry torch (~200 MB) for every request.
+        from rl_control.api import tfevents
+
         run = self._run(request, pk)
         start = (run.started_at or run.created_at).timestamp()
         points = (
