@@ -44,13 +44,14 @@ def _live_screen(page: Page) -> Image.Image:
     return Image.open(io.BytesIO(png)).convert("L")
 
 
-def _wait_for_change(page: Page, before: Image.Image, timeout: float = 60) -> None:
-    """Until the live desktop differs from `before` in more than a caret's worth of pixels."""
+def _wait_for_change(page: Page, before: Image.Image, timeout: float = 60, min_pixels: int = 1500) -> None:
+    """Until the live desktop differs from `before` in more than `min_pixels` (by default more than a
+    caret's worth)."""
     deadline = time.monotonic() + timeout
     while True:
         diff = ImageChops.difference(before, _live_screen(page)).point(lambda v: 255 if v > 40 else 0)
         changed = diff.histogram()[255]
-        if changed > 1500:
+        if changed > min_pixels:
             return
         assert time.monotonic() < deadline, f"the desktop did not change ({changed} pixels) in {timeout} s"
         time.sleep(0.3)
@@ -201,16 +202,19 @@ def test_annotator_does_a_calc_task_and_sees_its_score(
     page.keyboard.press("Alt+t")
     expect(page.get_by_test_id("mode")).to_have_attribute("data-mode", "takeover")
     page.mouse.click(*_screen_point(page, screen, screen[0] // 2, screen[1] // 2))  # a cell of the sheet
-    # At a person's pace. A burst (six keys and the formula within 50 ms) reached the desktop whole
-    # and in order (the take-over recorder saw each), yet Calc once ended with #NAME? in A2: it took
-    # the arrows after the formula's '=' (as cell references), not before it.
-    before = _live_screen(page)
+    # Each move is waited for on the live desktop before the next key (as the Chrome journey does): a
+    # burst (six keys and the formula within 50 ms) reached the desktop whole and in order (the
+    # take-over recorder saw each), yet Calc once ended with #NAME? in A2, the arrows taken after the
+    # formula's '=' (as cell references) while it was still moving the cursor.
+    time.sleep(1)
     for key in ("Control+Home", "ArrowDown", "ArrowDown", "ArrowDown", "ArrowDown", "ArrowRight"):  # A1 … B5
+        moved_from = _live_screen(page)
         page.keyboard.press(key)
-        time.sleep(0.4)
+        _wait_for_change(page, moved_from, min_pixels=150)  # the cell cursor moved (no caret in Calc's grid)
+    before = _live_screen(page)
     page.keyboard.type("=SUM(B2:B4)", delay=150)
     page.keyboard.press("Enter")
-    _wait_for_change(page, before)
+    _wait_for_change(page, before, min_pixels=150)  # B5 shows the total, the cursor on B6 (1,479 pixels once)
     time.sleep(1)
     page.screenshot(path=str(shots / "calc-takeover.png"))
     page.keyboard.press("Alt+t")

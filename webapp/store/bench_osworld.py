@@ -5,7 +5,8 @@ no-action check; and our own tasks with scripted solutions, set up / evaluate / 
 Per domain: files, imported, supported, passes-without-action and set-up errors (over the supported
 tasks the no-action check ran on: all of them, or the first `checks_per_domain` (2) per domain with
 --quick). Figures: supported_share over the goal domains (os, chrome, libreoffice_*, gimp, vlc,
-thunderbird), passes_without_action (count), correct_share over the solved tasks. The settings are
+thunderbird), passes_without_action (count), correct_share over the solved tasks this host can run
+(those it cannot, e.g. for want of an application, are listed under solved_skipped). The settings are
 `workers.benchkit.platform_config.OsworldBenchConfig`.
 """
 
@@ -97,10 +98,16 @@ def _run_osworld(config: OsworldBenchConfig, examples: str | None) -> dict[str, 
         "setup_errors": sum(r["setup_errors"] for r in domains.values()),
         "top_unsupported_reasons": reasons.most_common(12),
         "top_reasons_if_mirrored": mirrored_reasons.most_common(12),
-        "solved_tasks": solved,
-        "correct_share": round(sum(s["correct"] for s in solved) / len(solved), 4) if solved else 0.0,
+        # a task this host cannot run (its application is not installed) is listed apart, not scored
+        "solved_tasks": [s for s in solved if "skipped" not in s],
+        "solved_skipped": [s for s in solved if "skipped" in s],
+        "correct_share": _correct_share([s for s in solved if "skipped" not in s]),
         "seconds": round(time.monotonic() - t0, 1),
     }
+
+
+def _correct_share(ran: list[dict[str, Any]]) -> float:
+    return round(sum(s["correct"] for s in ran) / len(ran), 4) if ran else 0.0
 
 
 def _as_task_json(record: Any, to_json: Any) -> dict[str, Any]:
@@ -136,7 +143,7 @@ def _solved_tasks(osworld: Any, display_range: tuple[int, int]) -> list[dict[str
     from workers.envs.desktop import DesktopConfig, DesktopEnv
     from workers.envs.osworld import solutions
 
-    out = []
+    out: list[dict[str, Any]] = []
     for task_id in solutions.SOLUTIONS:
         task = solutions.load(task_id)
         with tempfile.TemporaryDirectory(prefix="flywheel-osworld-bench-") as tmp:
@@ -146,8 +153,8 @@ def _solved_tasks(osworld: Any, display_range: tuple[int, int]) -> list[dict[str
             Path(tmp).chmod(0o755)
             solutions.BUNDLES[task_id](bundle)
             problems = osworld.check_supported(task, "desktop", bundle)
-            if problems:
-                out.append({"id": task_id, "correct": False, "error": "; ".join(problems)})
+            if problems:  # e.g. VLC or GIMP not installed on this host: nothing to score here
+                out.append({"id": task_id, "skipped": "; ".join(problems)})
                 continue
             env = DesktopEnv(DesktopConfig(display_range=display_range, vnc=False, session_dir=session))
             try:

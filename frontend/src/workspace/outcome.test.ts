@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { closedSummary, formatReward, OutcomePanel, resultText } from "./outcome";
+import { closedSummary, formatReward, OutcomePanel, resultText, resultTone } from "./outcome";
 import type { Decision, SessionState } from "./types";
 
 const state = (status = "active", envDone = false): SessionState => ({
@@ -81,5 +81,8 @@ describe("OutcomePanel", () => {
     expect(closedSummary("in_review", null).tone).toBe("info");
     expect(resultText({ final_reward: 0, success: false, status: "completed", review_state: "pending" })).toBe("Result: not solved — final reward 0.");
     expect(resultText({ final_reward: null, success: null, status: "abandoned", review_state: "none" })).toBe("Result: not scored (abandoned).");
+    expect(resultTone({ final_reward: 0, success: false, status: "completed", review_state: "pending" })).toBe("bad");
+    expect(resultTone({ final_reward: 1, success: true, status: "completed", review_state: "pending" })).toBe("ok");
+    expect(resultTone({ final_reward: null, success: null, status: "abandoned", review_state: "none" })).toBe("plain");
   });
 });

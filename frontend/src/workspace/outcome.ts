@@ -54,6 +54,11 @@ export function resultText(result: SessionResult): string {
   return `Result: ${verdict} — final reward ${formatReward(r)}.`;
 }
 
+/** "bad" for a scored failure, so a green "Submitted" box does not read as the task's success. */
+export function resultTone(result: SessionResult): "ok" | "bad" | "plain" {
+  return result.final_reward === null ? "plain" : result.success === true ? "ok" : result.success === false ? "bad" : "plain";
+}
+
 export class OutcomePanel {
   readonly root = h("div", { class: "ws-outcome" });
   private kind: OutcomeKind | null = null;
@@ -127,7 +132,7 @@ export class OutcomePanel {
           "div",
           { class: `ws-done ws-done-${summary.tone}`, "data-testid": "done", "data-status": state.status },
           h("strong", {}, summary.text),
-          result !== null ? h("p", { class: "ws-result", "data-testid": "result", "data-reward": result.final_reward ?? "" }, resultText(result)) : null,
+          result !== null ? h("p", { class: `ws-result ws-result-${resultTone(result)}`, "data-testid": "result", "data-reward": result.final_reward ?? "" }, resultText(result)) : null,
           state.error !== "" ? h("p", {}, state.error) : null,
           h(
             "div",
