@@ -18,12 +18,15 @@ class AnnotationSessionConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4401)
             return
         self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
-        state = await database_sync_to_async(self._state)(user)
-        if state is None:
+        if await database_sync_to_async(self._state)(user) is None:
             await self.close(code=4403)
             return
         self.user = user
+        # Join the session's group before reading the snapshot: an event published between a snapshot
+        # read first and the join was lost (the page then waited on "pending" candidates that were
+        # ready); joined first, it is either in the snapshot or queued behind it.
         await self.channel_layer.group_add(events.group(self.session_id), self.channel_name)
+        state = await database_sync_to_async(self._state)(user)
         await self.accept()
         await self.send_json({"type": "annotation.state", "state": state})
 

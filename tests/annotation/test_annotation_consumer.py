@@ -76,3 +76,38 @@ async def _other_users_and_anonymous_are_refused(users) -> None:
     admin, connected, _ = await _connect(users["admin"], session.pk)  # admins may watch
     assert connected
     await admin.disconnect()
+
+
+def test_candidates_that_arrive_while_the_socket_connects_are_not_lost(users, monkeypatch) -> None:
+    async_to_sync(_candidates_while_connecting)(users, monkeypatch)
+
+
+async def _candidates_while_connecting(users, monkeypatch) -> None:
+    """The candidates become ready (stored, then published) right after the consumer's first read of
+    the session: the client must see them, in the snapshot or as the event after it."""
+    from annotation.consumers import AnnotationSessionConsumer
+
+    session = await sync_to_async(_session)(users["annotator"])
+    read = AnnotationSessionConsumer._state
+    calls = {"n": 0}
+
+    def state_then_ready(self, user):
+        out = read(self, user)
+        calls["n"] += 1
+        if calls["n"] == 1:
+            AnnotationSession.objects.filter(pk=session.pk).update(
+                candidates=[{"index": 0}], candidates_status="ready", candidates_version=3
+            )
+            fresh = AnnotationSession.objects.get(pk=session.pk)
+            events.publish(session.pk, events.candidates_payload(fresh))
+        return out
+
+    monkeypatch.setattr(AnnotationSessionConsumer, "_state", state_then_ready)
+    comm, connected, _ = await _connect(users["annotator"], session.pk)
+    assert connected
+    first = await comm.receive_json_from(timeout=5)
+    assert first["type"] == "annotation.state"
+    if first["state"]["candidates"]["status"] != "ready":
+        pushed = await comm.receive_json_from(timeout=5)
+        assert pushed["type"] == "annotation.candidates" and pushed["candidates"] == [{"index": 0}]
+    await comm.disconnect()
