@@ -8,6 +8,12 @@ import pytest
 PURE = ["workers.actions", "workers.envs", "workers.policy", "workers.rl", "workers.asr", "workers.benchkit"]
 
 
+def _runs_clean(code: str) -> None:
+    """`code` in a fresh interpreter (nothing imported yet) exits 0."""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
 @pytest.mark.parametrize("package", PURE)
 def test_pure_package_imports_without_django(package: str) -> None:
     code = (
@@ -19,8 +25,7 @@ def test_pure_package_imports_without_django(package: str) -> None:
         "{'django', 'rest_framework', 'channels', 'annotation', 'rl_control', 'webapp'}]\n"
         "assert not bad, bad\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    _runs_clean(code)
 
 
 def test_the_web_process_does_not_import_torch() -> None:
@@ -35,5 +40,4 @@ def test_the_web_process_does_not_import_torch() -> None:
         "heavy = [m for m in ('torch', 'transformers', 'tensorboardX') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    _runs_clean(code)
