@@ -55,6 +55,7 @@ from workers.benchkit.config import (
     LearnBenchConfig,
     RolloutBenchConfig,
 )
+from workers.benchkit.cpu import CpuWindow, cpu_ceiling
 from workers.benchkit.stats import bootstrap_sum_ratio_interval
 
 
@@ -306,9 +307,12 @@ def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchCon
     wait_for("the first rollout", lambda: Trajectory.objects.filter(run=run).exists(), 300)
     started, window_start = time.time(), timezone.now()
     load = os.getloadavg()[0]
+    cpu = CpuWindow(os.getpid(), stack_role)
+    cpu.start()
     time.sleep(config.window_s)
     window_end = timezone.now()
     load_end = os.getloadavg()[0]
+    cpu_figures = cpu.stop()
     run.refresh_from_db()
     services.run_stop(run=run)
     wait_for("the slots to stop", lambda: all(slot_read(run.pk, k).get("state") != "running"
@@ -325,6 +329,7 @@ def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchCon
     return {
         "window_s": round(time.time() - started, 1),
         "load_avg_1m": [round(load, 2), round(load_end, 2)],  # at the window's start and end
+        "cpu": cpu_figures,
         "usable_actions_per_min": round(60.0 * sum(usable) / config.window_s, 2),
         "usable_actions": sum(usable),
         "usable_by_group": usable,
@@ -350,6 +355,22 @@ def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchCon
         "weight_sync_s": mean("efficiency/weight_sync_s"),
         "update_s": mean("efficiency/update_s"),
     }
+
+
+def stack_role(cmdline: list[str]) -> str | None:
+    """The role of one of the stack's processes from its command line (None: its parent's role):
+    the run's policy server, the trainer, the rollout workers, the env hosts (with their Chromium,
+    Xvfb and sandboxes below them) or this driver."""
+    if any("workers.policy.server" in part for part in cmdline):
+        return "policy_server"
+    if "-Q" in cmdline[:-1]:
+        queue = cmdline[cmdline.index("-Q") + 1]
+        for prefix, role in (("train", "trainer"), ("rollout", "rollout_workers"), ("env", "environments")):
+            if queue.startswith(prefix):
+                return role
+    if any("rl_control.engine.bench" in part for part in cmdline):
+        return "driver"
+    return None
 
 
 def _rollout_start(config: RolloutBenchConfig, workdir: Path) -> Any:
@@ -399,6 +420,12 @@ def rollout_figures(
     a, s = out["async"]["usable_actions_per_min"], out["sync"]["usable_actions_per_min"]
     ga, gs = out["async"].get("usable_by_group"), out["sync"].get("usable_by_group")
     interval = bootstrap_sum_ratio_interval(ga, gs) if ga and gs and sum(gs) else None
+    cpu = {mode: out[mode].get("cpu") or {} for mode in ("async", "sync")}
+    per_cpu_s = {
+        mode: round(out[mode]["usable_actions_per_min"] / 60.0 / cpu[mode]["own_cores"], 3)
+        if cpu[mode].get("own_cores") else None
+        for mode in ("async", "sync")
+    }  # fmt: skip
     return {
         "async_actions_per_min": a,
         "sync_actions_per_min": s,
@@ -411,6 +438,15 @@ def rollout_figures(
         "split": config.split,
         "goal_async_over_sync": 2.0,
         "goal_async_env_utilization": 0.85,
+        # async ÷ sync = (cores the stack used, ratio) × (usable actions per CPU-second, ratio); the first
+        # factor cannot exceed cores ÷ the cores sync mode used (`cpu_ceiling_async_over_sync`)
+        "async_cores_used": cpu["async"].get("own_cores"),
+        "sync_cores_used": cpu["sync"].get("own_cores"),
+        "async_usable_actions_per_cpu_s": per_cpu_s["async"],
+        "sync_usable_actions_per_cpu_s": per_cpu_s["sync"],
+        "cpu_ceiling_async_over_sync": cpu_ceiling(
+            cpu["sync"].get("own_cores"), cpu["sync"].get("cores") or 1
+        ),
         "config": config.to_json(),
         "async": out["async"],
         "sync": out["sync"],

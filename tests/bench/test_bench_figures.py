@@ -117,6 +117,19 @@ def test_rollout_figures_carry_the_spec_keys() -> None:
     )
     assert missing_keys("rollout", figures) == []
     assert figures["async_over_sync"] == 2.0 and "starter model" in figures["workload"]
+    assert figures["cpu_ceiling_async_over_sync"] is None  # no CPU figures measured
+    # async ÷ sync = (cores used, ratio) × (usable actions per CPU-second, ratio)
+    cpu = {"async": {"own_cores": 2.0, "cores": 2}, "sync": {"own_cores": 1.6, "cores": 2}}
+    figures = rollout_figures(
+        RolloutBenchConfig.for_run(True),
+        {
+            m: {**mode, "usable_actions_per_min": r, "cpu": cpu[m]}
+            for m, r in (("async", 120.0), ("sync", 60.0))
+        },
+    )
+    assert figures["cpu_ceiling_async_over_sync"] == 1.25 and figures["sync_cores_used"] == 1.6
+    ratio = figures["async_usable_actions_per_cpu_s"] / figures["sync_usable_actions_per_cpu_s"]
+    assert ratio * 2.0 / 1.6 == pytest.approx(figures["async_over_sync"], rel=1e-2)
 
 
 def test_learn_figures_carry_the_spec_keys_and_intervals() -> None:

@@ -119,6 +119,12 @@ def test_quick_reads_the_validation_seed_and_a_full_run_the_final_test(
     assert quick.seed in ROLLOUT_SEEDS.validation and full.seed in ROLLOUT_SEEDS.final_test
     assert 0 in ROLLOUT_SEEDS.tuning  # the seed of every figure before the split existed
     assert full.to_json()["seed"] == full.seed and "seeds" not in full.to_json()
+    # each reported figure reads the next final-test seed, once: FLYWHEEL_ROLLOUT_SEED_INDEX
+    monkeypatch.setenv("FLYWHEEL_ROLLOUT_SEED_INDEX", "1")
+    assert RolloutBenchConfig.for_run(False).seed == ROLLOUT_SEEDS.final_test[1]
+    monkeypatch.setenv("FLYWHEEL_ROLLOUT_SEED_INDEX", str(len(ROLLOUT_SEEDS.final_test)))
+    with pytest.raises(ValueError, match="FLYWHEEL_ROLLOUT_SEED_INDEX"):
+        RolloutBenchConfig.for_run(False)
 
 
 def _episode(

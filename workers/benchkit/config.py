@@ -180,12 +180,18 @@ class RolloutBenchConfig:
     async_staleness: int = 4
     max_thought: int | None = 0  # thought cap of the untrained start ("budgets" workload)
     temperature: float = 0.5
+    seed_index: int = 0  # which seed of the split's range: each reported figure reads a new one, once
     seeds: SeedRanges = field(default=ROLLOUT_SEEDS, repr=False)
+
+    def __post_init__(self) -> None:
+        size = len(self.seeds.of(self.split))
+        if not 0 <= self.seed_index < size:
+            raise ValueError(f"FLYWHEEL_ROLLOUT_SEED_INDEX must be 0 to {size - 1}")
 
     @property
     def seed(self) -> int:
-        """The run seed both modes use: the first of the split's range."""
-        return self.seeds.of(self.split).start
+        """The run seed both modes use: the `seed_index`-th of the split's range."""
+        return self.seeds.of(self.split)[self.seed_index]
 
     @classmethod
     def for_run(cls, quick: bool) -> RolloutBenchConfig:
@@ -203,6 +209,7 @@ class RolloutBenchConfig:
             step_cap=20 if budgets else setting("ROLLOUT_STEP_CAP", 8),
             transition_pause_ms=setting("ROLLOUT_PAUSE_MS", (500 if quick else 1000) if budgets else 0),
             max_thought=setting("ROLLOUT_MAX_THOUGHT", 0, int), temperature=setting("ROLLOUT_TEMPERATURE", 0.5),
+            seed_index=setting("ROLLOUT_SEED_INDEX", 0),
         )  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
