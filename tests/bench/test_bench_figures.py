@@ -149,7 +149,7 @@ def test_learn_figures_carry_the_spec_keys_and_intervals() -> None:
 
 
 def test_env_utilization_is_time_inside_episodes_over_the_window() -> None:
-    from rl_control.engine.bench import env_utilization
+    from workers.benchkit.rollout_figures import env_utilization
 
     # two environments, a 10 s window: one busy 0-10, one busy 2-6 and from 8 on (unfinished)
     episodes = [(0.0, 10.0), (2.0, 6.0), (8.0, None), (-5.0, 1.0)]

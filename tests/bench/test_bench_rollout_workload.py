@@ -13,7 +13,7 @@ import pytest
 from django.test import override_settings
 
 from rl_control import services
-from rl_control.engine.bench import kind_figures, mix_pool, pool_kinds, sync_phases, workload_text
+from rl_control.engine.bench import mix_pool, pool_kinds, workload_text
 from rl_control.engine.data import rollout_claim, run_tasks
 from rl_control.engine.keys import rds
 from rl_control.engine.preflight import run_env_kinds
@@ -22,6 +22,7 @@ from rl_control.models import EngineState, Run
 from webapp.fleet import services as fleet
 from webapp.store.importers.demo import osworld_examples_dir
 from workers.benchkit.config import ROLLOUT_SEEDS, ROLLOUT_TASKS, RolloutBenchConfig
+from workers.benchkit.rollout_figures import kind_figures, sync_phases
 from workers.benchkit.stats import bootstrap_sum_ratio_interval
 from workers.envs.games.env import list_games
 
