@@ -238,7 +238,7 @@ def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchCon
     wait_for("the first rollout", lambda: Trajectory.objects.filter(run=run).exists(), 300)
     started, window_start = time.time(), timezone.now()
     load = os.getloadavg()[0]
-    cpu = CpuWindow(os.getpid(), stack_role)
+    cpu = CpuWindow(os.getpid(), stack_role, services=("postgres", "redis-server"))
     cpu.start()
     time.sleep(config.window_s)
     window_end = timezone.now()

@@ -32,8 +32,16 @@ class CpuWindow:
     """Start, then `stop()` for the figures. `role(process)` names a process's role from its command
     line (None: ask its parent); processes whose chain names none count as "other"."""
 
-    def __init__(self, root_pid: int, role: Callable[[list[str]], str | None], every_s: float = 1.0):
-        self._root, self._role, self._every = root_pid, role, every_s
+    def __init__(
+        self,
+        root_pid: int,
+        role: Callable[[list[str]], str | None],
+        every_s: float = 1.0,
+        services: tuple[str, ...] = (),
+    ):
+        """`services`: names of processes outside the tree whose CPU is reported apart as
+        `services_cores` (PostgreSQL, Redis: shared with whatever else on the machine uses them)."""
+        self._root, self._role, self._every, self._services = root_pid, role, every_s, services
         self._first: dict[Key, float] = {}  # CPU seconds when first seen inside the window
         self._last: dict[Key, float] = {}
         self._roles: dict[Key, str] = {}
@@ -47,6 +55,10 @@ class CpuWindow:
             processes = [psutil.Process(self._root), *psutil.Process(self._root).children(recursive=True)]
         except psutil.Error:
             return
+        if self._services:
+            mine = {p.pid for p in processes}
+            processes += [p for p in psutil.process_iter(["name"])
+                          if p.info["name"] in self._services and p.pid not in mine]  # fmt: skip
         for process in processes:
             try:
                 with process.oneshot():
@@ -54,7 +66,8 @@ class CpuWindow:
                     times = process.cpu_times()
                     spent = times.user + times.system
                     if key not in self._roles:
-                        self._roles[key] = self._role_of(process)
+                        in_services = process.name() in self._services and process.pid != self._root
+                        self._roles[key] = "services" if in_services else self._role_of(process)
             except psutil.Error:
                 continue
             if key not in self._first:
@@ -89,8 +102,8 @@ class CpuWindow:
 
     def stop(self) -> dict[str, Any]:
         """The window's figures: wall seconds, the machine's cores and busy fraction, and per role the
-        cores used on average (CPU seconds ÷ wall seconds); `other_cores` is what the rest of the
-        machine (processes outside the tree) used."""
+        cores used on average (CPU seconds ÷ wall seconds); `services_cores` the named services',
+        `other_cores` what the rest of the machine used."""
         import time
 
         self._stop.set()
@@ -106,6 +119,7 @@ class CpuWindow:
         for key, last in self._last.items():
             role = self._roles[key]
             by_role[role] = by_role.get(role, 0.0) + max(0.0, last - self._first[key])
+        services = by_role.pop("services", 0.0)
         own = sum(by_role.values())
         machine_cores_used = busy / total * cores if total > 0 else 0.0
         return {
@@ -116,7 +130,10 @@ class CpuWindow:
             "own_cores_by_role": {k: round(v / wall, 3) for k, v in sorted(by_role.items())}
             if wall > 0
             else {},
-            "other_cores": round(max(0.0, machine_cores_used - own / wall), 3) if wall > 0 else None,
+            "services_cores": round(services / wall, 3) if wall > 0 else None,
+            "other_cores": round(max(0.0, machine_cores_used - (own + services) / wall), 3)
+            if wall > 0
+            else None,
         }
 
 
