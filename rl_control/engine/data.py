@@ -162,12 +162,35 @@ def pool_push(*, run_id: int, trajectory_id: int, group_id: int) -> None:
     rds().xadd(key(run_id, "pool"), {"trajectory": trajectory_id, "group": group_id}, maxlen=POOL_MAXLEN)
 
 
-def pool_wait(*, run_id: int, last_id: str, timeout_s: float) -> str:
-    """Block until a trajectory lands in the pool after `last_id` (or the timeout); the newest id."""
-    got: Any = rds().xread({key(run_id, "pool"): last_id}, block=max(1, int(timeout_s * 1000)))
+def _stream_wait(stream: str, last_id: str, timeout_s: float) -> str:
+    """Block until an entry lands in `stream` after `last_id` (or the timeout); the newest id."""
+    got: Any = rds().xread({stream: last_id}, block=max(1, int(timeout_s * 1000)))
     if not got:
         return last_id
     return got[0][1][-1][0].decode()
+
+
+def pool_wait(*, run_id: int, last_id: str, timeout_s: float) -> str:
+    """Block until a trajectory lands in the pool after `last_id` (or the timeout); the newest id."""
+    return _stream_wait(key(run_id, "pool"), last_id, timeout_s)
+
+
+# The sync barrier: an environment whose claim found the batch handed out waits for the next
+# committed update instead of asking PostgreSQL again every few milliseconds (each claim locks the
+# run's engine-state row). `barrier_mark` before the claim, `barrier_wait` from that mark after it:
+# an update committed in between wakes the wait at once.
+def barrier_mark(*, run_id: int) -> str:
+    newest: Any = rds().xrevrange(key(run_id, "updates"), count=1)
+    return newest[0][0].decode() if newest else "0-0"
+
+
+def barrier_lift(*, run_id: int, updates: int) -> None:
+    """An update was committed (the learner, after its transaction): wake the waiting environments."""
+    rds().xadd(key(run_id, "updates"), {"updates": updates}, maxlen=POOL_MAXLEN)
+
+
+def barrier_wait(*, run_id: int, mark: str, timeout_s: float) -> str:
+    return _stream_wait(key(run_id, "updates"), mark, timeout_s)
 
 
 def groups_ready(*, run: Run, batch: int) -> list[RolloutGroup]:

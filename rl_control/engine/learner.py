@@ -42,6 +42,7 @@ from rl_control import services
 from rl_control.engine import measures, slots
 from rl_control.engine.control import engine_state, start_dir
 from rl_control.engine.data import (
+    barrier_lift,
     curator_of,
     group_trajectories,
     groups_ready,
@@ -276,6 +277,7 @@ def _update(
         _store_step_stats(step_stats, batch.trained)
         if new_policy:
             _register_checkpoints(run, trainer, version, out_dir, parent, metrics)
+    barrier_lift(run_id=run.pk, updates=state.updates)  # committed: the next sync batch may go out
     _record(
         run, state.updates, version, metrics, batch.finished, batch.trained, batch.injections, batch.stale,
         window, sync,

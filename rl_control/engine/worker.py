@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from rl_control.engine import slots
-from rl_control.engine.data import Claim, rollout_claim
+from rl_control.engine.data import Claim, barrier_mark, barrier_wait, rollout_claim
 from rl_control.engine.keys import key, rds
 from rl_control.engine.rollout import Fenced, policy_for, run_episode, run_profile
 from rl_control.engine.serving import lifeline_renew, lora_models, serving_urls, version_label
@@ -31,7 +31,7 @@ from webapp.store.models import Trajectory
 from workers.envs.leases import Lease
 
 log = logging.getLogger(__name__)
-IDLE_WAIT_S = 0.05
+BARRIER_WAIT_S = 1.0  # the longest a slot at the sync barrier goes without re-checking its run and lease
 
 
 def _book(run_id: int, **seconds: float) -> None:
@@ -89,11 +89,12 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
                     time.sleep(0.5)
                     _book(run_id, idle_s=time.perf_counter() - waited)
                     continue
+            mark = barrier_mark(run_id=run_id)
             claim = rollout_claim(run=run, env_slot=slot, generation=generation)
-            if claim is None:
+            if claim is None:  # sync: the batch is handed out; wait for the update that lifts the barrier
                 if lease is not None and fleet.lease_renew(lease_id=lease.lease_id) != "active":
                     lease = None
-                time.sleep(IDLE_WAIT_S)
+                barrier_wait(run_id=run_id, mark=mark, timeout_s=BARRIER_WAIT_S)
                 _book(run_id, idle_s=time.perf_counter() - waited)
                 continue
             slots.slot_set(run_id, slot, generation, trajectory=claim.trajectory.pk)

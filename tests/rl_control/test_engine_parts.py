@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from rl_control import services
 from rl_control.engine import slots
-from rl_control.engine.data import groups_ready, rollout_claim
+from rl_control.engine.data import barrier_lift, barrier_mark, barrier_wait, groups_ready, rollout_claim
 from rl_control.engine.keys import key, rds, version_of
 from rl_control.models import EngineState, RolloutGroup, Run
 from webapp.store import services as store
@@ -110,6 +110,27 @@ def test_sync_mode_waits_at_the_batch_barrier(make_run, engine_names) -> None:
     EngineState.objects.filter(pk=state.pk).update(updates=1)
     nxt = rollout_claim(run=run, env_slot=1, generation=1)
     assert nxt is not None and nxt.group.batch == 1
+
+
+def test_a_slot_at_the_barrier_sleeps_until_an_update_is_committed(engine_names) -> None:
+    """The barrier wait blocks on Redis (no claim polling), wakes on the learner's lift, and an update
+    committed between the mark and the wait is not missed."""
+    run_id = 424242
+    mark = barrier_mark(run_id=run_id)
+    started = time.monotonic()
+    assert barrier_wait(run_id=run_id, mark=mark, timeout_s=0.3) == mark  # nothing committed: the timeout
+    assert 0.25 <= time.monotonic() - started < 2.0
+    barrier_lift(run_id=run_id, updates=1)  # committed after the mark, before the wait
+    started = time.monotonic()
+    woke = barrier_wait(run_id=run_id, mark=mark, timeout_s=5.0)
+    assert woke != mark and time.monotonic() - started < 0.5
+    assert barrier_mark(run_id=run_id) == woke  # the next claim's mark is past that update
+    import threading
+
+    threading.Timer(0.3, lambda: barrier_lift(run_id=run_id, updates=2)).start()
+    started = time.monotonic()
+    assert barrier_wait(run_id=run_id, mark=woke, timeout_s=10.0) != woke
+    assert time.monotonic() - started < 3.0  # woken by the lift, not the 10 s timeout
 
 
 @pytest.mark.django_db
