@@ -55,7 +55,7 @@ from workers.benchkit.config import (
     RolloutBenchConfig,
 )
 from workers.benchkit.cpu import CpuWindow, cpu_ceiling
-from workers.benchkit.rollout_figures import env_utilization, kind_figures, sync_phases
+from workers.benchkit.rollout_figures import env_utilization, episode_summary, kind_figures, sync_phases
 from workers.benchkit.stats import bootstrap_sum_ratio_interval
 
 
@@ -250,8 +250,7 @@ def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchCon
                                               for k in range(config.envs)), 300, every_s=1.0)  # fmt: skip
     usable = _usable_by_group(run)
     episodes = _episodes(run)
-    completed = [e for e in episodes if e["status"] == "completed"]
-    lengths = sorted(e["steps"] for e in completed)
+    summary = episode_summary([e for e in episodes if e["status"] == "completed"])
 
     def mean(name: str) -> float | None:
         values = list(RunMetric.objects.filter(run=run, name=name).values_list("value", flat=True))
@@ -273,12 +272,10 @@ def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchCon
         "env_utilization_of_leased": mean("efficiency/env_utilization"),  # the engine's own: ÷ time leased
         "stale_steps_frac": mean("efficiency/stale_steps_frac"),
         "all_actions": sum(e["steps"] for e in episodes),
-        "episodes": len(lengths),
-        "episode_steps_p50": lengths[len(lengths) // 2] if lengths else None,
-        "episode_steps_max": lengths[-1] if lengths else None,
-        "success_rate": round(sum(1 for e in completed if (e["reward"] or 0) > 0) / len(lengths), 3)
-        if lengths
-        else None,
+        "episodes": summary["episodes"],
+        "episode_steps_p50": summary["steps_p50"],
+        "episode_steps_max": summary["steps_max"],
+        "success_rate": summary["success_rate"],
         "by_kind": kind_figures(episodes),
         **({"sync_phases": sync_phases(episodes, config.envs)} if mode == "sync" else {}),
         "updates": Run.objects.get(pk=run.pk).updates_done,

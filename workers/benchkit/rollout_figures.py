@@ -19,6 +19,19 @@ def env_utilization(
     return round(busy / ((end - start) * envs), 4)
 
 
+def episode_summary(done: list[dict[str, Any]]) -> dict[str, Any]:
+    """Completed episodes: how many, their steps (p50, max) and the share with a positive reward."""
+    steps = sorted(e["steps"] for e in done)
+    return {
+        "episodes": len(done),
+        "steps_p50": steps[len(steps) // 2] if steps else None,
+        "steps_max": steps[-1] if steps else None,
+        "success_rate": round(sum(1 for e in done if (e["reward"] or 0) > 0) / len(done), 3)
+        if done
+        else None,
+    }
+
+
 def kind_figures(episodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per environment kind: completed episodes, their steps (p50, max), success rate, wall seconds
     per step (the policy's sampling and the environment's transition together), and the episodes
@@ -26,16 +39,11 @@ def kind_figures(episodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for kind in sorted({e["kind"] for e in episodes}):
         done = [e for e in episodes if e["kind"] == kind and e["status"] == "completed" and e["end"]]
-        steps = sorted(e["steps"] for e in done)
+        steps = sum(e["steps"] for e in done)
         seconds = sum(e["end"] - e["start"] for e in done)
         out[kind] = {
-            "episodes": len(done),
-            "steps_p50": steps[len(steps) // 2] if steps else None,
-            "steps_max": steps[-1] if steps else None,
-            "success_rate": round(sum(1 for e in done if (e["reward"] or 0) > 0) / len(done), 3)
-            if done
-            else None,
-            "s_per_step": round(seconds / sum(steps), 3) if sum(steps) else None,
+            **episode_summary(done),
+            "s_per_step": round(seconds / steps, 3) if steps else None,
             "episode_s_mean": round(seconds / len(done), 2) if done else None,
             "lost": sum(
                 1 for e in episodes if e["kind"] == kind and e["status"] not in ("completed", "running")
