@@ -175,6 +175,9 @@ class BrowserPool:
         self._sessions: dict[str, PageSession] = {}
         self._ended: dict[str, str] = {}  # session id -> "closed" | "reclaimed" | crash reason
         self._closed = False
+        # One launch at a time: sessions opened together on a pool with no running Chromium each
+        # found none and launched their own (dropping the others' as crashed) and raced on the box.
+        self._launch_lock = asyncio.Lock()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="browser-pool", daemon=True)
         self._thread.start()
@@ -283,6 +286,10 @@ class BrowserPool:
         return session
 
     async def _ensure_browser(self) -> Browser:
+        async with self._launch_lock:
+            return await self._launch_if_down()
+
+    async def _launch_if_down(self) -> Browser:
         if self._browser is not None and self.is_alive():
             return self._browser
         await self._drop_browser("browser relaunched")
@@ -391,6 +398,8 @@ class BrowserPool:
         from workers.envs.sandbox import Sandbox, SandboxPolicy
 
         if self._box is None or not self._box.alive():
+            if self._box is not None:
+                self._box.close()  # its uid and whatever of Chromium still runs there
             if self._box_dir is None:
                 self._box_dir = Path(tempfile.mkdtemp(prefix="flywheel-browser-"))
                 self._box_dir.chmod(0o711)  # the box user binds home/; the launcher stays root's
