@@ -41,9 +41,13 @@ class UidLease:
             except BlockingIOError:
                 os.close(fd)
                 continue
+            try:
+                kill_uid(uid)  # leftovers of a holder that died without cleaning up
+            except EnvError:
+                os.close(fd)  # not this uid, then; its lock is free for a later try
+                continue
             self.uid = uid
             self._fd = fd
-            kill_uid(uid)  # leftovers of a holder that died without cleaning up
             return
         raise EnvError(f"all {UID_COUNT} sandbox uids are in use")
 
@@ -100,15 +104,38 @@ def uid_pids(uid: int) -> list[int]:
     return pids
 
 
-def kill_uid(uid: int, timeout_s: float = 2.0) -> None:
-    """SIGKILL every process of `uid` until none is left (a fork bomb needs a few rounds)."""
-    deadline = time.monotonic() + timeout_s
+def kill_uid(uid: int, timeout_s: float = 2.0, dying_timeout_s: float = 30.0) -> None:
+    """SIGKILL every process of `uid` until none is left (a fork bomb needs a few rounds).
+
+    A killed process may take a while to be gone: a box's init stays until the processes that joined
+    its pid namespace (nsenter's children) are reaped by their parents outside it, which a loaded
+    machine runs late. Such processes are dying (`_dying`), not surviving: they are waited for up to
+    `dying_timeout_s`; a process that is still not dying after `timeout_s` survived SIGKILL."""
+    start = time.monotonic()
     while pids := uid_pids(uid):
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        if time.monotonic() > deadline:
-            raise EnvError(f"processes of sandbox uid {uid} survive SIGKILL: {pids[:10]}")
+        waited = time.monotonic() - start
+        survivors = [pid for pid in pids if not _dying(pid)]
+        if (survivors and waited > timeout_s) or waited > dying_timeout_s:
+            raise EnvError(f"processes of sandbox uid {uid} survive SIGKILL: {(survivors or pids)[:10]}")
         time.sleep(0.01)
+
+
+_PF_EXITING = 0x4
+_SIGKILL_BIT = 1 << (signal.SIGKILL - 1)
+
+
+def _dying(pid: int) -> bool:
+    """Whether `pid` is on its way out: exiting (PF_EXITING in its flags), SIGKILL pending (it has not
+    run since it was killed), or gone."""
+    try:
+        flags = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[6])
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except (OSError, IndexError, ValueError):
+        return True
+    pending = [int(line.split()[1], 16) for line in status if line.startswith(("SigPnd:", "ShdPnd:"))]
+    return bool(flags & _PF_EXITING) or any(mask & _SIGKILL_BIT for mask in pending)
