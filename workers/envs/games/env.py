@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -35,7 +36,11 @@ from workers.envs.browser.pool import BrowserPool, PageSession
 from workers.envs.browser.server import get_server
 
 GAMES_DIR = Path(__file__).parent / "html"
-START_TIMEOUT_S = 10.0  # a game page loads and starts in ≈0.1 s
+# A game page loads and starts in ≈0.1 s on an idle machine; a start is given up as hung after
+# START_TIMEOUT_S or START_PER_OPEN times what opening its page took, whichever is longer (a loaded
+# browser is slow at both), at most the env's call timeout.
+START_TIMEOUT_S = 10.0
+START_PER_OPEN = 10.0
 log = logging.getLogger(__name__)
 # Viewport per game (page pixels): the board and its HUD fit exactly, nothing scrolls.
 GAME_VIEWPORTS: dict[str, tuple[int, int]] = {"2048": (400, 470), "whack": (420, 420), "maze": (400, 410)}
@@ -105,14 +110,18 @@ class GameEnv(PageEnv):
         self.virtual_time = bool(task.setup.get("virtual_time", self.default_virtual_time))
         self.game, self.done, self.last_reward = game, False, 0.0
         # A fresh page per episode: virtual time cannot be switched back to real time on a page.
-        # A fresh page now and then never finishes starting on a busy machine (it loads in ≈0.1 s
-        # otherwise): such a page is dropped and the start tried once more on a new one.
+        # A fresh page now and then never finishes starting: such a page is dropped and the start
+        # tried once more on a new one. The first try's deadline scales with how long this browser
+        # took to open the page, so that a merely loaded machine is not taken for a hung page.
         for attempt in range(2):
             self.close()
+            opened = time.monotonic()
             handle = self._session(GAME_VIEWPORTS[game])
+            open_s = time.monotonic() - opened
+            first = min(max(START_TIMEOUT_S, START_PER_OPEN * open_s), self.call_timeout_s)
             try:
                 return handle.call(
-                    lambda s: self._start(s, url), START_TIMEOUT_S if attempt == 0 else self.call_timeout_s
+                    lambda s: self._start(s, url), first if attempt == 0 else self.call_timeout_s
                 )
             except EnvError as exc:
                 if attempt == 1 or "timed out" not in str(exc):
