@@ -7,6 +7,7 @@ restarted host loses none of it; its own envs are retired and rebooted.
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import threading
 import time
@@ -84,6 +85,7 @@ class EnvHost:
     def boot(self, kind: str) -> str:
         """Boot one env of `kind` and put it in the registry's idle set; returns its id."""
         t0 = time.monotonic()
+        env = None
         try:
             env = self.factories[kind]()
             boot = getattr(env, "boot", None)
@@ -91,6 +93,9 @@ class EnvHost:
                 boot()
         except Exception:
             self.stats.boot_failures += 1
+            if env is not None:  # what it made before failing (a desktop's directories)
+                with contextlib.suppress(Exception):
+                    env.close()
             raise
         boot_s = time.monotonic() - t0
         env_id = f"{kind}-{uuid.uuid4().hex[:10]}"
