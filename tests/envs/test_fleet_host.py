@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 import uuid
 
 import pytest
@@ -174,3 +176,29 @@ def test_a_call_waiting_for_an_env_taken_out_of_service_finds_it_gone(host: EnvH
     assert isinstance(result, dict) and result["ok"] is False and result["crashed"] is True
     assert "no longer hosted" in result["error"]
     assert not hosted.env.is_alive()  # closed, and nothing booted it again
+
+
+def test_shutdown_waits_for_a_reset_in_progress(host: EnvHost) -> None:
+    # A host shut down while a reset rebooted a used desktop closed the env under it: the reset
+    # failed with its log directory or sandbox gone, and what it had started was left running.
+    host.maintain()
+    lease = host.registry.acquire(kind="desktop", owner="test")
+    assert lease is not None
+    env = host.envs[lease.env_id].env
+    assert isinstance(env, DesktopEnv)
+    host.call(lease.env_id, "reset", {"task": TASK})  # used: the next reset reboots it
+    errors: list[BaseException] = []
+
+    def reset() -> None:
+        try:
+            host.call(lease.env_id, "reset", {"task": TASK})
+        except BaseException as exc:  # collected for the assertion below
+            errors.append(exc)
+
+    thread = threading.Thread(target=reset)
+    thread.start()
+    time.sleep(0.2)  # the reboot takes about a second
+    host.shutdown()
+    thread.join(timeout=30)
+    assert errors == []
+    assert env._x is None and env._box is None and not env._log_dir.exists()

@@ -24,6 +24,7 @@ from workers.envs.wire import observation_to_wire, step_result_to_wire, task_spe
 log = logging.getLogger(__name__)
 
 EnvFactory = Callable[[], Environment]
+SHUTDOWN_WAIT_S = 60.0  # how long shutdown waits for a call in progress before closing its env anyway
 
 
 @dataclass
@@ -175,6 +176,8 @@ class EnvHost:
             if not hosted.lock.acquire(blocking=False):
                 continue
             try:
+                if self.envs.get(hosted.env_id) is not hosted:  # taken out of service meanwhile
+                    continue
                 if recycle():
                     done.append(hosted.env_id)
                     self.stats.recycled += 1
@@ -216,10 +219,18 @@ class EnvHost:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
-        for hosted in list(self.envs.values()):
+        with self._lock:
+            gone, self.envs = list(self.envs.values()), {}
+        for hosted in gone:
             self.registry.retire_env(env_id=hosted.env_id)
-            self._close(hosted)
-        self.envs.clear()
+            # A call or a recycle in progress ends first: closing the env under it broke the session
+            # it was booting (its log directory or sandbox gone) and leaked what it started after.
+            locked = hosted.lock.acquire(timeout=SHUTDOWN_WAIT_S)
+            try:
+                self._close(hosted)
+            finally:
+                if locked:
+                    hosted.lock.release()
 
     # ------------------------------------------------------------------ calls
     def call(self, env_id: str, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
