@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,3 +20,26 @@ def tmp_path() -> Iterator[Path]:
     path.chmod(0o711)  # others may traverse, not list
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def run_together() -> Callable[[list[Callable[[], object]]], list[BaseException]]:
+    """Start every call in a thread of its own at once, wait for all, and return what they raised."""
+
+    def run(calls: list[Callable[[], object]]) -> list[BaseException]:
+        errors: list[BaseException] = []
+
+        def one(call: Callable[[], object]) -> None:
+            try:
+                call()
+            except BaseException as exc:  # collected for the caller's assertion
+                errors.append(exc)
+
+        threads = [threading.Thread(target=one, args=(call,)) for call in calls]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return errors
+
+    return run

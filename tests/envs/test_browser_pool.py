@@ -175,27 +175,18 @@ def test_idle_sessions_are_reclaimed() -> None:
         assert small.session_ids() == [busy.session_id]
 
 
-def test_sessions_opened_together_on_a_fresh_pool_share_one_chromium() -> None:
+def test_sessions_opened_together_on_a_fresh_pool_share_one_chromium(run_together) -> None:
     # An env host's first resets arrive together: each open found no Chromium and launched its own
     # (dropping the others' sessions as crashed), and the launches raced on the pool's sandbox
     # ("the session's sandbox is not running").
-    errors: list[BaseException] = []
     handles = []
 
     def open_one() -> None:
-        try:
-            handle = pool.open_session(viewport=(200, 200))
-            handle.call(lambda s: s.page.evaluate("1 + 1"))
-            handles.append(handle)
-        except BaseException as exc:  # collected for the assertion below
-            errors.append(exc)
+        handle = pool.open_session(viewport=(200, 200))
+        handle.call(lambda s: s.page.evaluate("1 + 1"))
+        handles.append(handle)
 
     with BrowserPool() as pool:
-        threads = [threading.Thread(target=open_one) for _ in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == []
+        assert run_together([open_one] * 6) == []
         assert pool.launches == 1
         assert all(h.alive() for h in handles) and len(handles) == 6

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
-import threading
 from collections.abc import Iterator
 
 import pytest
@@ -105,27 +105,14 @@ def test_a_task_can_run_its_game_in_real_time_and_the_next_task_gets_the_default
     assert env.virtual_time and page_clock_advance() < 50  # paused between steps again
 
 
-def test_games_reset_together_on_a_fresh_pool() -> None:
+def test_games_reset_together_on_a_fresh_pool(run_together) -> None:
     # The first resets of an env host's game envs arrive together on a pool with no Chromium yet:
     # each launched one, and episodes were lost ("lease crashed", "sandbox is not running").
-    errors: list[BaseException] = []
     with BrowserPool() as pool:
         envs = [GameEnv(pool, virtual_time=False) for _ in range(4)]
-
-        def reset(env: GameEnv, game: str) -> None:
-            try:
-                env.reset(_task(game), seed=1)
-            except BaseException as exc:  # collected for the assertion below
-                errors.append(exc)
-
-        threads = [
-            threading.Thread(target=reset, args=(e, g)) for e, g in zip(envs, itertools.cycle(list_games()))
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == []
+        games = itertools.cycle(list_games())
+        resets = [functools.partial(e.reset, _task(next(games)), seed=1) for e in envs]
+        assert run_together(resets) == []
         assert pool.launches == 1
         assert all(e.is_alive() for e in envs)
         for e in envs:
