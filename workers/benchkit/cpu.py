@@ -13,6 +13,7 @@ last sample before it ends is what it is credited with; at most `every_s` of its
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -92,8 +93,6 @@ class CpuWindow:
             self._sample(first=False)
 
     def start(self) -> None:
-        import time
-
         self._started_at = time.monotonic()
         self._machine0 = _busy_total(psutil.cpu_times())
         self._sample(first=True)
@@ -104,8 +103,6 @@ class CpuWindow:
         """The window's figures: wall seconds, the machine's cores and busy fraction, and per role the
         cores used on average (CPU seconds ÷ wall seconds); `services_cores` the named services',
         `other_cores` what the rest of the machine used."""
-        import time
-
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
