@@ -1,11 +1,13 @@
-"""The platform packages must import without Django (STYLE.md §3)."""
+"""The platform packages must import without Django (STYLE.md §3); the product imports nothing from benchmarks/."""
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-PURE = ["workers.actions", "workers.envs", "workers.policy", "workers.rl", "workers.asr", "workers.benchkit"]
+PURE = ["workers.actions", "workers.envs", "workers.policy", "workers.rl", "workers.asr"]
 
 
 def _runs_clean(code: str) -> None:
@@ -41,3 +43,37 @@ def test_the_web_process_does_not_import_torch() -> None:
         "assert not heavy, heavy\n"
     )
     _runs_clean(code)
+
+
+PRODUCT = ("webapp", "annotation", "rl_control", "workers")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module a Python file imports (at any depth: inside functions too), by static reading."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def test_the_product_imports_nothing_from_benchmarks() -> None:
+    """The benchmarks (benchmarks/) may import the product; the product never imports them."""
+    bad = [
+        f"{path.relative_to(ROOT)}: {module}"
+        for package in PRODUCT
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for module in _imported_modules(path)
+        if module == "benchmarks" or module.startswith("benchmarks.")
+    ]
+    assert not bad, bad
+
+
+def test_no_benchmark_module_lives_in_the_product() -> None:
+    """Every benchmark and its harness live in benchmarks/ (issue 35)."""
+    strays = [str(p.relative_to(ROOT)) for package in PRODUCT for p in (ROOT / package).rglob("*bench*")
+              if "__pycache__" not in p.parts]  # fmt: skip
+    assert not strays, strays

@@ -24,10 +24,10 @@ from django.test import override_settings
 
 from annotation import events
 from annotation.models import AnnotationSession, ThinkAloudRecording
+from benchmarks.asr import score_alignment
 from tests.factories import StepFactory, TaskFactory, TrajectoryFactory
 from workers.asr.align import StepSpeech
 from workers.asr.audio import decode_chunk
-from workers.asr.bench import score_alignment
 from workers.asr.synth import generate_session, split_into_chunks
 from workers.asr.types import Word
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.asr import run_asr, score_alignment
 from workers.asr.align import StepSpeech
-from workers.asr.bench import run_asr, score_alignment
 from workers.asr.types import Word
 
 

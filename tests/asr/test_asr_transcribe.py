@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
+from benchmarks.asr import hypothesis_tokens, score_alignment
 from workers.asr.align import align_words
 from workers.asr.audio import SAMPLE_RATE, AudioChunk, build_timeline, encode_audio
-from workers.asr.bench import hypothesis_tokens, score_alignment
 from workers.asr.pipeline import transcribe_recording
 from workers.asr.synth import SynthSession, speak, split_into_chunks
 from workers.asr.transcribe import Transcriber, TranscriberConfig, TranscriptionError, keep_word, overlaps_any

@@ -1,4 +1,4 @@
-"""The rollout benchmark's CPU accounting (workers/benchkit/cpu.py) on real processes: a busy child
+"""The rollout benchmark's CPU accounting (benchmarks/harness/cpu.py) on real processes: a busy child
 is credited to its role, one born and ended inside the window too, an idle one nearly nothing, and
 the stack's processes are named by their command lines."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from workers.benchkit.cpu import CpuWindow, cpu_ceiling
+from benchmarks.harness.cpu import CpuWindow, cpu_ceiling
 
 # spends `s` CPU-seconds, says so, then idles (or ends)
 BUSY = (
@@ -62,14 +62,14 @@ def test_cpu_seconds_go_to_the_role_of_the_process_that_spent_them() -> None:
 
 
 def test_the_stack_processes_are_named_by_their_command_lines() -> None:
-    from rl_control.engine.bench import stack_role
+    from benchmarks.rollout import stack_role
 
     celery = [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-n", "x@%h", "-Q"]
     assert stack_role([*celery, "train.abc", "-P", "prefork"]) == "trainer"
     assert stack_role([*celery, "rollout.abc"]) == "rollout_workers"
     assert stack_role([*celery, "env.abc", "-P", "threads"]) == "environments"
     assert stack_role([sys.executable, "-m", "workers.policy.server", "--port", "1"]) == "policy_server"
-    assert stack_role([sys.executable, "-m", "rl_control.engine.bench", "rollout"]) == "driver"
+    assert stack_role([sys.executable, "-m", "benchmarks.rollout", "rollout"]) == "driver"
     assert stack_role(["/usr/lib/chromium/chromium", "--type=renderer"]) is None  # its parent's role
     assert stack_role(["x", "-Q"]) is None
 

@@ -8,8 +8,7 @@ import inspect
 
 import pytest
 
-from webapp.management.commands.bench import BENCHES, SPEC_KEYS, missing_keys
-from workers.benchkit.config import (
+from benchmarks.harness.config import (
     ASR_SEED_OFFSETS,
     LEARN_SEEDS,
     LEARN_TASK_SETS,
@@ -18,7 +17,8 @@ from workers.benchkit.config import (
     RolloutBenchConfig,
     report_split,
 )
-from workers.benchkit.stats import SeedRanges, bootstrap_ratio_interval, rate, wilson_interval
+from benchmarks.harness.stats import SeedRanges, bootstrap_ratio_interval, rate, wilson_interval
+from benchmarks.management.commands.bench import BENCHES, SPEC_KEYS, missing_keys
 
 
 @pytest.mark.parametrize(
@@ -93,8 +93,8 @@ def test_every_bench_has_its_spec_keys_declared() -> None:
     ]  # fmt: skip
 
 
-ASSEMBLED_FROM = {"envstep": ("workers.envs.bench_desktop", "workers.envs.bench_browser"),
-                  "learn": ("rl_control.engine.learn",)}  # fmt: skip
+ASSEMBLED_FROM = {"envstep": ("benchmarks.envstep_desktop", "benchmarks.envstep_browser"),
+                  "learn": ("benchmarks.learn",)}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(BENCHES))
@@ -109,7 +109,7 @@ def test_each_bench_module_writes_its_spec_keys(name: str) -> None:
 
 
 def test_rollout_figures_carry_the_spec_keys() -> None:
-    from rl_control.engine.bench import rollout_figures
+    from benchmarks.rollout import rollout_figures
 
     mode = {"usable_actions_per_min": 120.0, "env_utilization": 0.9}
     figures = rollout_figures(
@@ -133,7 +133,7 @@ def test_rollout_figures_carry_the_spec_keys() -> None:
 
 
 def test_learn_figures_carry_the_spec_keys_and_intervals() -> None:
-    from rl_control.engine.learn import learn_figures
+    from benchmarks.learn import learn_figures
     from workers.policy.evaluate import EpisodeResult, EvalReport
 
     def report(successes: int) -> EvalReport:
@@ -149,7 +149,7 @@ def test_learn_figures_carry_the_spec_keys_and_intervals() -> None:
 
 
 def test_env_utilization_is_time_inside_episodes_over_the_window() -> None:
-    from workers.benchkit.rollout_figures import env_utilization
+    from benchmarks.harness.figures import env_utilization
 
     # two environments, a 10 s window: one busy 0-10, one busy 2-6 and from 8 on (unfinished)
     episodes = [(0.0, 10.0), (2.0, 6.0), (8.0, None), (-5.0, 1.0)]

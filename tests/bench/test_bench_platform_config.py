@@ -1,4 +1,4 @@
-"""The typed configurations of the platform benchmarks (workers/benchkit/platform_config.py): the
+"""The typed configurations of the platform benchmarks (benchmarks/harness/platform_config.py): the
 defaults are the values the reported figures were measured with, FLYWHEEL_* overrides are typed, and
 a bad value is refused with the variable's name."""
 
@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from webapp.management.commands.bench import BENCHES
-from workers.benchkit.platform_config import (
+from benchmarks.harness.platform_config import (
     AnnotateBenchConfig,
     DashboardBenchConfig,
     EnvmanagerBenchConfig,
@@ -26,6 +25,7 @@ from workers.benchkit.platform_config import (
     PolicyBenchConfig,
     VlmBenchConfig,
 )
+from benchmarks.management.commands.bench import BENCHES
 
 CONFIGS: list[Any] = [
     ExportBenchConfig, EnvmanagerBenchConfig, EnvstepBenchConfig, PolicyBenchConfig, AnnotateBenchConfig,

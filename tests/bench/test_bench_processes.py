@@ -20,7 +20,7 @@ import pytest
 BENCH = textwrap.dedent(
     """
     import os, signal, subprocess, sys, time
-    from webapp.benchkit.processes import owned_processes
+    from benchmarks.harness.processes import owned_processes
 
     STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
     SPAWNER = (

@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
+from benchmarks.harness.config import ROLLOUT_SEEDS, ROLLOUT_TASKS, RolloutBenchConfig
+from benchmarks.harness.figures import kind_figures, sync_phases
+from benchmarks.harness.stats import bootstrap_sum_ratio_interval
+from benchmarks.rollout import mix_pool, pool_kinds, workload_text
 from rl_control import services
-from rl_control.engine.bench import mix_pool, pool_kinds, workload_text
 from rl_control.engine.data import rollout_claim, run_tasks
 from rl_control.engine.keys import rds
 from rl_control.engine.preflight import run_env_kinds
@@ -21,9 +24,6 @@ from rl_control.engine.worker import _lease_for_claim
 from rl_control.models import EngineState, Run
 from webapp.fleet import services as fleet
 from webapp.store.importers.demo import osworld_examples_dir
-from workers.benchkit.config import ROLLOUT_SEEDS, ROLLOUT_TASKS, RolloutBenchConfig
-from workers.benchkit.rollout_figures import kind_figures, sync_phases
-from workers.benchkit.stats import bootstrap_sum_ratio_interval
 from workers.envs.games.env import list_games
 
 

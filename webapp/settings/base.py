@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "annotation",
     "rl_control",
     "webapp.flywheel",
+    "benchmarks",  # `manage.py bench` (benchmarks/management/commands/bench.py)
 ]
 
 MIDDLEWARE = [

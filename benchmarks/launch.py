@@ -12,7 +12,7 @@ run's checkpoints counted), `updates` (every update, also those whose batch had 
 every group without signal or stale, which close their groups and keep the version) and `window_s`.
 
 Goals: first_metric_s ≤ 60 with --quick (2-minute window); ≥ 20 trained updates in the full 10-minute
-window. The settings are `workers.benchkit.platform_config.LaunchBenchConfig`.
+window. The settings are `benchmarks.harness.platform_config.LaunchBenchConfig`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 
-from workers.benchkit.platform_config import LaunchBenchConfig
+from benchmarks.harness.platform_config import LaunchBenchConfig
 
 
 def _login(client: httpx.Client, username: str, password: str) -> None:

@@ -10,8 +10,8 @@ import statistics
 import time
 from typing import Any
 
+from benchmarks.harness.platform_config import EnvstepBenchConfig
 from workers.actions.types import Action, Point
-from workers.benchkit.platform_config import EnvstepBenchConfig
 from workers.envs.base import TaskSpec
 from workers.envs.desktop import DesktopConfig, DesktopEnv
 

@@ -18,7 +18,7 @@ from typing import Any
 import redis
 from django.conf import settings
 
-from workers.benchkit.platform_config import EnvmanagerBenchConfig
+from benchmarks.harness.platform_config import EnvmanagerBenchConfig
 from workers.envs.leases import LeaseRegistry
 
 

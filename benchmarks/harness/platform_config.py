@@ -1,7 +1,7 @@
 """The typed configuration of the platform benchmarks (export, envmanager, envstep, policy, annotate,
 dashboard, launch, vlm, flywheel, osworld): one frozen dataclass per benchmark, built by
 `for_run(quick)` from its defaults and the FLYWHEEL_* overrides of the environment, as
-`workers.benchkit.config` does for rollout, learn and asr.
+`benchmarks.harness.config` does for rollout, learn and asr.
 
 Every default is the value the benchmark's reported figures were measured with (docs/benchmarks.md
 holds why, and what else was measured); each bench prints its configuration under `config` in its
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from workers.benchkit.config import setting
+from benchmarks.harness.config import setting
 
 N = TypeVar("N", int, float)
 

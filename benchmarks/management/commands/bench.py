@@ -1,6 +1,6 @@
 """`python manage.py bench NAME [--quick]`: run one benchmark; the last line printed is one JSON object.
 
-The benchmark owns what it starts (webapp.benchkit.processes): stopped by SIGTERM / SIGINT / SIGHUP
+The benchmark owns what it starts (benchmarks.harness.processes): stopped by SIGTERM / SIGINT / SIGHUP
 or ending with an error, its workers, servers and browsers end with it. Its figures must carry the
 keys SPEC §10 names for it (`SPEC_KEYS`); a benchmark that returns without one is an error.
 """
@@ -13,23 +13,23 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from webapp.benchkit.processes import owned_processes
+from benchmarks.harness.processes import owned_processes
 
 # name -> "module:function"; each function takes `quick: bool` and returns a dict of figures.
 BENCHES: dict[str, str] = {
-    "export": "webapp.store.bench:run_export",
-    "envstep": "workers.envs.bench:run_envstep",
-    "envmanager": "webapp.fleet.bench:run_envmanager",
-    "policy": "workers.policy.bench:run_policy",
-    "annotate": "annotation.bench:run_annotate",
-    "asr": "workers.asr.bench:run_asr",
-    "rollout": "rl_control.engine.bench:run_rollout",
-    "learn": "rl_control.engine.bench:run_learn",
-    "dashboard": "rl_control.bench:run_dashboard",
-    "flywheel": "webapp.flywheel.bench:run_flywheel",
-    "osworld": "webapp.store.bench_osworld:run_osworld",
-    "vlm": "workers.policy.hf_vlm.bench:run_vlm",
-    "launch": "rl_control.launch_bench:run_launch",
+    "export": "benchmarks.export:run_export",
+    "envstep": "benchmarks.envstep:run_envstep",
+    "envmanager": "benchmarks.envmanager:run_envmanager",
+    "policy": "benchmarks.policy:run_policy",
+    "annotate": "benchmarks.annotate:run_annotate",
+    "asr": "benchmarks.asr:run_asr",
+    "rollout": "benchmarks.rollout:run_rollout",
+    "learn": "benchmarks.learn:run_learn",
+    "dashboard": "benchmarks.dashboard:run_dashboard",
+    "flywheel": "benchmarks.flywheel:run_flywheel",
+    "osworld": "benchmarks.osworld:run_osworld",
+    "vlm": "benchmarks.vlm:run_vlm",
+    "launch": "benchmarks.launch:run_launch",
 }
 
 # SPEC §10: the keys each benchmark's JSON carries at least (more are welcome).

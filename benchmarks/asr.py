@@ -3,7 +3,7 @@
 Per session: espeak-ng speech (voices and speeds vary) -> 10 s chunks encoded as webm/opus, ogg/opus
 and wav in turn -> session-clock timeline -> Whisper (tiny.en by default, int8, CPU) -> step alignment.
 
-Configuration (`workers.benchkit.config.AsrBenchConfig`): the model (FLYWHEEL_ASR_MODEL: tiny.en,
+Configuration (`benchmarks.harness.config.AsrBenchConfig`): the model (FLYWHEEL_ASR_MODEL: tiny.en,
 base, or a CTranslate2 directory; workers.asr.models), the speech set (FLYWHEEL_ASR_SPEECH_SET:
 "generator", the templates the decoding options were chosen on, or "unscripted": technical words,
 pauses mid-sentence, 110-240 wpm), and the seed split: a full run reads the final-test sessions
@@ -38,14 +38,14 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.harness.config import AsrBenchConfig
+from benchmarks.harness.stats import bootstrap_ratio_interval
 from workers.asr.align import StepSpeech, align_words
 from workers.asr.audio import SAMPLE_RATE, build_timeline, decode_chunk
 from workers.asr.models import model_path
 from workers.asr.synth import SPEEDS_WPM, UNSCRIPTED_SPEEDS_WPM, VOICES, generate_session, split_into_chunks
 from workers.asr.transcribe import Transcriber, TranscriberConfig
 from workers.asr.wer import align_tokens, normalize_words, word_error_counts
-from workers.benchkit.config import AsrBenchConfig
-from workers.benchkit.stats import bootstrap_ratio_interval
 
 CHUNK_FORMATS = ("webm", "ogg", "wav")
 

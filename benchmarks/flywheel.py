@@ -8,11 +8,11 @@
     iteration 1: rejection sampling with c1 → V(s) → refresh → dataset v2 → SFT c1 → s2 → RL → c2
     iteration 2 (full only): rejection sampling with c2 …
 
-RL runs through the real engine (rl_control.engine.learn.rl_phase: Celery rollout and trainer
+RL runs through the real engine (benchmarks.learn.rl_phase: Celery rollout and trainer
 workers, env host with Chromium, policy server) on the same pool, so its trajectories land in the
 pool's store and feed the next dataset. Success is greedy success on held-out seeds
 (workers.policy.evaluate); the V(s)=1 rate is that of each iteration's rejection sampling. The
-settings are `workers.benchkit.platform_config.FlywheelBenchConfig`.
+settings are `benchmarks.harness.platform_config.FlywheelBenchConfig`.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connections
 
-from workers.benchkit.platform_config import FlywheelBenchConfig
+from benchmarks.harness.platform_config import FlywheelBenchConfig
 
 
 def _use_own_database(name: str) -> None:
     """Point the default connection at a fresh database and migrate it."""
-    from webapp.benchkit.database import recreate_database
+    from benchmarks.harness.database import recreate_database
 
     recreate_database(name)
     connections.close_all()
@@ -70,8 +70,8 @@ def _rejection_sampling(
 
 def _success(config: FlywheelBenchConfig, checkpoint: Any, intervals: dict[str, Any] | None = None) -> float:
     """Greedy success of `checkpoint` on the held-out seeds; its Wilson interval goes into `intervals`."""
+    from benchmarks.harness.stats import wilson_interval
     from webapp.flywheel.services.training import evaluate_checkpoint
-    from workers.benchkit.stats import wilson_interval
 
     tasks, seeds = config.tasks, list(config.eval_range)
     _log(f"evaluating {checkpoint.version} on {len(tasks)} tasks × {len(seeds)} held-out seeds")
@@ -94,8 +94,8 @@ def _rl_then_pick(config: FlywheelBenchConfig, sft: Any, pool: Any, it: int) -> 
 
     from django.contrib.auth import get_user_model
 
-    from rl_control.engine.learn import rl_phase
-    from workers.benchkit.config import LearnBenchConfig
+    from benchmarks.harness.config import LearnBenchConfig
+    from benchmarks.learn import rl_phase
 
     learn = LearnBenchConfig(quick=False)  # the learn bench's RL settings (lr, temperature, staleness)
     user, _ = get_user_model().objects.get_or_create(username="bench-flywheel")
@@ -131,7 +131,7 @@ def _rl_then_pick(config: FlywheelBenchConfig, sft: Any, pool: Any, it: int) -> 
 def run_flywheel(quick: bool) -> dict[str, Any]:
     import torch
 
-    from workers.benchkit.stats import wilson_interval
+    from benchmarks.harness.stats import wilson_interval
 
     config = FlywheelBenchConfig.for_run(quick)
     torch.set_num_threads(config.threads)

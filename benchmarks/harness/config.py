@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypeVar, cast
 
-from workers.benchkit.stats import SPLITS, SeedRanges, Split
+from benchmarks.harness.stats import SPLITS, SeedRanges, Split
 
 T = TypeVar("T")
 

@@ -11,8 +11,8 @@ import threading
 import time
 from typing import Any
 
+from benchmarks.harness.platform_config import EnvstepBenchConfig
 from workers.actions.types import Action, Point
-from workers.benchkit.platform_config import EnvstepBenchConfig
 from workers.envs.base import TaskSpec
 from workers.envs.browser.miniwob import MiniWoBEnv
 from workers.envs.browser.pool import BrowserPool

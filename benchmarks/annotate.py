@@ -23,8 +23,8 @@ import httpx
 import websockets
 from django.conf import settings
 
-from webapp.benchkit.database import free_port
-from workers.benchkit.platform_config import AnnotateBenchConfig
+from benchmarks.harness.database import free_port
+from benchmarks.harness.platform_config import AnnotateBenchConfig
 
 
 def _pct(values: list[float], q: float) -> float:

@@ -15,7 +15,7 @@
    before runtime LoRA loading (`sync_save_s`, `sync_lora_load_s`, `sync_load_s` apart);
    `adapter_bytes` vs `merged_bytes` is what moves in each case.
 
-The settings are `workers.benchkit.platform_config.VlmBenchConfig`.
+The settings are `benchmarks.harness.platform_config.VlmBenchConfig`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from workers.benchkit.platform_config import VlmBenchConfig
+from benchmarks.harness.platform_config import VlmBenchConfig
 
 
 def _dir_bytes(path: Path) -> int:

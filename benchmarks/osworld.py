@@ -7,7 +7,7 @@ tasks the no-action check ran on: all of them, or the first `checks_per_domain` 
 --quick). Figures: supported_share over the goal domains (os, chrome, libreoffice_*, gimp, vlc,
 thunderbird), passes_without_action (count), correct_share over the solved tasks this host can run
 (those it cannot, e.g. for want of an application, are listed under solved_skipped). The settings are
-`workers.benchkit.platform_config.OsworldBenchConfig`.
+`benchmarks.harness.platform_config.OsworldBenchConfig`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from workers.benchkit.platform_config import OsworldBenchConfig
+from benchmarks.harness.platform_config import OsworldBenchConfig
 
 
 def run_osworld(quick: bool, examples: str | None = None) -> dict[str, Any]:

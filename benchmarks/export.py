@@ -18,8 +18,8 @@ import psutil
 import psycopg
 from django.conf import settings
 
-from webapp.benchkit.database import database_url, free_port, recreate_database
-from workers.benchkit.platform_config import ExportBenchConfig
+from benchmarks.harness.database import database_url, free_port, recreate_database
+from benchmarks.harness.platform_config import ExportBenchConfig
 
 
 def _fill(db_url: str, n_steps: int, per_trajectory: int) -> int:

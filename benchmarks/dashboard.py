@@ -37,8 +37,8 @@ import numpy as np
 import psycopg
 from django.conf import settings
 
-from webapp.benchkit.database import database_url, free_port, recreate_database
-from workers.benchkit.platform_config import DashboardBenchConfig
+from benchmarks.harness.database import database_url, free_port, recreate_database
+from benchmarks.harness.platform_config import DashboardBenchConfig
 
 
 def _copy_block(run_id: int, names: list[bytes], start: int, values: np.ndarray) -> bytes:
@@ -162,7 +162,7 @@ def run_dashboard_downsample(config: DashboardBenchConfig) -> dict[str, Any]:
         _fill(conn, run_id, points, names)
         fill_s = time.perf_counter() - t0
     code = (
-        "from rl_control.bench import measure_in_bench_db;"
+        "from benchmarks.dashboard import measure_in_bench_db;"
         f" measure_in_bench_db({run_id}, {points}, {repeats}, {names!r}, {config.requested_points})"
     )
     result = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], env=env, check=True,
@@ -377,7 +377,7 @@ def run_dashboard(quick: bool) -> dict[str, Any]:
         "DEBUG": "false",
     }
     code = (
-        "from rl_control.bench import measure_live_in_bench_db;"
+        "from benchmarks.dashboard import measure_live_in_bench_db;"
         f" measure_live_in_bench_db({config.latency_samples}, {config.sockets}, {config.connecting})"
     )
     result = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], env=env, check=True,

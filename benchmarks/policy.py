@@ -6,7 +6,7 @@ twice: in-process (`EmbeddedPolicy.propose`) and over real HTTP through the poli
 (`OpenAIPolicy` → `workers.policy.server`), which adds JSON, base64 and the prompt rebuild. Goal:
 p50 < 500 ms for the annotation experience.
 
-The settings are `workers.benchkit.platform_config.PolicyBenchConfig` (threads, checkpoint, n,
+The settings are `benchmarks.harness.platform_config.PolicyBenchConfig` (threads, checkpoint, n,
 repeats). Without a checkpoint the bench builds an untrained model from the default config; it
 writes the longest answers the grammar allows (the thought and text caps), so its latency is the
 worst case; `tokens_mean` reports how long the measured answers were.
@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from workers.benchkit.platform_config import PolicyBenchConfig
+from benchmarks.harness.platform_config import PolicyBenchConfig
 from workers.envs.base import Element, Observation
 from workers.policy.base import HistoryItem
 

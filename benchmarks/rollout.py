@@ -1,7 +1,7 @@
 """Engine benchmarks (SPEC §10, issues 7 and 24). Both run the real engine: Celery rollout and
 trainer workers, an env host (Chromium + MiniWoB++, Xvfb desktops, games), the run's policy server,
 PostgreSQL, Redis, in a database of their own (`<name>_bench_rollout`, `<name>_bench_learn`). Their settings are
-`workers.benchkit.config.RolloutBenchConfig` / `LearnBenchConfig`; history in docs/benchmarks.md.
+`benchmarks.harness.config.RolloutBenchConfig` / `LearnBenchConfig`; history in docs/benchmarks.md.
 
 `run_rollout(quick)`: the same workload in async mode, then in sync mode, each for a fixed
 wall-clock window. The workload ("mix", the default) is a trained policy's episodes over three
@@ -29,14 +29,11 @@ goes (`sync_phases`: each batch's rollout phase and the train gap after it). Key
 `async_actions_per_min`, `sync_actions_per_min`, `async_over_sync` (with a bootstrap interval over
 task groups), `async_env_utilization`, `sync_env_utilization`, `workload`.
 
-`run_learn(quick)`: rl_control.engine.learn.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,83 +42,23 @@ from typing import Any
 
 from django.conf import settings
 
-from webapp.benchkit.database import bench_database
-from webapp.benchkit.processes import owned_processes
-from workers.benchkit.config import (
+from benchmarks.harness.config import (
     ROLLOUT_BUDGETS,
     ROLLOUT_KINDS,
     ROLLOUT_TASKS,
-    LearnBenchConfig,
     RolloutBenchConfig,
 )
-from workers.benchkit.cpu import CpuWindow, cpu_ceiling
-from workers.benchkit.rollout_figures import env_utilization, episode_summary, kind_figures, sync_phases
-from workers.benchkit.stats import bootstrap_sum_ratio_interval
-
-
-def _driver(kind: str, quick: bool) -> dict[str, Any]:
-    """Run the measurement in a child process on the bench database; its last line is JSON. Stopped
-    from outside, the child gets SIGTERM first, so its own clean-up (the stack) runs."""
-    db = bench_database(kind)
-    args = [sys.executable, "-m", "rl_control.engine.bench", kind] + (["--quick"] if quick else [])
-    proc = subprocess.Popen(args, env=db.env, cwd=settings.BASE_DIR, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
-    try:
-        stdout, stderr = proc.communicate()
-    except BaseException:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        raise
-    lines = [line for line in stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"bench {kind} failed ({proc.returncode}):\n{stdout[-3000:]}\n{stderr[-5000:]}")
-    return dict(json.loads(lines[-1]))
+from benchmarks.harness.cpu import CpuWindow, cpu_ceiling
+from benchmarks.harness.engine import bench_user, child_main, run_in_child, start_checkpoint, task_pool
+from benchmarks.harness.figures import env_utilization, episode_summary, kind_figures, sync_phases
+from benchmarks.harness.stats import bootstrap_sum_ratio_interval
 
 
 def run_rollout(quick: bool) -> dict[str, Any]:
-    return _driver("rollout", quick)
-
-
-def run_learn(quick: bool) -> dict[str, Any]:
-    return _driver("learn", quick)
+    return run_in_child("benchmarks.rollout", "rollout", quick)
 
 
 # ---------------------------------------------------------------------------- inside the driver
-
-
-def _start_checkpoint(workdir: Path, model: Any = None) -> Any:
-    from webapp.store.models import Checkpoint
-    from workers.policy.embedded.configuration import FlywheelPolicyConfig
-    from workers.policy.embedded.policy import new_model
-    from workers.policy.embedded.tokenizer import FlywheelTokenizer
-
-    path = workdir / "start"
-    if model is None:
-        model = new_model(FlywheelPolicyConfig(flywheel_version="0"), seed=0)
-    model.config.flywheel_version = "0"
-    model.save_pretrained(path)
-    FlywheelTokenizer().save_pretrained(path)
-    return Checkpoint.objects.create(version=f"bench-start-{workdir.name}", path=str(path))
-
-
-def _pool(name: str, tasks: list[tuple[str, int | None]], pause_ms: int = 0) -> Any:
-    """A pool of MiniWoB++ tasks: (task, step budget or None), each with the given transition pause."""
-    from webapp.store.models import Task, TaskPool
-
-    pool = TaskPool.objects.create(name=name)
-    for task, budget in tasks:
-        setup: dict[str, Any] = {"task": task}
-        if budget:
-            setup["max_steps"] = budget
-        if pause_ms:
-            setup["transition_pause_ms"] = pause_ms
-        Task.objects.create(
-            pool=pool, external_id=task, instruction="", env_kind="browser", source="miniwob", setup=setup
-        )
-    return pool
 
 
 def mix_pool(name: str) -> Any:
@@ -153,13 +90,6 @@ def pool_kinds(pool: Any) -> dict[str, list[str]]:
     for kind, external_id in rows.values_list("env_kind", "external_id"):
         out.setdefault(kind, []).append(external_id)
     return out
-
-
-def _user() -> Any:
-    from django.contrib.auth import get_user_model
-
-    user, _ = get_user_model().objects.get_or_create(username="bench-rl")
-    return user
 
 
 def _usable_by_group(run: Any) -> list[int]:
@@ -216,7 +146,7 @@ def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchCon
     else:  # "budgets", as before: every update a policy update with a weight push (no critic-only phase)
         algo = {"value_pretrain_max_updates": 0}
     run = services.run_create(
-        user=_user(), name=f"bench-{mode}", algorithm=config.algorithm, mode=mode, pool=pool,
+        user=bench_user(), name=f"bench-{mode}", algorithm=config.algorithm, mode=mode, pool=pool,
         start_checkpoint=checkpoint,
         config={
             "seed": config.seed,
@@ -296,7 +226,7 @@ def stack_role(cmdline: list[str]) -> str | None:
         for prefix, role in (("train", "trainer"), ("rollout", "rollout_workers"), ("env", "environments")):
             if queue.startswith(prefix):
                 return role
-    if any("rl_control.engine.bench" in part for part in cmdline):
+    if any("benchmarks.rollout" in part for part in cmdline):
         return "driver"
     return None
 
@@ -311,11 +241,11 @@ def _rollout_start(config: RolloutBenchConfig, workdir: Path) -> Any:
     if config.workload in ("mix", "starter"):
         directory, _ = cached_starter(Path(settings.FLYWHEEL_CACHE_DIR))
         model, _ = load_checkpoint(directory)
-        return _start_checkpoint(workdir, model)
+        return start_checkpoint(workdir, model)
     model_config = FlywheelPolicyConfig(flywheel_version="0")
     if config.max_thought is not None:
         model_config.max_thought = config.max_thought
-    return _start_checkpoint(workdir, new_model(model_config, seed=0))
+    return start_checkpoint(workdir, new_model(model_config, seed=0))
 
 
 def workload_text(config: RolloutBenchConfig, kinds: dict[str, list[str]] | None = None) -> str:
@@ -412,7 +342,7 @@ def drive_rollout(quick: bool) -> dict[str, Any]:
                 if config.workload == "mix":
                     pool = mix_pool(f"bench-rollout-{mode}")
                 else:
-                    pool = _pool(f"bench-rollout-{mode}", tasks, config.transition_pause_ms)
+                    pool = task_pool(f"bench-rollout-{mode}", tasks, config.transition_pause_ms)
                 kinds = pool_kinds(pool)
                 out[mode] = _measure_mode(mode, pool, checkpoint, config)
     finally:
@@ -425,22 +355,8 @@ def drive_rollout(quick: bool) -> dict[str, Any]:
     }
 
 
-def drive_learn(quick: bool) -> dict[str, Any]:
-    from rl_control.engine.learn import learn_benchmark
-
-    return learn_benchmark(LearnBenchConfig.for_run(quick), start_checkpoint=_start_checkpoint, pool=_pool,
-                           user=_user)  # fmt: skip
-
-
 def main(argv: list[str]) -> int:
-    import django
-
-    django.setup()
-    kind, quick = argv[0], "--quick" in argv
-    with owned_processes():
-        figures = drive_rollout(quick) if kind == "rollout" else drive_learn(quick)
-    print(json.dumps(figures))
-    return 0
+    return child_main(drive_rollout, argv)
 
 
 if __name__ == "__main__":

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from workers.benchkit.platform_config import EnvstepBenchConfig
+from benchmarks.harness.platform_config import EnvstepBenchConfig
 
 
 def run_envstep(quick: bool) -> dict[str, Any]:
-    from workers.envs.bench_browser import browser_figures
-    from workers.envs.bench_desktop import desktop_figures
+    from benchmarks.envstep_browser import browser_figures
+    from benchmarks.envstep_desktop import desktop_figures
 
     config = EnvstepBenchConfig.for_run(quick)
     figures: dict[str, Any] = {}

@@ -5,19 +5,21 @@
 2. A deliberately limited SFT of a fresh embedded model on them (few optimizer steps); its thought
    is then capped (`LearnBenchConfig.max_thought`, 0 by default), so every policy acts directly.
 3. Greedy success on the evaluation seeds (workers.policy.evaluate) — the "before". A full run reads
-   the final-test range (the reported figure), --quick the validation range (workers.benchkit.stats).
+   the final-test range (the reported figure), --quick the validation range (benchmarks.harness.stats).
 4. An RL run (step-wise GRPO, with or without experience-pool injection of the stored
    demonstrations) from that checkpoint through the real engine: Celery rollout and trainer
    workers, env host with Chromium, policy server.
 5. Greedy success of the run's averaged weights (grpo.weight_ema) on the same seeds — the "after"
    — and, beside it, of the newest online weights. Every rate carries its Wilson 95 % interval.
 
-The settings are `workers.benchkit.config.LearnBenchConfig`; their history is in docs/benchmarks.md.
+`run_learn(quick)` runs it in a child process on its own database (`<name>_bench_learn`). The settings
+are `benchmarks.harness.config.LearnBenchConfig`; their history is in docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -26,8 +28,9 @@ from typing import Any
 
 from django.conf import settings
 
-from workers.benchkit.config import LearnBenchConfig
-from workers.benchkit.stats import rate
+from benchmarks.harness.config import LearnBenchConfig
+from benchmarks.harness.engine import bench_user, child_main, run_in_child, start_checkpoint, task_pool
+from benchmarks.harness.stats import rate
 
 
 def report_figures(report: Any) -> dict[str, Any]:
@@ -247,3 +250,20 @@ def rl_phase(
         "checkpoint": Checkpoint.objects.filter(run=run).order_by("-created_at", "-id").first(),
         "success_rates": rates,
     }
+
+
+def run_learn(quick: bool) -> dict[str, Any]:
+    return run_in_child("benchmarks.learn", "learn", quick)
+
+
+def drive_learn(quick: bool) -> dict[str, Any]:
+    return learn_benchmark(LearnBenchConfig.for_run(quick), start_checkpoint=start_checkpoint, pool=task_pool,
+                           user=bench_user)  # fmt: skip
+
+
+def main(argv: list[str]) -> int:
+    return child_main(drive_learn, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
