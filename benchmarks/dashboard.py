@@ -165,8 +165,12 @@ def run_dashboard_downsample(config: DashboardBenchConfig) -> dict[str, Any]:
         "from benchmarks.dashboard import measure_in_bench_db;"
         f" measure_in_bench_db({run_id}, {points}, {repeats}, {names!r}, {config.requested_points})"
     )
-    result = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], env=env, check=True,
+    result = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], env=env,
                             capture_output=True, text=True, cwd=settings.BASE_DIR)  # fmt: skip
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"bench dashboard: the live part failed ({result.returncode}):\n{result.stderr[-3000:]}"
+        )
     figures: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     if figures["points_in"] != points:
         raise RuntimeError(f"served {figures['points_in']} points, expected {points}")
@@ -281,14 +285,30 @@ async def _live_figures(
     }
 
 
+def signed_in_session(username: str, password: str) -> str:
+    """The key of a stored session for `username`, as a sign-in through the login form leaves it: the
+    backend recorded is the one that authenticated the user (the model backend; axes' backend only
+    counts failures and cannot load a user, so a session naming it fails every request)."""
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, authenticate
+    from django.contrib.sessions.backends.db import SessionStore
+
+    user = authenticate(None, username=username, password=password)
+    if user is None:
+        raise RuntimeError(f"bench dashboard: {username} cannot sign in")
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = user.backend
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.save()
+    return str(session.session_key)
+
+
 def measure_live_in_bench_db(samples: int, sockets: int, connecting: int) -> None:
     """Runs inside `manage.py shell` on the bench database (see the module docstring). Prints one JSON line."""
     import asyncio
     import signal
 
     from django.conf import settings as dj
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-    from django.contrib.sessions.backends.db import SessionStore
     from django.db import connection
     from django.utils import timezone
 
@@ -304,12 +324,7 @@ def measure_live_in_bench_db(samples: int, sockets: int, connecting: int) -> Non
             [900_000 + os.getpid() % 90_000],
         )
     user = user_create(username=f"bench-{os.getpid()}", password="bench-pw-1", roles=[Role.RESEARCHER])
-    session = SessionStore()
-    session[SESSION_KEY] = str(user.pk)
-    session[BACKEND_SESSION_KEY] = dj.AUTHENTICATION_BACKENDS[0]
-    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-    session.save()
-    cookie = f"{dj.SESSION_COOKIE_NAME}={session.session_key}"
+    cookie = f"{dj.SESSION_COOKIE_NAME}={signed_in_session(user.username, 'bench-pw-1')}"
     now = timezone.now()
     run = Run.objects.create(
         name="bench-live", status="running", started_at=now, resumed_at=now, created_by=user
@@ -380,8 +395,12 @@ def run_dashboard(quick: bool) -> dict[str, Any]:
         "from benchmarks.dashboard import measure_live_in_bench_db;"
         f" measure_live_in_bench_db({config.latency_samples}, {config.sockets}, {config.connecting})"
     )
-    result = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], env=env, check=True,
+    result = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], env=env,
                             capture_output=True, text=True, cwd=settings.BASE_DIR)  # fmt: skip
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"bench dashboard: the live part failed ({result.returncode}):\n{result.stderr[-3000:]}"
+        )
     live: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     return {
         "metric_to_browser_p50_ms": live.pop("metric_to_browser_p50_ms"),
