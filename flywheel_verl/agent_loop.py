@@ -5,8 +5,10 @@ Register it with verl through an agent-loop config file (submit.py writes it):
     - name: flywheel_gui
       _target_: flywheel_verl.agent_loop.FlywheelGUIAgentLoop
 
-and give each dataset row `agent_name: flywheel_gui` and `extra_info.flywheel_task` = the task as
-Flywheel puts it on the wire (+ `seed`). Config (`flywheel` section of verl's config): `envs`
+and give each dataset row what workers.rl.verl_rows.rl_row writes (`agent_name: flywheel_gui`,
+`extra_info.flywheel_task` = the task on Flywheel's wire, `extra_info.seed`); the export's verl rows
+and `verl_submit`'s are built by it, and `task_from_extra` reads them here. Config (`flywheel`
+section of verl's config): `envs`
 ("fleet" or "local"), `env_kind`, `max_turns`.
 
 One episode is one verl sample: the UI-TARS prompt (workers.policy.prompts.COMPUTER_USE) with the
@@ -35,6 +37,7 @@ from workers.actions.coords import action_to_screen, smart_resize
 from workers.actions.parse import parse_response
 from workers.actions.types import TERMINAL_KINDS, Convention
 from workers.policy.prompts import render_template
+from workers.rl.verl_rows import task_from_extra
 
 log = logging.getLogger(__name__)
 
@@ -69,13 +72,7 @@ class FlywheelGUIAgentLoop(AgentLoopBase):
         return FleetEnvs(self.env_kind, owner=f"verl:{uuid4().hex[:8]}")
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
-        extra = kwargs.get("extra_info") or {}
-        task = extra.get("flywheel_task") or kwargs.get("flywheel_task")
-        if not isinstance(task, dict):
-            raise ValueError(
-                "each row needs extra_info.flywheel_task (the task as Flywheel sends it to env hosts)"
-            )
-        seed = int(extra.get("seed", 0))
+        task, seed = task_from_extra(kwargs.get("extra_info"))
         envs = await asyncio.to_thread(self._open_envs)
         metrics: dict[str, float] = {"generate_sequences": 0.0, "tool_calls": 0.0}
         try:

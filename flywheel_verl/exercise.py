@@ -1,6 +1,10 @@
 """Exercise the agent loop with verl's own classes on a CPU (issue 23: "as far as a CPU allows").
 
-    <verl venv>/bin/python -m flywheel_verl.exercise CHECKPOINT [--episodes 2] [--max-turns 3]
+    <verl venv>/bin/python -m flywheel_verl.exercise CHECKPOINT [--episodes 2] [--max-turns 3] [--rows PARQUET]
+
+The episodes' tasks and seeds come from dataset rows as Flywheel writes them (`--rows`: a
+`verl_submit` job's tasks.parquet or an export's train.parquet; default: a job written by
+`job_files`), read with HF `datasets` as verl's RLHFDataset reads them.
 
 What is verl's here: `FlywheelGUIAgentLoop` is built by verl's `AgentLoopBase.__init__` with verl's
 `DictConfigWrap` config, `RLHFDataset` class and verl's Qwen2.5-VL Continuous Token builder
@@ -104,12 +108,9 @@ async def _main(args: argparse.Namespace) -> list[dict[str, Any]]:
     )  # fmt: skip
     results = []
     try:
-        for episode in range(args.episodes):
-            task = {"task_id": "click-button", "instruction": "", "kind": "browser", "source": "miniwob",
-                    "setup": {"task": ["click-button", "click-test"][episode % 2]}}  # fmt: skip
-            out = await loop.run(
-                {"temperature": 1.0, "max_tokens": 12}, extra_info={"flywheel_task": task, "seed": episode}
-            )
+        for episode, row in enumerate(_rows(args)[: args.episodes]):
+            # as verl's agent-loop worker does: the dataset row's non-tensor fields become run()'s kwargs
+            out = await loop.run({"temperature": 1.0, "max_tokens": 12}, extra_info=row["extra_info"])
             batch = out.as_dict()
             # the actor's view: the whole token stream with every screenshot, scored in one pass
             ids = list(out.prompt_ids) + list(out.response_ids)
@@ -129,6 +130,26 @@ async def _main(args: argparse.Namespace) -> list[dict[str, Any]]:
     finally:
         envs.close()
     return results
+
+
+def _rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The episodes' dataset rows, read as verl's RLHFDataset reads them (HF `datasets` over parquet):
+    `--rows` (a `verl_submit` job's tasks.parquet or an export's train.parquet), else a job written
+    here by flywheel_verl.submit.job_files for two MiniWoB++ tasks."""
+    import tempfile
+
+    from datasets import load_dataset
+
+    from flywheel_verl.submit import job_files
+
+    path = args.rows
+    if path is None:
+        tasks = [{"task_id": name, "instruction": "", "kind": "browser", "source": "miniwob",
+                  "setup": {"task": name}} for name in ("click-button", "click-test")]  # fmt: skip
+        job = job_files(Path(tempfile.mkdtemp(prefix="flywheel-verl-job-")), tasks=tasks, seeds=args.episodes,
+                        model_path=args.checkpoint, run_id=0)  # fmt: skip
+        path = str(job["dataset"])
+    return list(load_dataset("parquet", data_files=[path], split="train"))
 
 
 class _KeepOpen:
@@ -155,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("checkpoint")
     parser.add_argument("--episodes", type=int, default=2)
     parser.add_argument("--max-turns", type=int, default=3)
+    parser.add_argument("--rows", help="a verl_submit tasks.parquet or an export's train.parquet")
     args = parser.parse_args(argv)
     for row in asyncio.run(_main(args)):
         print(json.dumps(row), flush=True)

@@ -2,7 +2,7 @@
 
 `job_files(...)` writes into a directory: `tasks.parquet` (one row per task of the run's pool, as
 verl's RLHFDataset reads it: a placeholder prompt, `agent_name: flywheel_gui`,
-`extra_info.flywheel_task` = the task on Flywheel's wire + a seed), `agent_loop.yaml` (registers
+workers.rl.verl_rows.rl_row: the same rows the verl export writes), `agent_loop.yaml` (registers
 the plugin) and `overrides.txt` (the Hydra overrides of verl's `ppo_trainer` config: GRPO, the
 HF checkpoint, vLLM rollout with the agent loop, LoRA rank, the Flywheel tracking backend, the
 `flywheel` section the agent loop reads). `submit_command(...)` is the `ray job submit` line
@@ -15,6 +15,8 @@ import json
 import shlex
 from pathlib import Path
 from typing import Any
+
+from workers.rl.verl_rows import rl_row
 
 
 def job_overrides(
@@ -64,15 +66,12 @@ def job_files(
 
     directory.mkdir(parents=True, exist_ok=True)
     rows = [
-        {
-            "data_source": f"flywheel/{task.get('source', '')}",
-            "prompt": [{"role": "user", "content": task.get("instruction") or task["task_id"]}],
-            "agent_name": "flywheel_gui",
-            "extra_info": json.dumps({"flywheel_task": task, "seed": seed}),
-        }
-        for task in tasks
+        rl_row(index=i * seeds + seed, data_source=f"flywheel/{task.get('source', '')}",
+               instruction=task.get("instruction") or task["task_id"], task=task, seed=seed,
+               env_kind=str(task.get("kind", "")))
+        for i, task in enumerate(tasks)
         for seed in range(seeds)
-    ]
+    ]  # fmt: skip
     pq.write_table(pa.Table.from_pylist(rows), directory / "tasks.parquet")
     (directory / "agent_loop.yaml").write_text(
         "- name: flywheel_gui\n  _target_: flywheel_verl.agent_loop.FlywheelGUIAgentLoop\n"

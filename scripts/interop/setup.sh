@@ -14,7 +14,11 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 VENV="${INTEROP_VENV:-$ROOT/var/interop-venv}"
 PACKAGES=(torch==2.14.1 torchvision==0.29.1 transformers==5.5.4 "datasets==4.0.0" "pandas" "pyarrow" "pillow" "omegaconf"
           "hydra-core" "tensordict==0.10.0" "codetiming" "dill" "peft==0.18.1" "accelerate==1.11.0" "ray"
-          "tokenizers" "jinja2" "qwen-vl-utils" "av==16.0.0")
+          "tokenizers" "jinja2" "qwen-vl-utils" "av==16.0.0"
+          # verl 0.9.1's agent loop imports these, which its own install does not pull in
+          "cachetools" "fastapi" "uvicorn"
+          # flywheel_verl.exercise runs real MiniWoB++ pages (workers.envs browser: Playwright + Chromium)
+          "playwright==1.65.2" "miniwob==1.1.0")
 NODEPS=(verl==0.9.1 llamafactory==0.9.5 torchaudio==2.11.0 trl==0.24.0)
 STAMP="$VENV/.flywheel-interop-$(echo "${PACKAGES[*]} ${NODEPS[*]}" | sha1sum | cut -c1-12)"
 if [[ -f "$STAMP" ]]; then

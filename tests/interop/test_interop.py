@@ -9,6 +9,7 @@ RLHFDataset and MultiTurnSFTDataset, LLaMA-Factory's get_dataset (qwen2_vl) and 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import zipfile
@@ -58,3 +59,35 @@ def test_exports_load_in_verl_llamafactory_and_osworld(users, tmp_path) -> None:
     print(result.stderr[-4000:] if result.returncode else "")
     assert result.returncode == 0, result.stdout + result.stderr[-6000:]
     assert '"interop": "ok"' in result.stdout
+
+
+def test_the_agent_loop_runs_from_verl_submit_rows_and_export_rows(users, tmp_path) -> None:
+    """verl 0.9.1's agent loop (flywheel_verl.exercise: verl's AgentLoopBase, RLHFDataset class and
+    token builder; the tiny Qwen2.5-VL on CPU standing in for vLLM) runs one episode from a row of
+    `verl_submit`'s job files and one from a row of the verl export, each read by HF `datasets`."""
+    python = os.environ.get("INTEROP_PYTHON")
+    if not python:
+        pytest.skip("INTEROP_PYTHON is not set: run `make test-interop`")
+    from flywheel_verl.submit import job_files
+    from workers.policy.hf_vlm.tiny import build_tiny_checkpoint
+
+    checkpoint = build_tiny_checkpoint(tmp_path / "tiny")
+    task = {"task_id": "click-test", "instruction": "", "kind": "browser", "source": "miniwob",
+            "setup": {"task": "click-test"}}  # fmt: skip
+    job = job_files(tmp_path / "job", tasks=[task], seeds=1, model_path=str(checkpoint), run_id=1)
+    demos_collect(task_names=["click-test"], episodes=1, seed_start=11)
+    export = ExportJob.objects.create(created_by=users["researcher"], format="verl")
+    export_job_execute(export.pk)
+    export.refresh_from_db()
+    assert export.status == "succeeded", export.error
+    with zipfile.ZipFile(export.archive.open("rb")) as zf:
+        zf.extractall(tmp_path / "verl")
+    for rows in (job["dataset"], tmp_path / "verl" / "train.parquet"):
+        result = subprocess.run(
+            [python, "-m", "flywheel_verl.exercise", str(checkpoint), "--rows", str(rows), "--episodes", "1",
+             "--max-turns", "2"],
+            capture_output=True, text=True, timeout=600, cwd=ROOT,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr[-6000:]
+        (line,) = [json.loads(x) for x in result.stdout.splitlines() if x.startswith("{")]
+        assert line["turns"] >= 1 and line["reward"] in (0.0, 1.0) and line["images"] >= 1

@@ -6,7 +6,6 @@ overrides) and its `ray job submit` command."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,6 +16,7 @@ from flywheel_verl.tracking import to_flywheel
 from rl_control import services
 from rl_control.models import RunMetric
 from webapp.store.models import Checkpoint
+from workers.rl.verl_rows import task_from_extra
 
 pytestmark = pytest.mark.django_db
 
@@ -54,8 +54,11 @@ def test_verl_submit_writes_the_runs_job(users, pool, tmp_path: Path, capsys) ->
     assert "flywheel_verl.main" in printed and f"actor_rollout_ref.model.path={path}" in printed
     rows = pq.read_table(out / "tasks.parquet").to_pylist()
     assert len(rows) == 3 * 4 and {r["agent_name"] for r in rows} == {"flywheel_gui"}
-    task = json.loads(rows[0]["extra_info"])["flywheel_task"]
-    assert task["kind"] == "browser" and task["task_id"]
+    # a struct verl reads as a dict (RLHFDataset calls extra_info.get), as the agent loop reads it
+    assert isinstance(rows[0]["extra_info"], dict)
+    task, seed = task_from_extra(rows[0]["extra_info"])
+    assert task["kind"] == "browser" and task["task_id"] and seed == 0
+    assert sorted(r["extra_info"]["seed"] for r in rows) == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
     overrides = (out / "overrides.txt").read_text()
     assert "actor_rollout_ref.model.lora_rank=16" in overrides and f"+flywheel.run_id={run.pk}" in overrides
     assert "flywheel_verl.agent_loop.FlywheelGUIAgentLoop" in (out / "agent_loop.yaml").read_text()

@@ -23,6 +23,7 @@ from PIL import Image
 from workers.actions.coords import action_to_screen
 from workers.actions.pyautogui_code import to_pyautogui
 from workers.actions.types import Action, Convention
+from workers.rl.verl_rows import escape_chat_text, rl_row
 
 ProgressFn = Callable[[int], bool]  # called with trajectories done; returns False to stop
 
@@ -75,8 +76,9 @@ def _member_later(zf: zipfile.ZipFile, name: str):
 
 
 def _assistant_text(step: dict[str, Any]) -> str:
-    thought = step.get("human_thought_refined") or step.get("thought") or ""
-    action = step.get("action_text") or ""
+    """`Thought: … Action: …`, escaped for a chat template (workers.rl.verl_rows.escape_chat_text)."""
+    thought = escape_chat_text(step.get("human_thought_refined") or step.get("thought") or "")
+    action = escape_chat_text(step.get("action_text") or "")
     return f"Thought: {thought}\nAction: {action}" if thought else f"Action: {action}"
 
 
@@ -112,7 +114,7 @@ def write_sharegpt(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], progr
             messages: list[dict[str, str]] = []
             images: list[str] = []
             for i, (step, path) in enumerate(zip(record["steps"], paths, strict=True)):
-                prefix = f"{record['instruction']}\n" if i == 0 else ""
+                prefix = f"{escape_chat_text(record['instruction'])}\n" if i == 0 else ""
                 if path is not None:
                     messages.append({"role": "user", "content": f"{prefix}<image>"})
                     images.append(path)
@@ -145,59 +147,50 @@ def write_sharegpt(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], progr
 
 
 def _verl_rows(
-    record: dict[str, Any], index: int, step_images: list[dict[str, Any]]
+    record: dict[str, Any], index: int, step_images: list[dict[str, Any]], task: dict[str, Any]
 ) -> tuple[dict, dict | None]:
-    """The trajectory's verl RL row, and its multi-turn SFT row (None without steps).
-
-    RL (`RLHFDataset`): the episode's instruction with its first screen (`<image>` only when there
-    is one), `extra_info` a struct with `index`, `ground_truth` enough to reproduce the episode.
-    SFT (`MultiTurnSFTDataset`, default keys `messages` / `images`): every step a user turn with its
-    screen and an assistant turn `Thought: … Action: …`."""
-    first = step_images[:1]
+    """The trajectory's verl RL row (workers.rl.verl_rows.rl_row, as `verl_submit` writes them: the
+    instruction with its first screen, `extra_info.flywheel_task` = `task` on the wire and the seed
+    that re-create the episode), and its multi-turn SFT row (None without steps): every step a user
+    turn with its screen and an assistant turn `Thought: … Action: …` (`MultiTurnSFTDataset`'s
+    default keys `messages` / `images`)."""
     seed = (record.get("metadata") or {}).get("seed")
     extra = {
-        "index": index,
-        "split": "train",
         "trajectory_id": record["id"],
         "task_id": record["task_id"],
-        "seed": seed,
         "final_reward": record["final_reward"],
         "validation": record["validation"],
         "actions": [s["action_text"] for s in record["steps"]],
     }
-    rl = {
-        "data_source": f"flywheel/{record['pool']}",
-        "prompt": [
-            {"role": "user", "content": f"<image>{record['instruction']}" if first else record["instruction"]}
-        ],
-        "images": first,
-        "ability": record["env_kind"],
-        "reward_model": {
-            "style": "rule",
-            "ground_truth": json.dumps(
-                {
-                    "task": record["task"],
-                    "task_id": record["task_id"],
-                    "pool": record["pool"],
-                    "env_kind": record["env_kind"],
-                    "seed": seed,
-                    "instruction": record["instruction"],
-                },
-                ensure_ascii=False,
-            ),
-        },
-        "extra_info": extra,
-    }
+    rl = rl_row(
+        index=index, data_source=f"flywheel/{record['pool']}", instruction=record["instruction"], task=task,
+        seed=seed, env_kind=record["env_kind"], images=step_images[:1], extra=extra,
+    )  # fmt: skip
     if not record["steps"]:
         return rl, None
     shown = {image["path"] for image in step_images}
     messages: list[dict[str, str]] = []
     for i, step in enumerate(record["steps"]):
         screen = "<image>" if step["screenshot"] in shown else ""
-        text = record["instruction"] if i == 0 else ""
+        text = escape_chat_text(record["instruction"]) if i == 0 else ""
         messages.append({"role": "user", "content": f"{screen}{text}" or "(no screenshot)"})
         messages.append({"role": "assistant", "content": _assistant_text(step)})
-    return rl, {"messages": messages, "images": step_images, "extra_info": extra}
+    return rl, {"messages": messages, "images": step_images, "extra_info": rl["extra_info"]}
+
+
+def _wire_tasks() -> Callable[[int], dict[str, Any]]:
+    """task pk → the task on the wire (webapp.store.taskspec), each task read once per export."""
+    from webapp.store.models import Task
+    from webapp.store.taskspec import task_spec_wire
+
+    cache: dict[int, dict[str, Any]] = {}
+
+    def wire(task_id: int) -> dict[str, Any]:
+        if task_id not in cache:
+            cache[task_id] = task_spec_wire(Task.objects.get(pk=task_id))
+        return cache[task_id]
+
+    return wire
 
 
 def _verl_schemas() -> tuple[Any, Any]:
@@ -206,9 +199,9 @@ def _verl_schemas() -> tuple[Any, Any]:
     message = pa.struct([("role", pa.string()), ("content", pa.string())])
     image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
     extra = pa.struct(
-        [("index", pa.int64()), ("split", pa.string()), ("trajectory_id", pa.int64()), ("task_id", pa.int64()),
-         ("seed", pa.int64()), ("final_reward", pa.float64()), ("validation", pa.int64()),
-         ("actions", pa.list_(pa.string()))]
+        [("index", pa.int64()), ("split", pa.string()), ("flywheel_task", pa.string()), ("seed", pa.int64()),
+         ("trajectory_id", pa.int64()), ("task_id", pa.int64()), ("final_reward", pa.float64()),
+         ("validation", pa.int64()), ("actions", pa.list_(pa.string()))]
     )  # fmt: skip
     rl = pa.schema(
         [
@@ -217,6 +210,7 @@ def _verl_schemas() -> tuple[Any, Any]:
             ("images", pa.list_(image)),
             ("ability", pa.string()),
             ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+            ("agent_name", pa.string()),
             ("extra_info", extra),
         ]
     )
@@ -232,6 +226,7 @@ def write_verl_parquet(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], p
     import pyarrow.parquet as pq
 
     rl_schema, sft_schema = _verl_schemas()
+    wire_task = _wire_tasks()
     sinks = {"train.parquet": io.BytesIO(), "sft.parquet": io.BytesIO()}
     writers = {
         "train.parquet": pq.ParquetWriter(sinks["train.parquet"], rl_schema),
@@ -253,7 +248,7 @@ def write_verl_parquet(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], p
             data = _image_bytes(step["screenshot"]) if step["screenshot"] else None
             if data is not None:
                 step_images.append({"bytes": data, "path": step["screenshot"]})
-        rl, sft = _verl_rows(record, done, step_images)
+        rl, sft = _verl_rows(record, done, step_images, wire_task(record["task_id"]))
         batches["train.parquet"].append(rl)
         if sft is not None:
             batches["sft.parquet"].append(sft)
