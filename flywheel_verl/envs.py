@@ -5,15 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any, Protocol
 
-from workers.envs.base import Observation, TaskSpec
-
-
-def task_spec(wire: dict[str, Any]) -> TaskSpec:
-    """A task as Flywheel puts it on the wire (webapp.store.taskspec.task_spec_wire)."""
-    return TaskSpec(
-        task_id=str(wire["task_id"]), instruction=str(wire.get("instruction", "")), kind=wire["kind"],
-        source=str(wire.get("source", "")), setup=dict(wire.get("setup") or {}), verifier=dict(wire.get("verifier") or {}),
-    )  # fmt: skip
+from workers.envs.base import Observation
+from workers.envs.wire import task_spec_from_wire
 
 
 class Envs(Protocol):
@@ -32,7 +25,7 @@ class LocalEnvs:
         self.env = FACTORIES[kind]()
 
     def open(self, task: dict[str, Any], seed: int) -> Observation:
-        return self.env.reset(task_spec(task), seed=seed)
+        return self.env.reset(task_spec_from_wire(task), seed=seed)
 
     def step(self, action: dict[str, Any]) -> tuple[Observation, bool]:
         from workers.actions.types import Action

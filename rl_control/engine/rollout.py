@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
@@ -140,7 +140,9 @@ def _play(
     thought_temperature = algo.get("thought_temperature")  # None: the thought is sampled at `temperature`
     context = int(run.config["env"]["context_screenshots"])
     seed = episode_seed(run.config, group.pk, trajectory.pk)
-    out = fleet.env_call(lease=lease, op="reset", payload={"task": task_spec_wire(group.task), "seed": seed})
+    wire = task_spec_wire(group.task)
+    store.trajectory_record_episode(trajectory=trajectory, task_spec=wire, seed=seed)
+    out = fleet.env_call(lease=lease, op="reset", payload={"task": wire, "seed": seed})
     obs = observation_from_wire(out["observation"])
     store.trajectory_set_instruction(trajectory=trajectory, instruction=obs.instruction)
     history: list[HistoryItem] = []
@@ -154,7 +156,7 @@ def _play(
         version = _sample_version(run, candidate.model_version, current_version)
         step = _act(candidate, obs, lease)
         last_screen = step.next_obs if step.next_obs is not None else obs
-        _store_step(trajectory, index, obs, candidate, version, step.executed, step.env_error)
+        _store_step(trajectory, index, obs, candidate, version, step)
         parse_oks.append(step.parsed_ok)
         actions_done.append(candidate.action_text.strip())
         history.append(
@@ -189,11 +191,11 @@ def _sample_version(run: Run, served_by: str, current_version: int) -> int:
 
 @dataclass
 class _Acted:
-    """What executing one response did: the screen actions that ran, the observation after them
+    """What executing one response did: the screen points that ran, the observation after them
     (None when none ran), why the env refused one, a terminal action, the env's episode end."""
 
-    executed: list[dict[str, Any]]
     parsed_ok: bool
+    points: list[list[int]] = field(default_factory=list)  # screen pixels the executed actions touched
     next_obs: Observation | None = None
     env_error: str = ""
     terminal: bool = False
@@ -203,7 +205,7 @@ class _Acted:
 def _act(candidate: Any, obs: Observation, lease: Any) -> _Acted:
     """Run the candidate's actions on the leased env in screen coordinates, up to a terminal action,
     a refused one or the end of the episode."""
-    acted = _Acted([], parsed_ok=candidate.parsed.error is None and bool(candidate.parsed.actions))
+    acted = _Acted(parsed_ok=candidate.parsed.error is None and bool(candidate.parsed.actions))
     if not acted.parsed_ok:
         return acted
     for action in candidate.parsed.actions:
@@ -219,7 +221,7 @@ def _act(candidate: Any, obs: Observation, lease: Any) -> _Acted:
         except fleet.EnvCallFailed as exc:  # the env refused the action: a policy mistake
             acted.env_error, acted.parsed_ok = str(exc)[:500], False
             break
-        acted.executed.append(screen.to_json())
+        acted.points += [[p.x, p.y] for p in (screen.point, screen.end_point) if p is not None]
         acted.done = bool(result.get("done"))
         acted.next_obs = observation_from_wire(result["observation"])
         if acted.done:
@@ -274,9 +276,15 @@ def _store_step(
     obs: Observation,
     candidate: Any,
     version: int,
-    executed: list[dict[str, Any]],
-    env_error: str = "",
+    acted: _Acted,
 ) -> None:
+    """One RL step as every trajectory stores it: `action` the response's parsed actions in the
+    model's coordinate convention (a terminal `finished` / `call_user` included; empty when the
+    response did not parse), `executed_points` the screen pixels that ran, `done` when the episode
+    ended here (the final reward lands on the last step at close), the sample's tokens under `rl`."""
+    env_error = acted.env_error
+    parsed = candidate.parsed.actions if candidate.parsed.error is None else []
+    width, height = candidate.image_size or (None, None)
     store.step_append(
         trajectory=trajectory,
         screenshot=obs.screenshot,
@@ -286,9 +294,13 @@ def _store_step(
             "raw_text": _text(candidate.raw_text),
             "thought": _text(candidate.thought),
             "action_text": _text(candidate.action_text),
-            "action": executed,
+            "action": [a.to_json() for a in parsed],
+            "executed_points": acted.points,
+            "done": acted.terminal or acted.done,
             "parse_error": _text(candidate.parsed.error.message if candidate.parsed.error else env_error),
             "coord_convention": str(candidate.convention),
+            "model_image_width": width,
+            "model_image_height": height,
             "screen_width": obs.width,
             "screen_height": obs.height,
             "policy_version": str(version),
@@ -337,6 +349,7 @@ def _close(
             status == TrajectoryStatus.COMPLETED and trajectory.final_reward != reward
         ):
             return False
+        store.trajectory_last_step_outcome(trajectory=trajectory, reward=reward or 0.0)
         steps = trajectory.steps.values_list("policy_version", flat=True)
         versions = [int(v) for v in steps if v.isdigit()]
         meta = dict(trajectory.metadata)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -9,6 +10,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 from django.db.models import F
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from webapp.store.events import export_progress_event, publish_export_progress
@@ -117,6 +119,29 @@ def trajectory_set_instruction(*, trajectory: Trajectory, instruction: str) -> T
         Trajectory.objects.filter(pk=trajectory.pk, instruction="").update(instruction=text)
         trajectory.instruction = text
     return trajectory
+
+
+def trajectory_record_episode(*, trajectory: Trajectory, task_spec: dict[str, Any], seed: int) -> Trajectory:
+    """Record what re-creates the episode, as the environment was reset: `metadata.seed` and
+    `metadata.episode` {task (the task on the wire), env_kind, seed}. Merged into the metadata in one
+    UPDATE, so keys others wrote (the engine's) stay."""
+    episode = pg_safe({"task": task_spec, "env_kind": task_spec.get("kind", ""), "seed": int(seed)})
+    added = {"seed": int(seed), "episode": episode}
+    Trajectory.objects.filter(pk=trajectory.pk).update(
+        metadata=RawSQL("COALESCE(metadata, '{}'::jsonb) || %s::jsonb", (json.dumps(added),))
+    )
+    meta = {**(trajectory.metadata or {}), **added}
+    trajectory.metadata = meta
+    return trajectory
+
+
+def trajectory_last_step_outcome(*, trajectory: Trajectory, reward: float) -> int:
+    """Mark the episode's last step as its end: `done` true and the episode's reward (the steps before
+    keep reward 0, done false). Returns the rows changed (0 for a trajectory without steps)."""
+    last = trajectory.steps.order_by("-index").values_list("pk", flat=True).first()
+    if last is None:
+        return 0
+    return Step.objects.filter(pk=last).update(done=True, reward=float(reward))
 
 
 def _screenshot_name(trajectory_id: int, index: int, image_format: str) -> str:
