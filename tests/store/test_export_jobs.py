@@ -310,3 +310,21 @@ def test_hostile_text_reaches_no_format_as_markup(users, db) -> None:
     (sft,) = pq.read_table(io.BytesIO(zf.read("sft.parquet"))).to_pylist()
     text = "".join(m["content"] for m in sft["messages"])
     assert text.count("<image>") == len(sft["images"]) == 2 and "<|" not in text and "</video>" not in text
+
+
+def test_terminal_actions_reach_osworld_as_done_and_fail(users, db) -> None:
+    """An episode that ends with `finished()` / `call_user()` (stored as the engine stores them, the
+    parsed action in the model's convention) is DONE / FAIL in OSWorld's traj.jsonl, not ''."""
+    task = TaskFactory(external_id="click-test", instruction="Click the button.")
+    for kind in ("finished", "call_user"):
+        traj = services.trajectory_create(task=task, source="rl", metadata={"seed": 1})
+        services.step_append(trajectory=traj, screenshot=_jpeg((1, 2, 3)), fields={
+            "action_text": f"{kind}()", "action": [{"kind": kind}], "coord_convention": "relative_1000",
+            "screen_width": 64, "screen_height": 48, "done": True})  # fmt: skip
+        services.trajectory_finish(trajectory=traj, status="completed", final_reward=0.0)
+    _, zf = _run(users["researcher"], "osworld", expected=2)
+    actions = sorted(
+        json.loads(line)["action"] for name in zf.namelist() if name.endswith("traj.jsonl")
+        for line in zf.read(name).decode().splitlines()
+    )  # fmt: skip
+    assert actions == ["DONE", "FAIL"]
