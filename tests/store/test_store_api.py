@@ -220,6 +220,7 @@ def test_sql_and_python_export_paths_agree(world) -> None:
                 "executed_points": [[1.5, 2]], "rl": {"value": 0.1}, "human_words": [{"w": "go", "start": 1.0}]},
     )  # fmt: skip
     services.step_append(trajectory=traj, fields={"thought": "no screenshot"})
+    services.trajectory_finish(trajectory=traj, status="completed", final_reward=1.0)
     qs = Trajectory.objects.all()
     base = media_url_builder()("")
     sql_lines = b"".join(iter_jsonl_chunks_sql(qs, media_base=base)).decode().splitlines()
@@ -233,3 +234,8 @@ def test_sql_and_python_export_paths_agree(world) -> None:
 
     assert [norm(json.loads(x)) for x in sql_lines] == [norm(json.loads(x)) for x in py_lines]
     assert len(sql_lines) == Trajectory.objects.count()
+    # rewards are floats in both (PostgreSQL alone writes 1.0 as `1`, which reads back as an int)
+    for lines in (sql_lines, py_lines):
+        (record,) = [r for r in map(json.loads, lines) if r["id"] == traj.pk]
+        assert type(record["final_reward"]) is float and record["final_reward"] == 1.0
+        assert [type(s["reward"]) for s in record["steps"]] == [float, float]

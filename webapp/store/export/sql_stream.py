@@ -23,6 +23,12 @@ _STEP_FIELDS = [
     "reward", "done", "rl",
 ]  # fmt: skip
 
+# A float column as a JSON number that always reads back as a float (PostgreSQL writes 1.0 as `1`,
+# which json.loads turns into an int): whole values get ".0"; NaN and infinities (not JSON) are null.
+_FLOAT = """(CASE WHEN {0} IS NULL OR {0} IN ('NaN', 'Infinity', '-Infinity') THEN 'null'
+      WHEN {0} = trunc({0}) AND abs({0}) < 1e15 THEN trunc({0})::bigint::text || '.0'
+      ELSE {0}::text END)::json"""
+
 # UTC with exactly 6 fractional digits, as webapp.timestamps.iso_utc writes it.
 _ISO = """to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"""
 
@@ -31,7 +37,7 @@ _TRAJ_FIELDS = {
     "instruction": "COALESCE(NULLIF(t.instruction, ''), k.instruction)", "task_instruction": "k.instruction",
     "task_source": "k.source", "env_kind": "t.env_kind",
     "source": "t.source", "policy_version": "t.policy_version", "checkpoint": "c.version",
-    "annotator": "u.username", "run": "t.run_id", "status": "t.status", "final_reward": "t.final_reward",
+    "annotator": "u.username", "run": "t.run_id", "status": "t.status", "final_reward": _FLOAT.format("t.final_reward"),
     "validation": "t.validation", "validator": "t.validator", "route": "t.route",
     "review_state": "t.review_state", "review_round": "t.review_round",
     "final_screenshot": "CASE WHEN t.final_screenshot = '' THEN NULL ELSE %s || t.final_screenshot END",
@@ -41,7 +47,10 @@ _TRAJ_FIELDS = {
 
 
 def _step_object() -> str:
-    pairs = [f"'{name}', s.{name}" for name in _STEP_FIELDS]
+    pairs = [
+        f"'{name}', " + (_FLOAT.format(f"s.{name}") if name == "reward" else f"s.{name}")
+        for name in _STEP_FIELDS
+    ]
     pairs.insert(3, "'screenshot', CASE WHEN s.screenshot = '' THEN NULL ELSE %s || s.screenshot END")
     pairs.insert(1, f"'created_at', {_ISO.format('s.created_at')}")
     return "json_build_object(" + ", ".join(pairs) + ")"
