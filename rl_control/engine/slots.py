@@ -170,25 +170,6 @@ def close_orphans(run_id: int, owned: set[int], timeout_s: float) -> int:
     return closed
 
 
-def slots_live(run_id: int, n_slots: int) -> int:
-    """Slots whose task is running (heartbeat fresh)."""
-    now = time.time()
-    return sum(
-        1
-        for s in range(n_slots)
-        if (info := slot_read(run_id, s)).get("state") == "running"
-        and now - float(info.get("heartbeat") or 0) <= settings.RL_SLOT_TIMEOUT_S
-    )
-
-
-def slots_clear(run_id: int) -> None:
-    """Forget a finished run's slots and counters (its tasks see the generation gone and stop)."""
-    r = rds()
-    names = list(r.scan_iter(match=key(run_id, "*"), count=500))
-    if names:
-        r.delete(*names)
-
-
 def slot_fail(run_id: int, slot: int, generation: int) -> None:
     """A rollout task died of an unexpected error: close its in-flight trajectory (abandoned, once),
     release its environment and mark the slot stopped so the supervisor starts it again."""

@@ -1,8 +1,10 @@
 // The executed action drawn over a step's screenshot: an SVG whose viewBox is the screen's own
 // pixels, so it scales with the image at any size (filmstrip thumbnail or the large view).
 
-import { towardEdge } from "../workspace/geometry";
+import { h } from "../lib/dom";
+import { stepNumber, type Numbered } from "../lib/format";
 import type { ActionJson } from "../lib/trajectory";
+import { towardEdge } from "../workspace/geometry";
 
 const NS = "http://www.w3.org/2000/svg";
 const POINTER_MARKS: Record<string, string> = {
@@ -118,4 +120,25 @@ export function actionOverlay(
     }
   }
   return svg;
+}
+
+/** What a step needs to be shown: its screenshot and screen size, the actions it executed. */
+export interface ShotStep extends Numbered {
+  readonly screen_width: number | null;
+  readonly screen_height: number | null;
+  readonly screenshot_url: string;
+  readonly screen_actions: readonly ActionJson[];
+}
+
+/** A step's screenshot (or "no screenshot") at the screen's aspect ratio with its executed action
+ *  drawn on it; `focus` is the previous pointer position, for the arrow into this step's action. */
+export function stepShot(step: ShotStep, cls: string, focus: [number, number] | null): HTMLElement {
+  const w = step.screen_width ?? 0;
+  const hgt = step.screen_height ?? 0;
+  const style = w > 0 && hgt > 0 ? `aspect-ratio: ${w} / ${hgt}; --ar: ${(w / hgt).toFixed(4)}` : null;
+  const box = h("div", { class: `rv-shot ${cls}`, style });
+  if (step.screenshot_url !== "") box.append(h("img", { src: step.screenshot_url, alt: `Screen before step ${stepNumber(step)}` }));
+  else box.append(h("div", { class: "rv-noshot" }, "no screenshot"));
+  if (w > 0 && hgt > 0) box.append(actionOverlay(step.screen_actions, w, hgt, focus));
+  return box;
 }

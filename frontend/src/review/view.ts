@@ -5,26 +5,15 @@
 import { api } from "../lib/api";
 import { badge, h, notice, render, type Child } from "../lib/dom";
 import { decisionLabel, decisionNumber, percent, reward, stepNumber } from "../lib/format";
-import { actionOverlay, lastPoint } from "./draw";
+import { actionOverlay, lastPoint, stepShot } from "./draw";
 import { take } from "./queue";
 import { SpeechPanel } from "./speech";
 import { clickText, describeAction, draftProblems, fixPoint, newDraft, submitBody, suggestedVerdict, type Draft } from "./model";
 
-import { VERDICTS, type Executability, type ReviewData, type ReviewJson, type ReviewStep, type Verdict } from "./types";
+import { VERDICTS, type Executability, type ReviewData, type ReviewJson, type Verdict } from "./types";
 
 const VERDICT_LABEL: Record<Verdict, string> = { approve: "Approve", fix: "Fix", reject: "Reject" };
 const VERDICT_BADGE: Record<string, string> = { approve: "approved", fix: "needs_fix", reject: "rejected" };
-
-function shot(step: ReviewStep, cls: string, focus: [number, number] | null): HTMLElement {
-  const w = step.screen_width ?? 0;
-  const hgt = step.screen_height ?? 0;
-  const style = w > 0 && hgt > 0 ? `aspect-ratio: ${w} / ${hgt}; --ar: ${(w / hgt).toFixed(4)}` : null;
-  const box = h("div", { class: `rv-shot ${cls}`, style });
-  if (step.screenshot_url !== "") box.append(h("img", { src: step.screenshot_url, alt: `Screen before step ${stepNumber(step)}` }));
-  else box.append(h("div", { class: "rv-noshot" }, "no screenshot"));
-  if (w > 0 && hgt > 0) box.append(actionOverlay(step.screen_actions, w, hgt, focus));
-  return box;
-}
 
 function verdictBadge(v: string): HTMLSpanElement {
   return badge(v, VERDICT_BADGE[v] ?? v);
@@ -174,7 +163,7 @@ export class ReviewView {
       this.draft.steps.set(step.index, entry);
       this.renderProblems();
     });
-    const stage = shot(step, "rv-large", this.focusBefore(this.selected));
+    const stage = stepShot(step, "rv-large", this.focusBefore(this.selected));
     const fixing = entry.verdict === "fix";
     const fix = h("input", { type: "text", class: "rv-fix", placeholder: "Corrected action, e.g. click(start_box='(x,y)') — or click the screen", disabled: !this.open, "data-testid": "step-fix-action" });
     fix.value = entry.actionText;
@@ -243,7 +232,7 @@ export class ReviewView {
       this.parts.strip,
       ...d.steps.map((step, i) => {
         const v = this.draft.steps.get(step.index)?.verdict ?? null;
-        const item = h("button", { type: "button", class: `rv-frame${i === this.selected ? " sel" : ""}${v ? ` rv-f-${v}` : ""}`, "data-testid": `frame-${step.index}`, title: step.action_text }, shot(step, "rv-thumb", this.focusBefore(i)), h("span", { class: "rv-frame-label" }, `${stepNumber(step)}`, v ? ` · ${v}` : ""));
+        const item = h("button", { type: "button", class: `rv-frame${i === this.selected ? " sel" : ""}${v ? ` rv-f-${v}` : ""}`, "data-testid": `frame-${step.index}`, title: step.action_text }, stepShot(step, "rv-thumb", this.focusBefore(i)), h("span", { class: "rv-frame-label" }, `${stepNumber(step)}`, v ? ` · ${v}` : ""));
         item.addEventListener("click", () => {
           this.select(i);
         });

@@ -8,7 +8,7 @@ import "../review/review.css";
 import { api, errorText } from "../lib/api";
 import { badge, h, notice, render } from "../lib/dom";
 import { decisionLabel, reward, stepNumber } from "../lib/format";
-import { actionOverlay, lastPoint } from "../review/draw";
+import { lastPoint, stepShot } from "../review/draw";
 import type { ScreenStep, TaskBrief } from "../lib/trajectory";
 import type { SessionState } from "./types";
 
@@ -63,17 +63,6 @@ export function initialStep(steps: readonly FixStep[], flagged: readonly number[
   }
   const first = steps.findIndex((s) => flagged.includes(s.index));
   return Math.max(0, first);
-}
-
-function shot(step: FixStep, cls: string, focus: [number, number] | null): HTMLElement {
-  const w = step.screen_width ?? 0;
-  const hgt = step.screen_height ?? 0;
-  const style = w > 0 && hgt > 0 ? `aspect-ratio: ${w} / ${hgt}; --ar: ${(w / hgt).toFixed(4)}` : null;
-  const box = h("div", { class: `rv-shot ${cls}`, style });
-  if (step.screenshot_url !== "") box.append(h("img", { src: step.screenshot_url, alt: `Screen before step ${stepNumber(step)}` }));
-  else box.append(h("div", { class: "rv-noshot" }, "no screenshot"));
-  if (w > 0 && hgt > 0) box.append(actionOverlay(step.screen_actions, w, hgt, focus));
-  return box;
 }
 
 export class FixView {
@@ -210,7 +199,7 @@ export class FixView {
     const focus = lastPoint(d.steps.slice(0, this.selected).map((s) => s.screen_actions));
     render(
       this.main,
-      h("div", { class: "rv-stage", "data-testid": "stage" }, shot(step, "rv-large", focus)),
+      h("div", { class: "rv-stage", "data-testid": "stage" }, stepShot(step, "rv-large", focus)),
       h(
         "div",
         { class: "rv-side", "data-testid": "step-panel" },
@@ -236,7 +225,7 @@ export class FixView {
         const item = h(
           "button",
           { type: "button", class: `rv-frame${i === this.selected ? " sel" : ""}${flagged ? " rv-f-fix" : ""}`, "data-testid": `frame-${step.index}`, title: step.action_text },
-          shot(step, "rv-thumb", lastPoint(d.steps.slice(0, i).map((s) => s.screen_actions))),
+          stepShot(step, "rv-thumb", lastPoint(d.steps.slice(0, i).map((s) => s.screen_actions))),
           h("span", { class: "rv-frame-label" }, `${stepNumber(step)}`, flagged ? " · flagged" : "", step.edited ? " · edited" : ""),
         );
         item.addEventListener("click", () => {

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from workers.policy.base import PolicyError
 from workers.policy.embedded.generation import Scored
-from workers.policy.hf_vlm.lora import ADAPTER_DIR, add_lora, is_peft, merged_copy, save_hf
+from workers.policy.hf_vlm.lora import ADAPTER_DIR, add_lora, is_peft, save_hf
 from workers.policy.hf_vlm.model import PromptInputs, encode_prompt, eos_ids, load_vlm, score
 from workers.policy.hf_vlm.sft import EncodedPair, train_pairs
 from workers.policy.prompts import ChatInputs
@@ -279,8 +279,3 @@ class VLMPolicyTrainer(PolicyTrainer):
         self.reset_reference()
         self.plateau.reset()
         return {"examples": len(pairs), "steps": done, "loss_first": losses[0], "loss_last": losses[-1]}
-
-
-def merged_model(trainer: VLMPolicyTrainer) -> Any:
-    """The trainer's current weights as a plain transformers model (adapters merged)."""
-    return merged_copy(trainer.model)
