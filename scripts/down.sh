@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make down`: stop every process `make up` started (PostgreSQL and Redis are left running).
+# `make down`: stop every process `make up` started, then the platform's own PostgreSQL and Redis
+# (their data and var/secrets stay for the next `make up`).
 source "$(dirname "$0")/lib.sh"
 shopt -s nullglob
 for pidfile in "$RUN_DIR"/*.pid; do
@@ -14,3 +15,5 @@ for pidfile in "$RUN_DIR"/*.pid; do
   fi
   rm -f "$pidfile"
 done
+stop_platform_redis
+stop_platform_postgres

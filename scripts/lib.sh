@@ -80,56 +80,19 @@ ensure_frontend() {
   (cd "$ROOT/frontend" && npm run --silent build >/dev/null)
 }
 
-pg_up() { "$PY" - <<'PYEOF' 2>/dev/null
-import os, sys, psycopg
-try:
-    psycopg.connect(os.environ.get("PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"), connect_timeout=2).close()
-except Exception:
-    sys.exit(1)
-PYEOF
-}
-
-ensure_postgres() {
-  if [[ -n "${DATABASE_URL:-}" ]]; then return; fi
-  pg_up && return
-  say "starting PostgreSQL"
-  if ! ls /etc/postgresql/*/main >/dev/null 2>&1; then die "PostgreSQL is not installed (apt-get install postgresql)"; fi
-  local ver
-  ver=$(ls /etc/postgresql | sort -V | tail -1)
-  as_root pg_ctlcluster --skip-systemctl-redirect "$ver" main start || true
-  # A fresh cluster only allows peer auth over the socket: allow trust on loopback for local use.
-  local hba="/etc/postgresql/$ver/main/pg_hba.conf"
-  if ! as_root grep -q "flywheel-local" "$hba"; then
-    as_root sed -i '1i host all all 127.0.0.1/32 trust # flywheel-local\nhost all all ::1/128 trust # flywheel-local' "$hba"
-    as_root pg_ctlcluster --skip-systemctl-redirect "$ver" main reload
-  fi
-  for _ in $(seq 1 30); do pg_up && return; sleep 0.5; done
-  die "PostgreSQL did not come up on 127.0.0.1:5432"
-}
-
-redis_up() { redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; }
-
-ensure_redis() {
-  if [[ -n "${REDIS_URL:-}" ]]; then return; fi
-  redis_up && return
-  say "starting Redis"
-  command -v redis-server >/dev/null || die "Redis is not installed (apt-get install redis-server)"
-  as_root mkdir -p /var/lib/redis /var/log/redis
-  as_root redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
-    --dir /var/lib/redis --logfile /var/log/redis/flywheel.log
-  for _ in $(seq 1 30); do redis_up && return; sleep 0.2; done
-  die "Redis did not come up on 127.0.0.1:6379"
-}
+# The platform's own PostgreSQL and Redis, with their credentials (ensure_services).
+source "$ROOT/scripts/services.sh"
 
 ensure_database() {
-  # Create the database DATABASE_URL names (default: flywheel on the local server) if it is missing.
+  # Create the database a given DATABASE_URL names if it is missing (the platform's own cluster
+  # has its database already: services.sh).
   "$PY" - <<'PYEOF'
 import os
 from urllib.parse import urlparse, urlunparse
 
 import psycopg
 
-url = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/flywheel"
+url = os.environ["DATABASE_URL"]
 parts = urlparse(url)
 name = parts.path.lstrip("/")
 admin = urlunparse(parts._replace(scheme="postgresql", path="/postgres"))

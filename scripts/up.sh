@@ -7,12 +7,14 @@ HOST="${FLYWHEEL_HOST:-127.0.0.1}"
 PORT="${FLYWHEEL_PORT:-8000}"
 export DJANGO_SETTINGS_MODULE="${DJANGO_SETTINGS_MODULE:-webapp.settings.dev}"
 export PUBLIC_BASE_URL="${PUBLIC_BASE_URL:-http://$HOST:$PORT}"
+export ALLOWED_HOSTS="${ALLOWED_HOSTS:-localhost,127.0.0.1,[::1],$HOST}"
 
 ensure_debs
 ensure_venv
 ensure_frontend
-ensure_postgres
-ensure_redis
+# The platform's own PostgreSQL and Redis with generated credentials (var/secrets), SECRET_KEY, DEBUG
+# off unless FLYWHEEL_DEBUG=1: exported here, and settings.dev reads the same var/secrets/env.
+ensure_services
 ensure_database
 
 cd "$ROOT"
@@ -43,9 +45,12 @@ start() {
 }
 
 say "starting processes"
+# Each role its own Redis user: the web server `web`, the workers `worker`, the VNC proxy `vncproxy`.
+REDIS_WEB_URL=$REDIS_URL
+export REDIS_URL=$REDIS_WORKER_URL
 CELERY=("$VENV/bin/celery" -A webapp)
 # uvicorn applies backpressure to streamed responses (daphne buffers them), keeping exports flat in memory.
-start web "$VENV/bin/uvicorn" --host "$HOST" --port "$PORT" --no-access-log webapp.asgi:application
+REDIS_URL=$REDIS_WEB_URL start web "$VENV/bin/uvicorn" --host "$HOST" --port "$PORT" --no-access-log webapp.asgi:application
 start worker-default "${CELERY[@]}" worker -n default@%h -Q default,export -c 2 -l info
 start worker-env "${CELERY[@]}" worker -n env@%h -Q env -c 2 -l info
 start worker-asr "${CELERY[@]}" worker -n asr@%h -Q asr -c 1 -l info
@@ -54,8 +59,7 @@ start worker-train "${CELERY[@]}" worker -n train@%h -Q train -c 1 -l info
 start beat "${CELERY[@]}" beat -l info --schedule "$VAR/celerybeat-schedule"
 # The env host: one process owning the live environments (threads pool: every call reaches it).
 FLYWHEEL_ENV_HOST=envhost1 start envhost1 "${CELERY[@]}" worker -n envhost1@%h -Q env.envhost1 -P threads -c 8 -l info
-start vnc-proxy "$PY" -m workers.envs.vnc.proxy --listen "${VNC_PROXY_LISTEN:-127.0.0.1:6080}" \
-  --redis-url "${REDIS_URL:-redis://127.0.0.1:6379/0}"
+REDIS_URL=$REDIS_VNC_URL start vnc-proxy "$PY" -m workers.envs.vnc.proxy --listen "${VNC_PROXY_LISTEN:-127.0.0.1:6080}"
 start policy "$PY" manage.py serve_policy --port "${POLICY_PORT:-8100}"
 if [[ -x scripts/up-extra.sh ]]; then source scripts/up-extra.sh; fi
 

@@ -1,20 +1,24 @@
 """`make up` on this machine: the stack serves the login page and an authenticated API call.
 
-Isolated from a running stack: its own port, var dir (pids, logs), database, Redis database, VNC proxy
-and policy ports. Marked `smoke` (it installs nothing new here but starts ~10 processes); run with
-`make smoke`, which CI runs after the default suite.
+Isolated from a running stack: its own port, var dir (pids, logs, secrets), and so its own PostgreSQL
+cluster and Redis server (scripts/services.sh), VNC proxy and policy ports. Marked `smoke` (it installs
+nothing new here but starts ~12 processes); run with `make smoke`, which CI runs after the default suite.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import socket
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
+import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,15 +31,26 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_make_up_serves_login_and_api(tmp_path: Path) -> None:
+# What the test process may have been given (scripts/test.sh): the stack generates its own.
+INHERITED = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG", "TEST_REDIS_URL", "FLYWHEEL_TEST_MEDIA_ROOT")
+
+
+@pytest.fixture
+def stack_dir() -> Iterator[Path]:
+    """A var dir's parent the postgres account can traverse (0711): the stack's cluster lives in it."""
+    top = Path(tempfile.mkdtemp(prefix="flywheel-smoke-"))
+    top.chmod(0o711)
+    yield top
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def test_make_up_serves_login_and_api(stack_dir: Path) -> None:
     port = _free_port()
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k not in INHERITED},
         "FLYWHEEL_PORT": str(port),
-        "FLYWHEEL_VAR_DIR": str(tmp_path / "var"),
-        "MEDIA_ROOT": str(tmp_path / "var" / "media"),
-        "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/flywheel_smoke",
-        "REDIS_URL": "redis://127.0.0.1:6379/13",
+        "FLYWHEEL_VAR_DIR": str(stack_dir / "var"),
+        "MEDIA_ROOT": str(stack_dir / "var" / "media"),
         "VNC_PROXY_LISTEN": f"127.0.0.1:{_free_port()}",
         "POLICY_PORT": str(_free_port()),
         "POLICY_BASE_URL": "",
@@ -43,8 +58,6 @@ def test_make_up_serves_login_and_api(tmp_path: Path) -> None:
         "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
     }
     env["POLICY_BASE_URL"] = f"http://127.0.0.1:{env['POLICY_PORT']}/v1"
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
-        conn.execute('DROP DATABASE IF EXISTS "flywheel_smoke" WITH (FORCE)')
     try:
         up = subprocess.run(["make", "up"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
         assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
@@ -63,6 +76,16 @@ def test_make_up_serves_login_and_api(tmp_path: Path) -> None:
         # behind login (issue 21): anonymous callers go to the login page
         docs = httpx.get(f"{base}/api/docs/")
         assert docs.status_code == 302 and docs.headers["location"].startswith("/login/"), docs.headers
+        # DEBUG off (issue 30): the project's own 404 page, JSON under /api/, static files still served
+        missing = httpx.get(f"{base}/no-such-page/")
+        assert missing.status_code == 404 and "There is no page here" in missing.text
+        assert "URLconf" not in missing.text and "DEBUG = True" not in missing.text
+        assert httpx.get(f"{base}/api/no-such-endpoint/").json() == {"detail": "Not found."}
+        assert _static_assets_load(base, login.text)
+        # its own Redis takes no command without a password
+        redis_port = int((stack_dir / "var" / "secrets" / "redis.port").read_text())
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=redis_port).ping()
 
         again = subprocess.run(["make", "up"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
         assert again.returncode == 0 and "already running" in again.stdout, (
@@ -73,5 +96,13 @@ def test_make_up_serves_login_and_api(tmp_path: Path) -> None:
             ["make", "down"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
         )
         assert down.returncode == 0, down.stdout + down.stderr
-    leftover = list((tmp_path / "var" / "run").glob("*.pid"))
+    leftover = list((stack_dir / "var" / "run").glob("*.pid"))
     assert not leftover, leftover
+    assert not (stack_dir / "var" / "redis" / "redis.pid").exists()  # its Redis and PostgreSQL stopped
+    assert not (stack_dir / "var" / "pg" / "data" / "postmaster.pid").exists()
+
+
+def _static_assets_load(base: str, page: str) -> bool:
+    """Every /static/ stylesheet and script the page links answers 200."""
+    assets = re.findall(r'(?:href|src)="(/static/[^"]+)"', page)
+    return bool(assets) and all(httpx.get(f"{base}{a}").status_code == 200 for a in assets)

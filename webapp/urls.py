@@ -31,3 +31,7 @@ urlpatterns = [
 urlpatterns.insert(
     0, re_path(rf"^{settings.MEDIA_URL.strip('/')}/(?P<name>.+)$", MediaView.as_view(), name="media")
 )
+
+# With DEBUG off (`make up`, production): the project's own 404/500, JSON under /api/ (webapp/errors.py).
+handler404 = "webapp.errors.page_not_found"
+handler500 = "webapp.errors.server_error"

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.db import connection
 from django.test import override_settings
 
+from tests.service_urls import subprocess_database_url
 from webapp.fleet import services as fleet
 
 CELERY = [sys.executable, "-m", "celery", "-A", "webapp", "worker", "--without-gossip", "--without-mingle",
@@ -60,7 +60,7 @@ def live_stack(policy_server: str, warm_pool: str) -> Iterator[dict[str, str]]:
     name = f"ah{uuid.uuid4().hex[:8]}"
     prefix = f"test:fleet:{name}"
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings.test", "FLEET_REDIS_PREFIX": prefix,
-           "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}"}  # fmt: skip
+           "DATABASE_URL": subprocess_database_url()}  # fmt: skip
     host = subprocess.Popen(
         [*CELERY, "-n", f"{name}@%h", "-Q", f"env.{name}", "-P", "threads", "-c", "4"],
         env={**env, "FLYWHEEL_ENV_HOST": name, "FLEET_WARM_POOL": warm_pool, "FLEET_HOST_PERIOD_S": "0.5"},

@@ -10,11 +10,11 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection
 from django.test import override_settings
 
 from tests.annotation.conftest import CELERY, _kill
 from tests.factories import StepFactory, TaskFactory, TrajectoryFactory
+from tests.service_urls import subprocess_database_url
 from webapp.fleet import services as fleet
 from webapp.store.models import Trajectory
 from webapp.store.taskspec import task_spec_wire
@@ -33,7 +33,7 @@ def replay_stack() -> Iterator[str]:
     name = f"rv{uuid.uuid4().hex[:8]}"
     prefix, queue = f"test:fleet:{name}", f"review.{name}"
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings.test", "FLEET_REDIS_PREFIX": prefix,
-           "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}"}  # fmt: skip
+           "DATABASE_URL": subprocess_database_url()}  # fmt: skip
     host = subprocess.Popen(
         [*CELERY, "-n", f"{name}@%h", "-Q", f"env.{name}", "-P", "threads", "-c", "4"],
         env={**env, "FLYWHEEL_ENV_HOST": name, "FLEET_WARM_POOL": "browser=1", "FLEET_HOST_PERIOD_S": "0.5"},

@@ -19,13 +19,13 @@ import psutil
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.db import connection
 from django.test import override_settings
 
 from annotation import events
 from annotation.models import AnnotationSession, ThinkAloudRecording
 from benchmarks.asr import score_alignment
 from tests.factories import StepFactory, TaskFactory, TrajectoryFactory
+from tests.service_urls import subprocess_database_url
 from workers.asr.align import StepSpeech
 from workers.asr.audio import decode_chunk
 from workers.asr.synth import generate_session, split_into_chunks
@@ -44,7 +44,7 @@ def asr_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[subprocess.Popen]:
     queue = f"asr.hpb{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("THINKALOUD_QUEUE", queue)
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings.test", "THINKALOUD_QUEUE": queue,
-           "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}"}  # fmt: skip
+           "DATABASE_URL": subprocess_database_url()}  # fmt: skip
     proc = subprocess.Popen(
         [*CELERY, "-n", f"{queue}@%h", "-Q", queue, "-P", "prefork", "-c", "1"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,

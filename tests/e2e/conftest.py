@@ -16,6 +16,8 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import Browser, sync_playwright
 
+from tests.service_urls import subprocess_database_url
+
 MANIFEST = Path(settings.BASE_DIR) / "frontend" / "dist" / ".vite" / "manifest.json"
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -58,7 +60,6 @@ SERVE = (
 def serve_asgi(extra_env: dict[str, str] | None = None) -> Iterator[str]:
     """The ASGI app (websockets included) under uvicorn on the test database, with static files served
     from the finders (frontend/dist) as `runserver` would; yields its base URL, stops it after."""
-    from django.db import connection
 
     from tests.annotation.conftest import _kill
 
@@ -68,7 +69,7 @@ def serve_asgi(extra_env: dict[str, str] | None = None) -> Iterator[str]:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "webapp.settings.test",
-        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}",
+        "DATABASE_URL": subprocess_database_url(),
         **(extra_env or {}),
     }
     proc = subprocess.Popen(

@@ -1,33 +1,35 @@
 """The platform as `make up` starts it, for browser journeys: one isolated stack per test session.
 
-`live_stack` runs `make up` with its own port, var dir, database, Redis database, VNC proxy and policy
-ports (like tests/test_smoke_stack.py), so a running `make up` on :8000 is never disturbed, and
+`live_stack` runs `make up` with its own port, var dir (and so its own PostgreSQL cluster and Redis
+server, scripts/services.sh), VNC proxy and policy ports (like tests/test_smoke_stack.py), so a running
+`make up` on :8000 is never disturbed, and
 `make down` at the end. Nothing of the stack is played by the test: the web server, the Celery
 workers, the env host, the VNC proxy and the policy server are the real processes with the demo data
 and demo logins `make up` loads.
-
-Variables: FLYWHEEL_E2E_REDIS_URL (default redis://127.0.0.1:6379/12; flushed at start) and
-FLYWHEEL_TEST_DB_SUFFIX (the stack's database is flywheel_e2e[_suffix], dropped at start) let
-several test runs share one machine.
+`stack.env` holds the stack's DATABASE_URL and REDIS_URL (the `web` user) from its var/secrets/env.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
-import redis
 from playwright.sync_api import Page
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEMO_PASSWORDS = {name: name for name in ("annotator", "reviewer", "reviewer2", "researcher", "admin")}
+
+
+# What the test process may have been given (scripts/test.sh): the stack generates its own.
+_SERVICES = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG", "CELERY_BROKER_URL")
 
 
 def _free_port() -> int:
@@ -75,19 +77,17 @@ class LiveStack:
 
 
 @pytest.fixture(scope="session")
-def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
-    suffix = os.environ.get("FLYWHEEL_TEST_DB_SUFFIX", "")
-    db_name = f"flywheel_e2e{'_' + suffix if suffix else ''}"
-    redis_url = os.environ.get("FLYWHEEL_E2E_REDIS_URL", "redis://127.0.0.1:6379/12")
-    var_dir = tmp_path_factory.mktemp("live-stack") / "var"
+def live_stack() -> Iterator[LiveStack]:
+    # The postgres account runs the stack's cluster: the var dir's parent is traversable (0711).
+    top = Path(tempfile.mkdtemp(prefix="flywheel-e2e-"))
+    top.chmod(0o711)
+    var_dir = top / "var"
     port, policy_port = _free_port(), _free_port()
     env = {
         **os.environ,
         "FLYWHEEL_PORT": str(port),
         "FLYWHEEL_VAR_DIR": str(var_dir),
         "MEDIA_ROOT": str(var_dir / "media"),
-        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{db_name}",
-        "REDIS_URL": redis_url,
         "VNC_PROXY_LISTEN": f"127.0.0.1:{_free_port()}",
         "POLICY_PORT": str(policy_port),
         "POLICY_BASE_URL": f"http://127.0.0.1:{policy_port}/v1",
@@ -96,16 +96,18 @@ def live_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
         "OSWORLD_MIRROR_DIR": str(var_dir.parent / "osworld-mirror"),
     }
     # The test process's own settings must not leak into the stack's processes.
-    for name in ("FLYWHEEL_TEST_MEDIA_ROOT", "TEST_REDIS_URL", "PYTEST_CURRENT_TEST"):
+    for name in ("FLYWHEEL_TEST_MEDIA_ROOT", "TEST_REDIS_URL", "PYTEST_CURRENT_TEST", *_SERVICES):
         env.pop(name, None)
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
-    redis.Redis.from_url(redis_url).flushdb()
     (var_dir.parent / "osworld-mirror").mkdir()
     stack = LiveStack(base_url=f"http://127.0.0.1:{port}", env=env, var_dir=var_dir)
     try:
         up = subprocess.run(["make", "up"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
         assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+        for line in (var_dir / "secrets" / "env").read_text().splitlines():
+            name, _, value = line.partition("=")
+            if name in ("DATABASE_URL", "REDIS_URL"):
+                env[name] = value
         yield stack
     finally:
         subprocess.run(["make", "down"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+        shutil.rmtree(top, ignore_errors=True)

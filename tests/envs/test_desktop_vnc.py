@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from django.conf import settings
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
@@ -22,7 +23,7 @@ from workers.envs.vnc.takeover import STREAM_PREFIX, TakeoverFolder, read_events
 from workers.envs.vnc.tokens import TOKEN_PREFIX, TokenError, mint_token, revoke_tokens
 
 PROXY_PORT = 16010
-REDIS_URL = "redis://127.0.0.1:6379/0"
+REDIS_URL = settings.REDIS_URL  # the test run's Redis (its password included)
 
 
 class RfbClient:

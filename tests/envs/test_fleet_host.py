@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 import redis
+from django.conf import settings
 
 from workers.actions.types import Action, Point
 from workers.envs.base import EnvCrashed
@@ -25,9 +26,7 @@ def desktop() -> DesktopEnv:
 
 @pytest.fixture
 def host():
-    reg = LeaseRegistry(
-        redis.Redis.from_url("redis://127.0.0.1:6379/15"), prefix=f"test:host:{uuid.uuid4().hex}"
-    )
+    reg = LeaseRegistry(redis.Redis.from_url(settings.REDIS_URL), prefix=f"test:host:{uuid.uuid4().hex}")
     h = EnvHost(registry=reg, worker="w-test", factories={"desktop": desktop}, warm={"desktop": 1},
                 capacity={"desktop": 2})  # fmt: skip
     yield h

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 import redis
+from django.conf import settings
 
 from workers.envs.leases import LeaseRegistry
 
@@ -15,7 +16,7 @@ from workers.envs.leases import LeaseRegistry
 @pytest.fixture
 def reg():
     registry = LeaseRegistry(
-        redis.Redis.from_url("redis://127.0.0.1:6379/15"), prefix=f"test:fleet:{uuid.uuid4().hex}"
+        redis.Redis.from_url(settings.REDIS_URL), prefix=f"test:fleet:{uuid.uuid4().hex}"
     )
     yield registry
     registry.clear()
@@ -80,7 +81,7 @@ def test_concurrent_acquires_never_share_an_env(reg: LeaseRegistry) -> None:
     lock = threading.Lock()
 
     def grab() -> None:
-        r = LeaseRegistry(redis.Redis.from_url("redis://127.0.0.1:6379/15"), prefix=reg.prefix)
+        r = LeaseRegistry(redis.Redis.from_url(settings.REDIS_URL), prefix=reg.prefix)
         for _ in range(10):
             lease = r.acquire(kind="browser", owner="t")
             if lease:

@@ -15,13 +15,19 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
+from django.conf import settings
 
 from workers.envs.base import TaskSpec
 from workers.envs.desktop import DesktopConfig, DesktopEnv
 from workers.envs.sandbox import Limits, Sandbox, SandboxPolicy, sandbox_available
 from workers.envs.sandbox.uids import uid_pids
+
+# The host's services as this test run has them (the platform's own under `make test`).
+REDIS_PORT = urlparse(settings.REDIS_URL).port or 6379
+PG_PORT = int(settings.DATABASES["default"]["PORT"] or 5432)
 
 pytestmark = [
     pytest.mark.security,
@@ -37,10 +43,10 @@ def desktop(tmp_path: Path) -> Iterator[DesktopEnv]:
 
 
 def test_host_redis_is_unreachable_from_a_session(desktop: DesktopEnv) -> None:
-    with socket.create_connection(("127.0.0.1", 6379), timeout=2):
+    with socket.create_connection(("127.0.0.1", REDIS_PORT), timeout=2):
         pass  # the host's Redis is up
     desktop.reset(TaskSpec(task_id="n", instruction="", kind="desktop", source="test", setup={"apps": []}))
-    probe = "import socket; socket.create_connection(('127.0.0.1', 6379), timeout=1)"
+    probe = f"import socket; socket.create_connection(('127.0.0.1', {REDIS_PORT}), timeout=1)"
     result = desktop.run_command(["python3", "-c", probe], separate_stderr=True)
     assert result.returncode != 0 and "ConnectionRefusedError" in result.stderr
 
@@ -114,8 +120,14 @@ def test_network_task_reaches_outside_but_no_service_of_the_host(desktop: Deskto
         reached = desktop.run_command(f"exec 3<>/dev/tcp/{host}/{out_port} && {get}", timeout_s=10)
         assert reached.ok and "HTTP/1.0 200" in reached.output, reached.output
         targets = [f"{address}/{port}" for address in _host_addresses()]  # eth0, the veth, 127.0.0.1
-        targets += [f"{address}/{service}" for address in _host_addresses() for service in (5432, 6379)]
-        targets += ["10.0.2.2/6379", "10.0.2.2/5432", f"10.0.2.2/{port}"]  # slirp's alias of the host
+        targets += [
+            f"{address}/{service}" for address in _host_addresses() for service in (PG_PORT, REDIS_PORT)
+        ]
+        targets += [
+            f"10.0.2.2/{REDIS_PORT}",
+            f"10.0.2.2/{PG_PORT}",
+            f"10.0.2.2/{port}",
+        ]  # slirp's alias of the host
         for target in targets:
             probe = desktop.run_command(
                 f"timeout 5 bash -c 'exec 3<>/dev/tcp/{target}' && echo OPEN", timeout_s=10
@@ -213,7 +225,7 @@ def test_browser_pages_run_confined_and_reach_only_task_pages(tmp_path: Path) ->
                 "async (urls) => { const out = []; for (const u of urls) { try { await fetch(u); out.push('open ' + u); }"
                 " catch (e) { out.push('blocked'); } } return out.join(' '); }"
             )
-            others = [f"http://127.0.0.1:{host_http.server_address[1]}/", "http://127.0.0.1:6379/"]
+            others = [f"http://127.0.0.1:{host_http.server_address[1]}/", f"http://127.0.0.1:{REDIS_PORT}/"]
             return await page.title(), await page.evaluate(probe, others)
 
         title, reached = handle.call(visit)

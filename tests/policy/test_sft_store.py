@@ -13,9 +13,9 @@ import time
 import pytest
 from django.conf import settings
 from django.core.management import call_command
-from django.db import connection
 from django.test import override_settings
 
+from tests.service_urls import subprocess_database_url
 from webapp.store.checkpoints import checkpoint_create_initial, checkpoint_dir
 from webapp.store.models import Checkpoint, SftJob, Trajectory
 from webapp.store.sft_jobs import (
@@ -132,7 +132,7 @@ def test_sft_job_through_a_real_celery_worker(api, miniwob: MiniWoBEnv) -> None:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "webapp.settings.test",
-        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}",
+        "DATABASE_URL": subprocess_database_url(),
         "FLYWHEEL_TEST_MEDIA_ROOT": str(settings.MEDIA_ROOT),
     }
     worker = subprocess.Popen(

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 import redis
 from django.conf import settings
-from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
@@ -26,6 +25,7 @@ from rl_control import services
 from rl_control.engine.slots import slot_read
 from rl_control.engine.stack import LocalStack, stop_process, wait_for
 from rl_control.models import EngineState, RolloutGroup, Run, RunMetric, RunStatus
+from tests.service_urls import subprocess_database_url
 from webapp.fleet import services as fleet
 from webapp.store.models import Checkpoint, Step, Task, TaskPool, Trajectory
 
@@ -39,7 +39,7 @@ def stack_factory(tmp_path: Path) -> Iterator[Callable[[float], LocalStack]]:
     made: list[tuple[LocalStack, Any]] = []
 
     def make(slot_timeout_s: float = 60.0) -> LocalStack:
-        url = f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}"
+        url = subprocess_database_url()
         stack = LocalStack(tmp_path / f"stack{len(made)}", url, settings_module="webapp.settings.test",
                            envs=2, slot_timeout_s=slot_timeout_s, updates_per_chunk=2)  # fmt: skip
         overrides = override_settings(**stack.settings_overrides())

@@ -21,6 +21,7 @@ from rl_control import services
 from rl_control.engine.preflight import checkpoint_problem
 from rl_control.models import Run
 from tests.factories import TaskFactory, TaskPoolFactory
+from tests.service_urls import subprocess_database_url
 from webapp.fleet import services as fleet
 from webapp.store.models import Checkpoint
 
@@ -44,10 +45,9 @@ def isolated() -> Iterator[dict[str, str]]:
 def workers(isolated) -> Iterator[None]:
     """A real Celery worker consuming the run's train and rollout queues (prefork, as `make up`
     starts them: its main process answers the preflight while a child trains)."""
-    from django.db import connection
 
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings.test", **{k: str(v) for k, v in isolated.items()},
-           "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}"}  # fmt: skip
+           "DATABASE_URL": subprocess_database_url()}  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-P", "prefork", "-c", "1", "-l", "warning",
          "-n", f"pre{uuid.uuid4().hex[:6]}@%h", "-Q", f"{isolated['RL_TRAIN_QUEUE']},{isolated['RL_ROLLOUT_QUEUE']}"],

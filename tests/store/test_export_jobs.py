@@ -16,10 +16,10 @@ from datetime import datetime
 import pyarrow.parquet as pq
 import pytest
 from django.conf import settings
-from django.db import connection
 from PIL import Image
 
 from tests.factories import TaskFactory
+from tests.service_urls import subprocess_database_url
 from webapp.store import services
 from webapp.store.models import ExportJob
 from webapp.store.tasks import export_job_execute
@@ -229,7 +229,7 @@ def test_export_job_through_a_real_celery_worker(api, two_trajectories) -> None:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "webapp.settings.test",
-        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}",
+        "DATABASE_URL": subprocess_database_url(),
         "FLYWHEEL_TEST_MEDIA_ROOT": str(settings.MEDIA_ROOT),
     }
     worker = subprocess.Popen(

@@ -10,7 +10,10 @@ from webapp.settings.env import database_from_url, env_bool, env_float, env_int,
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(env_str("FLYWHEEL_VAR_DIR", str(BASE_DIR / "var")))
 
-SECRET_KEY = env_str("SECRET_KEY", "dev-only-insecure-key-change-me")
+# Public (it is in this file): for tests and a development server only; settings.dev refuses it with
+# DEBUG off, settings.prod always. `make up` generates a random one (var/secrets).
+INSECURE_DEV_SECRET_KEY = "dev-only-insecure-key-change-me"
+SECRET_KEY = env_str("SECRET_KEY", INSECURE_DEV_SECRET_KEY)
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 
@@ -85,3 +86,18 @@ def database_from_url(url: str) -> dict[str, object]:
         "CONN_MAX_AGE": 60,
         "CONN_HEALTH_CHECKS": True,
     }
+
+
+def load_env_file(path: Path) -> None:
+    """Set the `NAME=value` lines of `path` (var/secrets/env, written by `make up`) as environment
+    variables, except those the environment already sets; nothing when the file does not exist."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if not sep or not name.strip() or name.lstrip().startswith("#"):
+            continue
+        if not os.environ.get(name.strip()):
+            os.environ[name.strip()] = value

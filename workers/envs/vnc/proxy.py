@@ -6,7 +6,8 @@ input messages are dropped (`rfb.ClientStreamFilter`). Open connections are clos
 their token is revoked or expires. Input forwarded for read-write tokens is published to the
 session's take-over stream (`takeover.py`).
 
-Run: `python -m workers.envs.vnc.proxy --listen 127.0.0.1:6080 --redis-url redis://127.0.0.1:6379/0`
+Run: `REDIS_URL=redis://USER:PASSWORD@127.0.0.1:6379/0 python -m workers.envs.vnc.proxy --listen 127.0.0.1:6080`
+(the Redis URL from the environment: a password on the command line is readable by every local user).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import time
 import weakref
 from collections.abc import Sequence
@@ -168,7 +170,7 @@ async def _main(listen: str, redis_url: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--listen", default="127.0.0.1:6080", help="host:port for websocket clients")
-    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
     with contextlib.suppress(KeyboardInterrupt):

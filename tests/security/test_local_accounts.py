@@ -1,0 +1,198 @@
+"""Other local accounts against the platform's services (issue 30, findings 4-6; docs/threat-model.md,
+"Other local accounts").
+
+The platform's own PostgreSQL and Redis are started as `make up` starts them (scripts/services.sh), in
+a throwaway var dir; every probe runs as a throwaway unprivileged account this module creates
+(`useradd`, then `runuser -u`), the way any other user of the machine would: no password, no file of
+ours. Each probe also shows the platform's own credentials still work, so a refusal means the
+credentials are checked, not that the service is down.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+pytestmark = [
+    pytest.mark.security,
+    pytest.mark.skipif(os.geteuid() != 0, reason="creating a throwaway local account needs root"),
+]
+
+# What the test process may have been given (scripts/test.sh): the stack under test generates its own.
+_INHERITED = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG", "FLYWHEEL_PG_DIR", "CELERY_BROKER_URL")
+
+
+@dataclass
+class Platform:
+    var: Path
+
+    def secret(self, name: str) -> str:
+        return (self.var / "secrets" / name).read_text().strip()
+
+    @property
+    def pg_port(self) -> str:
+        return self.secret("postgres.port")
+
+    @property
+    def redis_port(self) -> str:
+        return self.secret("redis.port")
+
+
+def _services(var: Path, *functions: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in _INHERITED} | {"FLYWHEEL_VAR_DIR": str(var)}
+    script = f"source scripts/lib.sh && {' && '.join(functions)}"
+    return subprocess.run(
+        ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture(scope="module")
+def platform() -> Iterator[Platform]:
+    # The postgres account runs the cluster: the directory above var/ is traversable (0711), not listable.
+    top = Path(tempfile.mkdtemp(prefix="flywheel-services-"))
+    top.chmod(0o711)
+    var = top / "var"
+    started = _services(var, "ensure_services")
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        yield Platform(var)
+    finally:
+        _services(var, "stop_platform_redis", "stop_platform_postgres")
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def local_user() -> Iterator[str]:
+    name = f"fwprobe{uuid.uuid4().hex[:8]}"
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["userdel", name], check=False)
+
+
+def _as(user: str, *argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["runuser", "-u", user, "--", *argv],
+        cwd="/",
+        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def _redis(
+    port: str, *command: str, user: str | None = None, password: str | None = None
+) -> tuple[list[str], dict[str, str]]:
+    argv = ["redis-cli", "--no-auth-warning", "-h", "127.0.0.1", "-p", port]
+    if user:
+        argv += ["--user", user]
+    env = {"REDISCLI_AUTH": password} if password else {}
+    return [*argv, *command], env
+
+
+def test_redis_refuses_a_local_user_without_the_password(platform: Platform, local_user: str) -> None:
+    port = platform.redis_port
+    for command in (("PING",), ("GET", "flywheel:vnc:token:x"), ("LPUSH", "celery", "{}")):
+        argv, env = _redis(port, *command)
+        probe = _as(local_user, *argv, env=env)
+        assert "NOAUTH" in probe.stdout + probe.stderr, (command, probe.stdout, probe.stderr)
+    argv, env = _redis(port, "PING", user="default", password="")
+    assert "PONG" not in _as(local_user, *argv, env=env).stdout
+    # The platform's own user gets in: the refusal above is the password check.
+    argv, env = _redis(port, "PING", user="web", password=platform.secret("redis_web"))
+    assert _as(local_user, *argv, env=env).stdout.strip() == "PONG"
+
+
+def test_redis_roles_hold_only_what_they_need(platform: Platform) -> None:
+    port = platform.redis_port
+
+    def as_role(role: str, *command: str) -> str:
+        argv, env = _redis(port, *command, user=role, password=platform.secret(f"redis_{role}"))
+        done = subprocess.run(argv, env={**os.environ, **env}, capture_output=True, text=True, timeout=30)
+        return done.stdout + done.stderr
+
+    # The VNC proxy reads grants and appends take-over input, nothing else: no Celery task, no other key.
+    assert "NOPERM" in as_role("vncproxy", "LPUSH", "celery", "{}")
+    assert "NOPERM" in as_role("vncproxy", "SET", "flywheel:vnc:token:forged", "{}")
+    assert "NOPERM" in as_role("vncproxy", "GET", "flywheel:fleet:leases")
+    assert "NOPERM" not in as_role("vncproxy", "GET", "flywheel:vnc:token:abc")
+    # The web and worker users run the queues but no admin command (no CONFIG SET dir + SAVE).
+    for role in ("web", "worker"):
+        assert "NOPERM" in as_role(role, "CONFIG", "GET", "dir")
+        assert "NOPERM" not in as_role(role, "LLEN", "celery")
+
+
+def test_postgres_refuses_a_local_user_without_the_password(platform: Platform, local_user: str) -> None:
+    for role in ("postgres", "flywheel"):
+        probe = _as(
+            local_user, "psql", "-w", "-h", "127.0.0.1", "-p", platform.pg_port, "-U", role,
+            "-d", "postgres", "-c", "SELECT 1",
+        )  # fmt: skip
+        assert probe.returncode != 0, probe.stdout
+        assert "password" in probe.stderr, probe.stderr
+    # The cluster's unix socket is in a 0700 directory of the postgres account.
+    socket_dir = platform.var / "pg" / "run"
+    probe = _as(local_user, "psql", "-w", "-h", str(socket_dir), "-p", platform.pg_port, "-U", "postgres")
+    assert probe.returncode != 0 and "Permission denied" in probe.stderr, probe.stderr
+
+
+def test_the_app_role_is_no_superuser(platform: Platform) -> None:
+    import psycopg
+
+    with psycopg.connect(
+        host="127.0.0.1", port=platform.pg_port, user="flywheel", dbname="flywheel",
+        password=platform.secret("pg_app"), autocommit=True,
+    ) as conn:  # fmt: skip
+        assert conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone() == (
+            False,
+        )
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("COPY (SELECT 1) TO PROGRAM 'id'")
+
+
+def test_secrets_are_unreadable_to_a_local_user(platform: Platform, local_user: str) -> None:
+    secrets = platform.var / "secrets"
+    for target in (secrets / "secret_key", secrets / "env", platform.var / "redis" / "redis.conf"):
+        probe = _as(local_user, "cat", str(target))
+        assert probe.returncode != 0 and "Permission denied" in probe.stderr, (target, probe.stderr)
+    assert (secrets.stat().st_mode & 0o777) == 0o700
+    assert all((f.stat().st_mode & 0o077) == 0 for f in secrets.iterdir())
+
+
+def _settings_as_make_up_has_them(var: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    """`python manage.py ...` after `make up`: settings.dev with that var dir, nothing else given."""
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.DEBUG, s.SECRET_KEY, s.DATABASES['default']['USER'])"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in _INHERITED}
+    env |= {"FLYWHEEL_VAR_DIR": str(var), "DJANGO_SETTINGS_MODULE": "webapp.settings.dev", **extra}
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_make_up_runs_debug_off_with_its_own_secret_key(platform: Platform, tmp_path: Path) -> None:
+    from webapp.settings.base import INSECURE_DEV_SECRET_KEY
+
+    done = _settings_as_make_up_has_them(platform.var)
+    assert done.returncode == 0, done.stderr
+    debug, key, user = done.stdout.split()
+    assert (debug, user) == ("False", "flywheel")
+    assert key == platform.secret("secret_key") and key != INSECURE_DEV_SECRET_KEY and len(key) >= 32
+    # Without `make up`'s secrets, DEBUG off refuses the public key instead of signing with it.
+    refused = _settings_as_make_up_has_them(tmp_path, DEBUG="false")
+    assert refused.returncode != 0 and "public development key" in refused.stderr
