@@ -139,9 +139,7 @@ redis_answers() {
   [[ "$(REDISCLI_AUTH=$(secret redis_web) redis-cli --no-auth-warning --user web -p "$1" ping 2>/dev/null)" == PONG ]]
 }
 
-# One ACL user per role, the `default` user off. web and worker run Celery, Channels and the cache
-# (every key and channel) but no admin command (CONFIG, DEBUG, MODULE, ACL...); the VNC proxy only
-# reads grants and appends take-over input (workers/envs/vnc/tokens.py, takeover.py).
+# The server's settings; its users are deploy/redis-acl.sh's (the same as docker compose's).
 redis_conf() {
   cat <<EOF
 bind 127.0.0.1
@@ -153,11 +151,9 @@ logfile $REDIS_DIR/redis.log
 dir $REDIS_DIR
 save ""
 appendonly no
-user default off resetpass -@all
-user web on >$(secret redis_web) ~* &* +@all -@admin
-user worker on >$(secret redis_worker) ~* &* +@all -@admin
-user vncproxy on >$(secret redis_vncproxy) resetchannels ~flywheel:vnc:token:* ~flywheel:vnc:input:* -@all +get +xadd +expire +ping +select
 EOF
+  REDIS_WEB_PASSWORD=$(secret redis_web) REDIS_WORKER_PASSWORD=$(secret redis_worker) \
+    REDIS_VNCPROXY_PASSWORD=$(secret redis_vncproxy) sh "$ROOT/deploy/redis-acl.sh"
 }
 
 ensure_platform_redis() {

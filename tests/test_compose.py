@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 from django.conf import settings
 
@@ -60,3 +61,33 @@ def test_sandboxed_chromium_may_make_user_namespaces_and_the_starter_is_not_fata
         after = service.get("depends_on", {})
         if isinstance(after, dict) and "migrate" in after:
             assert after["migrate"] == {"condition": "service_completed_successfully"}, name
+
+
+@pytest.mark.security
+def test_compose_services_take_only_credentials() -> None:
+    """Another container on the compose network (issue 30): no Redis without a password, no superuser
+    for the app, no password on a command line (docs/threat-model.md)."""
+    services = _services()
+    postgres = services["postgres"]["environment"]
+    assert postgres["POSTGRES_USER"] != "flywheel" and "scram-sha-256" in postgres["POSTGRES_INITDB_ARGS"]
+    assert postgres["POSTGRES_HOST_AUTH_METHOD"] == "scram-sha-256"
+    init = (ROOT / "deploy" / "postgres-init.sh").read_text()
+    assert re.search(r"CREATE ROLE flywheel LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE", init)
+    assert any("postgres-init.sh:/docker-entrypoint-initdb.d/" in v for v in services["postgres"]["volumes"])
+    assert "--aclfile" in " ".join(services["redis"]["command"])
+    acl = (ROOT / "deploy" / "redis-acl.sh").read_text()
+    assert 'echo "user default off' in acl
+    for name, service in services.items():
+        env = service.get("environment") or {}
+        if "DATABASE_URL" in env:
+            assert env["DATABASE_URL"].startswith("postgres://flywheel:${FLYWHEEL_DB_PASSWORD:?"), name
+        if "REDIS_URL" in env:
+            assert re.match(
+                r"redis://(web|worker|vncproxy):\$\{REDIS_(WEB|WORKER|VNCPROXY)_PASSWORD:\?", env["REDIS_URL"]
+            ), name
+        assert "--redis-url" not in " ".join(service.get("command") or []), name
+    roles = {
+        n: services[n]["environment"]["REDIS_URL"].split(":")[1]
+        for n in ("web", "vnc-proxy", "worker-default")
+    }
+    assert roles == {"web": "//web", "vnc-proxy": "//vncproxy", "worker-default": "//worker"}
