@@ -44,6 +44,12 @@ service_port() {
   echo "$port"
 }
 
+port_free_or_die() {
+  if port_busy "$1"; then
+    die "port $1, recorded for $2 in $SECRETS/$2.port, is taken by another process: stop it, or delete that file to pick another"
+  fi
+}
+
 # PostgreSQL refuses to run as root: as root, the cluster belongs to the `postgres` account.
 pg_as() { if is_root; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
@@ -119,6 +125,7 @@ ensure_platform_postgres() {
   port=$(service_port postgres "${FLYWHEEL_PG_PORT:-15432}")
   [[ -s "$PG_DIR/data/PG_VERSION" ]] || pg_init "$bin" "$port"
   if ! pg_as "$bin/pg_ctl" -D "$PG_DIR/data" status > /dev/null 2>&1; then
+    port_free_or_die "$port" postgres
     say "starting PostgreSQL (the platform's own cluster, 127.0.0.1:$port)"
     pg_as "$bin/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/data/server.log" -w -t 60 start > /dev/null \
       || die "PostgreSQL did not start (see $PG_DIR/data/server.log)"
@@ -162,6 +169,7 @@ ensure_platform_redis() {
   local port
   port=$(service_port redis "${FLYWHEEL_REDIS_PORT:-16379}")
   redis_answers "$port" && return
+  port_free_or_die "$port" redis
   say "starting Redis (the platform's own, 127.0.0.1:$port, one password per role)"
   mkdir -p "$REDIS_DIR" && chmod 700 "$REDIS_DIR"
   (umask 077 && redis_conf "$port" > "$REDIS_DIR/redis.conf")

@@ -44,6 +44,8 @@ def stack_dir() -> Iterator[Path]:
     shutil.rmtree(top, ignore_errors=True)
 
 
+# Two `make up`s and a `make down` (subprocess timeouts 900 + 600 + 120 s), longer than the default 300 s.
+@pytest.mark.timeout(1800)
 def test_make_up_serves_login_and_api(stack_dir: Path) -> None:
     port = _free_port()
     env = {
