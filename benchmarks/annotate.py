@@ -23,7 +23,7 @@ import httpx
 import websockets
 from django.conf import settings
 
-from benchmarks.harness.database import free_port
+from benchmarks.harness.database import database_url, free_port, recreate_database
 from benchmarks.harness.platform_config import AnnotateBenchConfig
 
 
@@ -46,7 +46,7 @@ class _Stack:
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
             "DEBUG": "false",
-            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT']}/{self.db_name}",
+            "DATABASE_URL": database_url(self.db_name),
             "REDIS_URL": config.redis_url,
             "MEDIA_ROOT": f"{self.tmp}/media",
             "FLEET_REDIS_PREFIX": f"bench:fleet:{name}",
@@ -72,11 +72,7 @@ class _Stack:
         return "\n".join(tails)
 
     def up(self) -> None:
-        import psycopg
-
-        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{self.db_name}"')
+        recreate_database(self.db_name)
         self.manage("migrate", "--noinput")
         self.manage("policy_init", "--promote")
         self.manage("shell", "-c", f"TASK_COPIES = {self.config.task_copies}\n{_SETUP}")

@@ -31,6 +31,7 @@ from django.conf import settings
 from benchmarks.harness.config import LearnBenchConfig
 from benchmarks.harness.engine import bench_user, child_main, run_in_child, start_checkpoint, task_pool
 from benchmarks.harness.stats import rate
+from webapp.settings.env import database_url
 
 
 def report_figures(report: Any) -> dict[str, Any]:
@@ -215,7 +216,7 @@ def rl_phase(
     from webapp.store.models import Checkpoint
 
     db = settings.DATABASES["default"]
-    url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT']}/{db['NAME']}"
+    url = database_url(db)  # its password included: the platform's PostgreSQL takes none without
     stack = LocalStack(workdir, url, settings_module="webapp.settings.dev", envs=envs, slot_timeout_s=120.0,
                        updates_per_chunk=20)  # fmt: skip
     stack.start()

@@ -52,6 +52,7 @@ from benchmarks.harness.cpu import CpuWindow, cpu_ceiling
 from benchmarks.harness.engine import bench_user, child_main, run_in_child, start_checkpoint, task_pool
 from benchmarks.harness.figures import env_utilization, episode_summary, kind_figures, sync_phases
 from benchmarks.harness.stats import bootstrap_sum_ratio_interval
+from webapp.settings.env import database_url
 
 
 def run_rollout(quick: bool) -> dict[str, Any]:
@@ -320,7 +321,7 @@ def drive_rollout(quick: bool) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-rollout-"))
     db = settings.DATABASES["default"]
     kinds_up = ROLLOUT_KINDS if config.workload == "mix" else ("browser",)
-    stack = LocalStack(workdir, f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT']}/{db['NAME']}",
+    stack = LocalStack(workdir, database_url(db),
                        settings_module="webapp.settings.dev", envs=config.envs, slot_timeout_s=120.0,
                        updates_per_chunk=1000, warm_pool={k: config.envs for k in kinds_up},
                        host_per_kind=True)  # fmt: skip

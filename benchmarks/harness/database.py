@@ -11,12 +11,12 @@ from dataclasses import dataclass
 import psycopg
 from django.conf import settings
 
+from webapp.settings import env
+
 
 def database_url(name: str) -> str:
     """The configured server's URL for the database `name` (postgres:// scheme, as DATABASE_URL)."""
-    db = settings.DATABASES["default"]
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT']}/{name}"
+    return env.database_url(settings.DATABASES["default"], name)
 
 
 def recreate_database(name: str) -> None:

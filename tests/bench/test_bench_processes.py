@@ -14,6 +14,8 @@ import time
 import psutil
 import pytest
 
+from webapp.settings.env import database_url
+
 # A "benchmark" that starts what real ones start: a child in its own session (as LocalStack's Celery
 # workers), that child's own child which outlives it (re-parented: a policy server started by a
 # trainer), and a process that ignores SIGTERM. It prints their pids, then waits to be stopped.
@@ -97,9 +99,7 @@ def test_bench_rollout_stopped_by_sigterm_leaves_no_worker_browser_or_server() -
     from django.conf import settings
 
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
-           "DATABASE_URL": f"postgres://{settings.DATABASES['default']['USER']}@127.0.0.1:"
-                           f"{settings.DATABASES['default']['PORT']}/{settings.DATABASES['default']['NAME']}",
-           "REDIS_URL": settings.REDIS_URL}  # fmt: skip
+           "DATABASE_URL": database_url(settings.DATABASES["default"]), "REDIS_URL": settings.REDIS_URL}  # fmt: skip
     proc = subprocess.Popen([sys.executable, "manage.py", "bench", "rollout", "--quick"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     seen: dict[int, str] = {}

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from typing import Any
+from urllib.parse import quote, unquote, urlparse
 
 
 class ConfigError(RuntimeError):
@@ -86,6 +88,15 @@ def database_from_url(url: str) -> dict[str, object]:
         "CONN_MAX_AGE": 60,
         "CONN_HEALTH_CHECKS": True,
     }
+
+
+def database_url(db: Mapping[str, Any], name: str | None = None) -> str:
+    """The inverse of `database_from_url`: a DATABASES entry as a `postgres://` URL, its password
+    included, for a process this one starts (a worker, a stack); `name` replaces the database's."""
+    user = quote(str(db["USER"] or "postgres"), safe="")
+    password = f":{quote(str(db['PASSWORD']), safe='')}" if db.get("PASSWORD") else ""
+    host, port = db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{quote(str(name or db['NAME']), safe='')}"
 
 
 def load_env_file(path: Path) -> None:
