@@ -23,7 +23,7 @@ import httpx
 import websockets
 from django.conf import settings
 
-from benchmarks.harness.database import database_url, free_port, recreate_database
+from benchmarks.harness.database import database_url, free_port, recreate_database, redis_url
 from benchmarks.harness.platform_config import AnnotateBenchConfig
 
 
@@ -47,7 +47,7 @@ class _Stack:
             "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
             "DEBUG": "false",
             "DATABASE_URL": database_url(self.db_name),
-            "REDIS_URL": config.redis_url,
+            "REDIS_URL": redis_url(config.redis_db),
             "MEDIA_ROOT": f"{self.tmp}/media",
             "FLEET_REDIS_PREFIX": f"bench:fleet:{name}",
             "POLICY_BASE_URL": f"http://127.0.0.1:{self.policy_port}/v1",

@@ -18,12 +18,13 @@ from typing import Any
 import redis
 from django.conf import settings
 
+from benchmarks.harness.database import redis_url
 from benchmarks.harness.platform_config import EnvmanagerBenchConfig
 from workers.envs.leases import LeaseRegistry
 
 
-def _churn(redis_url: str, prefix: str, seconds: float, out: Any) -> None:
-    reg = LeaseRegistry(redis.Redis.from_url(redis_url), prefix=prefix)
+def _churn(url: str, prefix: str, seconds: float, out: Any) -> None:
+    reg = LeaseRegistry(redis.Redis.from_url(url), prefix=prefix)
     done = 0
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
@@ -37,12 +38,12 @@ def _churn(redis_url: str, prefix: str, seconds: float, out: Any) -> None:
 def _throughput(config: EnvmanagerBenchConfig) -> float:
     seconds = config.throughput_s
     prefix = f"bench:fleet:{uuid.uuid4().hex[:8]}"
-    reg = LeaseRegistry(redis.Redis.from_url(config.redis_url), prefix=prefix)
+    reg = LeaseRegistry(redis.Redis.from_url(redis_url(config.redis_db)), prefix=prefix)
     for i in range(config.registered_envs):
         reg.register_env(env_id=f"e{i}", kind="bench", worker="bench", boot_s=0.0)
     out: Any = mp.get_context("fork").Queue()
     procs = [
-        mp.get_context("fork").Process(target=_churn, args=(config.redis_url, prefix, seconds, out))
+        mp.get_context("fork").Process(target=_churn, args=(redis_url(config.redis_db), prefix, seconds, out))
         for _ in range(config.processes)
     ]
     start = time.perf_counter()
@@ -59,10 +60,10 @@ def _throughput(config: EnvmanagerBenchConfig) -> float:
 def _reclaim_delays(config: EnvmanagerBenchConfig) -> list[float]:
     n, period_s, ttl_s = config.reclaims, config.reaper_period_s, config.lease_ttl_s
     prefix = f"bench:fleet:{uuid.uuid4().hex[:8]}"
-    reg = LeaseRegistry(redis.Redis.from_url(config.redis_url), prefix=prefix)
+    reg = LeaseRegistry(redis.Redis.from_url(redis_url(config.redis_db)), prefix=prefix)
     for i in range(n):
         reg.register_env(env_id=f"r{i}", kind="bench", worker="bench", boot_s=0.0)
-    env = {**os.environ, "REDIS_URL": config.redis_url, "FLEET_REDIS_PREFIX": prefix,
+    env = {**os.environ, "REDIS_URL": redis_url(config.redis_db), "FLEET_REDIS_PREFIX": prefix,
            "FLEET_REAPER_PERIOD_S": str(period_s), "DJANGO_SETTINGS_MODULE": "webapp.settings.dev"}  # fmt: skip
     celery = [sys.executable, "-m", "celery", "-A", "webapp"]
     schedule = f"/tmp/flywheel-bench-beat-{prefix.rsplit(':', 1)[-1]}"

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import psycopg
 from django.conf import settings
@@ -17,6 +18,11 @@ from webapp.settings import env
 def database_url(name: str) -> str:
     """The configured server's URL for the database `name` (postgres:// scheme, as DATABASE_URL)."""
     return env.database_url(settings.DATABASES["default"], name)
+
+
+def redis_url(db: int) -> str:
+    """The configured Redis (its user and password included) with database `db`."""
+    return urlsplit(settings.REDIS_URL)._replace(path=f"/{db}").geturl()
 
 
 def recreate_database(name: str) -> None:

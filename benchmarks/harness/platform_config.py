@@ -41,7 +41,7 @@ class ExportBenchConfig:
 @dataclass(frozen=True)
 class EnvmanagerBenchConfig:
     quick: bool
-    redis_url: str = "redis://127.0.0.1:6379/14"  # its own database and key prefix
+    redis_db: int = 14  # its own database (of the configured Redis) and key prefix
     throughput_s: float = 10.0  # lease + release churn
     processes: int = 2  # churning processes
     registered_envs: int = 64
@@ -110,7 +110,7 @@ class PolicyBenchConfig:
 class AnnotateBenchConfig:
     quick: bool
     decisions: int = 100  # accept (or override) decisions timed
-    redis_url: str = "redis://127.0.0.1:6379/12"
+    redis_db: int = 12  # the stack's database of the configured Redis
     warm_pool: str = "browser=2"  # FLEET_WARM_POOL of the bench's env host
     env_host_threads: int = 4
     worker_threads: int = 2  # the Celery worker that computes candidates
