@@ -196,3 +196,23 @@ def test_make_up_runs_debug_off_with_its_own_secret_key(platform: Platform, tmp_
     # Without `make up`'s secrets, DEBUG off refuses the public key instead of signing with it.
     refused = _settings_as_make_up_has_them(tmp_path, DEBUG="false")
     assert refused.returncode != 0 and "public development key" in refused.stderr
+
+
+def test_x11vnc_gets_none_of_the_platforms_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """x11vnc is a host process of the session's uid: the env host's environment (the worker's Redis
+    password, the app's database password, the SECRET_KEY) must not be in its /proc/<pid>/environ."""
+    from workers.envs.desktop import DesktopConfig, DesktopEnv
+
+    marker = f"never-here-{uuid.uuid4().hex}"
+    monkeypatch.setenv("REDIS_URL", f"redis://worker:{marker}@127.0.0.1:6379/0")
+    monkeypatch.setenv("SECRET_KEY", marker)
+    desktop = DesktopEnv(DesktopConfig(display_range=(170, 199), apps=()))
+    try:
+        desktop.boot()
+        vnc = desktop._vnc
+        assert vnc is not None and vnc.proc is not None
+        environ = Path(f"/proc/{vnc.proc.pid}/environ").read_bytes()
+        assert b"x11vnc" in Path(f"/proc/{vnc.proc.pid}/cmdline").read_bytes()
+        assert marker.encode() not in environ and b"PATH=" in environ
+    finally:
+        desktop.close()

@@ -13,6 +13,10 @@ from pathlib import Path
 from workers.envs.base import EnvError
 from workers.envs.desktop.procs import spawn, stop, wait_until
 
+# x11vnc runs as the session's uid: none of the env host's environment (the platform's passwords, its
+# SECRET_KEY) goes with it, where a compromised x11vnc or anything of that uid could read it.
+X11VNC_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+
 
 @dataclass(frozen=True)
 class VncTarget:
@@ -66,14 +70,14 @@ class X11Vnc:
         if self._user is not None:
             os.chown(self._dir, self._user, self._user)
         if self._ipc_of is None:
-            self.proc = spawn(self._argv(), log=self._log, user=self._user)
+            self.proc = spawn(self._argv(), env=X11VNC_ENV, log=self._log, user=self._user)
             return
         # nsenter needs root to join the box's IPC namespace; setpriv then drops to the session's uid.
         drop = (
             [] if self._user is None else [f"--reuid={self._user}", f"--regid={self._user}", "--clear-groups"]
         )
         argv = ["nsenter", f"--ipc=/proc/{self._ipc_of}/ns/ipc", "--", "setpriv", *drop, "--", *self._argv()]
-        self.proc = spawn(argv, log=self._log)
+        self.proc = spawn(argv, env=X11VNC_ENV, log=self._log)
 
     def wait_ready(self, timeout_s: float) -> VncTarget:
         try:
