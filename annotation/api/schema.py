@@ -69,6 +69,9 @@ class DecideResult(serializers.Serializer):
         help_text="The episode ended (the environment said so, or a terminal action)."
     )
     reward = serializers.FloatField(allow_null=True)
+    disk_full = serializers.CharField(
+        required=False, help_text="Present when the session's home is full: what to tell the annotator."
+    )
     state = SessionState()
 
 

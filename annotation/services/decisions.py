@@ -236,4 +236,11 @@ def _decide(*, session_id: int, user: Any, kind: str, data: dict[str, Any]) -> d
             candidates_request(session=session)
     if terminal:
         transaction.on_commit(lambda: session_submit(session=AnnotationSession.objects.get(pk=session_id)))
-    return {"step": step.index, "done": session.env_done or terminal, "reward": session.last_reward}
+    out: dict[str, Any] = {
+        "step": step.index,
+        "done": session.env_done or terminal,
+        "reward": session.last_reward,
+    }
+    if notices := [info["disk_full"] for info in infos if info.get("disk_full")]:
+        out["disk_full"] = notices[-1]  # the session's home is full (workers/envs/sandbox/home.py)
+    return out

@@ -20,10 +20,18 @@ from workers.envs.desktop import DesktopConfig, DesktopEnv
 from workers.envs.vnc.rfb import ClientStreamFilter, RfbProtocolError
 from workers.envs.vnc.server import VncTarget
 from workers.envs.vnc.takeover import STREAM_PREFIX, TakeoverFolder, read_events
-from workers.envs.vnc.tokens import TOKEN_PREFIX, TokenError, mint_token, revoke_tokens
+from workers.envs.vnc.tokens import (
+    TOKEN_PREFIX,
+    TokenError,
+    default_grant_key_file,
+    grant_key,
+    mint_token,
+    revoke_tokens,
+)
 
 PROXY_PORT = 16010
 REDIS_URL = settings.REDIS_URL  # the test run's Redis (its password included)
+KEY = grant_key(default_grant_key_file())  # the proxy started below reads the same file
 
 
 class RfbClient:
@@ -125,7 +133,7 @@ def _target(env: DesktopEnv) -> VncTarget:
 def test_handshake_and_frame_through_proxy(
     desktop: DesktopEnv, proxy: str, redis_client: redis.Redis
 ) -> None:
-    token = mint_token(redis_client, "sess-1", 7, _target(desktop), read_only=False, ttl_s=60)
+    token = mint_token(redis_client, "sess-1", 7, _target(desktop), read_only=False, ttl_s=60, key=KEY)
     with connect(f"{proxy}?token={token}", subprotocols=["binary"]) as ws:  # type: ignore[list-item]
         client = RfbClient(ws)
         assert client.handshake() == (1280, 800)
@@ -143,7 +151,7 @@ def test_read_only_token_cannot_move_the_pointer(
     desktop: DesktopEnv, proxy: str, redis_client: redis.Redis
 ) -> None:
     desktop.xinput.move(10, 10)
-    token = mint_token(redis_client, "sess-2", 7, _target(desktop), read_only=True, ttl_s=60)
+    token = mint_token(redis_client, "sess-2", 7, _target(desktop), read_only=True, ttl_s=60, key=KEY)
     with connect(f"{proxy}?token={token}") as ws:
         client = RfbClient(ws)
         assert client.handshake() == (1280, 800)
@@ -170,11 +178,11 @@ def test_unknown_expired_and_revoked_tokens_are_refused(
     assert unknown.value.response.status_code == 403
     with pytest.raises(InvalidStatus):
         connect(proxy)  # no token at all
-    token = mint_token(redis_client, "sess-3", 7, _target(desktop), read_only=False, ttl_s=1)
+    token = mint_token(redis_client, "sess-3", 7, _target(desktop), read_only=False, ttl_s=1, key=KEY)
     time.sleep(1.2)
     with pytest.raises(InvalidStatus):
         connect(f"{proxy}?token={token}")
-    token = mint_token(redis_client, "sess-3", 7, _target(desktop), read_only=False, ttl_s=60)
+    token = mint_token(redis_client, "sess-3", 7, _target(desktop), read_only=False, ttl_s=60, key=KEY)
     with connect(f"{proxy}?token={token}") as ws:
         assert RfbClient(ws).handshake() == (1280, 800)
         assert revoke_tokens(redis_client, "sess-3") == 1
@@ -190,11 +198,11 @@ def test_unknown_expired_and_revoked_tokens_are_refused(
 def test_mint_token_rejects_bad_arguments(redis_client: redis.Redis) -> None:
     target = VncTarget("127.0.0.1", 5900)
     with pytest.raises(TokenError):
-        mint_token(redis_client, "", 1, target, read_only=True, ttl_s=60)
+        mint_token(redis_client, "", 1, target, read_only=True, ttl_s=60, key=KEY)
     with pytest.raises(TokenError):
-        mint_token(redis_client, "s", 1, target, read_only=True, ttl_s=0)
+        mint_token(redis_client, "s", 1, target, read_only=True, ttl_s=0, key=KEY)
     with pytest.raises(TokenError):
-        mint_token(redis_client, "s", 1, VncTarget("127.0.0.1", 0), read_only=True, ttl_s=60)
+        mint_token(redis_client, "s", 1, VncTarget("127.0.0.1", 0), read_only=True, ttl_s=60, key=KEY)
 
 
 def test_filter_drops_input_in_any_chunking_and_rejects_garbage() -> None:
@@ -230,7 +238,7 @@ def test_dead_x11vnc_is_restarted(desktop: DesktopEnv, proxy: str, redis_client:
     desktop._vnc.proc.wait(timeout=5)
     target = desktop.ensure_vnc()
     assert target is not None and desktop._vnc.alive()
-    token = mint_token(redis_client, "sess-4", 7, target, read_only=True, ttl_s=60)
+    token = mint_token(redis_client, "sess-4", 7, target, read_only=True, ttl_s=60, key=KEY)
     with connect(f"{proxy}?token={token}") as ws:
         assert RfbClient(ws).handshake() == (1280, 800)
     revoke_tokens(redis_client, "sess-4")
@@ -240,7 +248,7 @@ def test_read_write_input_is_recorded_for_takeover(
     desktop: DesktopEnv, proxy: str, redis_client: redis.Redis
 ) -> None:
     session = f"sess-take-{time.monotonic_ns()}"
-    token = mint_token(redis_client, session, 7, _target(desktop), read_only=False, ttl_s=60)
+    token = mint_token(redis_client, session, 7, _target(desktop), read_only=False, ttl_s=60, key=KEY)
     with connect(f"{proxy}?token={token}") as ws:
         client = RfbClient(ws)
         client.handshake()
@@ -257,7 +265,7 @@ def test_read_write_input_is_recorded_for_takeover(
     recorded = [r.action for _, e in events for r in folder.feed(e)] + [r.action for r in folder.flush()]
     assert recorded == [Action("click", point=Point(120, 80)), Action("type", text="ok")]
     # A read-only viewer's (dropped) input is not recorded.
-    viewer = mint_token(redis_client, session, 8, _target(desktop), read_only=True, ttl_s=60)
+    viewer = mint_token(redis_client, session, 8, _target(desktop), read_only=True, ttl_s=60, key=KEY)
     with connect(f"{proxy}?token={viewer}") as ws:
         client = RfbClient(ws)
         client.handshake()

@@ -183,7 +183,9 @@ def test_watch_a_real_desktop_of_the_fleet_read_only(api, users, registry, deskt
     assert response.status_code == 200, response.content
     grant = response.json()
     assert grant["read_only"] is True and grant["url"].endswith(f"/websockify?token={grant['token']}")
-    stored = parse_grant(registry.r.get(f"{TOKEN_PREFIX}{grant['token']}"))
+    stored = parse_grant(
+        registry.r.get(f"{TOKEN_PREFIX}{grant['token']}"), token=grant["token"], key=fleet.vnc_grant_key()
+    )
     assert stored is not None and stored.read_only and stored.user_id == str(users["researcher"].pk)
     assert stored.socket.endswith(".sock") and not stored.port  # the desktop's x11vnc: a unix socket, no TCP
     # Watching never renews (nor takes) the holder's lease.

@@ -37,8 +37,11 @@ def token_issue(*, user: Any) -> Token:
 
 
 def token_revoke(*, user: Any) -> bool:
-    """Delete the user's token; True when there was one."""
+    """Delete the user's token and every VNC token minted for them; True when there was an API token."""
+    from webapp.fleet.services import vnc_tokens_revoke_user
+
     deleted, _ = Token.objects.filter(user=user).delete()
+    vnc_tokens_revoke_user(user_id=user.pk)
     return bool(deleted)
 
 

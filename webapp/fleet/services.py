@@ -196,7 +196,9 @@ def _vnc_grant(
         port=int(vnc.get("port", 0)),
         socket=str(vnc.get("socket", "")),
     )
-    token = mint_token(registry().r, session_key, user_id, target, read_only, settings.VNC_TOKEN_TTL_S)
+    token = mint_token(
+        registry().r, session_key, user_id, target, read_only, settings.VNC_TOKEN_TTL_S, key=vnc_grant_key()
+    )
     return {
         "url": f"{settings.VNC_PROXY_PUBLIC_URL.rstrip('/')}/websockify?token={token}",
         "token": token,
@@ -209,3 +211,18 @@ def vnc_tokens_revoke(*, session_key: str) -> int:
     from workers.envs.vnc.tokens import revoke_tokens
 
     return revoke_tokens(registry().r, session_key)
+
+
+def vnc_tokens_revoke_user(*, user_id: int) -> int:
+    """Revoke every VNC token minted for the user (they logged out, or their API token was revoked);
+    the proxy closes their open connections within seconds."""
+    from workers.envs.vnc.tokens import revoke_user_tokens
+
+    return revoke_user_tokens(registry().r, user_id)
+
+
+@lru_cache(maxsize=1)
+def vnc_grant_key() -> bytes:
+    from workers.envs.vnc.tokens import grant_key
+
+    return grant_key(settings.VNC_GRANT_KEY_FILE)

@@ -255,6 +255,8 @@ VNC_PROXY_PUBLIC_URL = env_str(
     "VNC_PROXY_PUBLIC_URL", f"ws://{VNC_PROXY_LISTEN.replace('0.0.0.0:', '127.0.0.1:')}"
 )
 VNC_TOKEN_TTL_S = env_int("VNC_TOKEN_TTL_S", 3600, minimum=1)
+# The key VNC grants are signed with (the proxy follows no other); made 0600 at first use.
+VNC_GRANT_KEY_FILE = Path(env_str("FLYWHEEL_VNC_GRANT_KEY_FILE", str(VAR_DIR / "secrets" / "vnc_grant_key")))
 CELERY_BEAT_SCHEDULE = {
     "reap-leases": {
         "task": "webapp.fleet.tasks.reap_leases",

@@ -72,6 +72,7 @@ class TaskPoolAdmin(admin.ModelAdmin):
         "unsupported_count",
         "validation_mode",
         "candidates_n",
+        "disk_mb",
     ]
     search_fields = ["name", "description"]
 

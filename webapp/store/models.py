@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+
+from workers.envs.sandbox.home import DEFAULT_DISK_MB, MAX_DISK_MB, MIN_DISK_MB
 
 
 class EnvKind(models.TextChoices):
@@ -36,6 +39,12 @@ class TaskPool(models.Model):
     )
     validation_mode = models.CharField(
         max_length=16, choices=ValidationMode.choices, default=ValidationMode.VERIFIER
+    )
+    disk_mb = models.PositiveIntegerField(
+        default=DEFAULT_DISK_MB,
+        validators=[MinValueValidator(MIN_DISK_MB), MaxValueValidator(MAX_DISK_MB)],
+        help_text="Size cap of each environment session's home, in MiB (memory-backed: it counts "
+        "against the session's memory limit). A write past it fails with 'No space left on device'.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -43,6 +43,7 @@ def task_spec_wire(task: Task, *, for_human: bool = False) -> dict[str, Any]:
         setup.setdefault("task", (setup.get("miniwob") or {}).get("task") or task.external_id)
         if for_human:
             setup.setdefault("episode_max_time_ms", HUMAN_MINIWOB_EPISODE_MS)
+    setup["disk_mb"] = task.pool.disk_mb  # the session's home cap is the pool's, whatever the task says
     return {
         "task_id": task.external_id,
         "instruction": task.instruction,

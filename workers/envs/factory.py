@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from workers.envs.base import Environment
@@ -23,8 +22,8 @@ def _browser_pool() -> Any:
 
 
 def make_desktop() -> Environment:
-    """FLYWHEEL_VNC_SOCKET_DIR: where x11vnc's sockets go when the token proxy runs in another
-    container (a volume both share, never mounted in a sandbox); unset, each session's private dir.
+    """FLYWHEEL_VNC_SOCKET_DIR: where x11vnc's sockets go, the one place the token proxy connects to
+    (in compose a volume both share, never mounted in a sandbox; `vnc.server.default_socket_root`).
     FLYWHEEL_DESKTOP_BACKEND: 'xvfb' (the default) or 'osworld-vm' (OSWorld's own VMs through
     desktop-env's providers, for hosts that have them: workers/envs/osworld/vm.py)."""
     backend = os.environ.get("FLYWHEEL_DESKTOP_BACKEND", "xvfb")
@@ -36,8 +35,7 @@ def make_desktop() -> Environment:
         raise ValueError(f"FLYWHEEL_DESKTOP_BACKEND must be 'xvfb' or 'osworld-vm', not {backend!r}")
     from workers.envs.desktop.env import DesktopConfig, DesktopEnv
 
-    socket_dir = os.environ.get("FLYWHEEL_VNC_SOCKET_DIR", "")
-    return DesktopEnv(DesktopConfig(vnc_socket_dir=Path(socket_dir) if socket_dir else None))
+    return DesktopEnv(DesktopConfig())
 
 
 def make_browser() -> Environment:

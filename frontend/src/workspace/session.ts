@@ -447,6 +447,7 @@ export class SessionPage {
       this.own = null;
       this.setBusy(false);
       this.apply(result.state);
+      if (result.disk_full) this.showBanner(result.disk_full);
       return true;
     } catch (error) {
       this.setBusy(false);

@@ -94,6 +94,8 @@ export interface DecideResult {
   step: number;
   done: boolean;
   reward: number;
+  /** Present when the session's home is full: the message to show. */
+  disk_full?: string;
   state: SessionState;
 }
 

@@ -17,6 +17,7 @@ from webapp.flywheel.services.validation import ValidationError, trajectory_vali
 from webapp.store import services as store
 from webapp.store.checkpoints import checkpoint_dir
 from webapp.store.models import Checkpoint, Task, Trajectory, TrajectorySource, TrajectoryStatus
+from webapp.store.taskspec import task_spec_wire
 from workers.envs.base import EnvError, Observation, StepResult, TaskSpec
 from workers.envs.wire import observation_from_wire, step_result_from_wire
 
@@ -89,8 +90,7 @@ def open_policy(
 
 
 def task_spec(task: Task) -> TaskSpec:
-    return TaskSpec(task_id=task.external_id, instruction=task.instruction, kind=task.env_kind,
-                    source=task.source, setup=task.setup, verifier=task.verifier)  # fmt: skip
+    return TaskSpec(**task_spec_wire(task))
 
 
 def _elements(obs: Observation) -> list[dict[str, Any]]:

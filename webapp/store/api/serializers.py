@@ -12,7 +12,9 @@ class TaskPoolSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = TaskPool
-        fields = ["id", "name", "description", "candidates_n", "validation_mode", "task_count", "created_at"]
+        fields = [
+            "id", "name", "description", "candidates_n", "validation_mode", "disk_mb", "task_count", "created_at",
+        ]  # fmt: skip
 
 
 class TaskSerializer(serializers.ModelSerializer):

@@ -17,8 +17,8 @@ class DesktopConfig:
     - display_range: X display numbers [low, high) to pick a free one from.
     - apps: apps started at reset unless the task names its own ('xterm', 'chromium', 'editor');
       the desktop's right-click menu offers the same apps.
-    - vnc / vnc_socket_dir: start x11vnc, on a unix socket in this directory (None: the session's
-      private directory; set it where the token proxy runs in another container).
+    - vnc / vnc_socket_dir: start x11vnc, on a unix socket in a directory of its own under this root,
+      the one the token proxy connects to (None: `vnc.server.default_socket_root()`).
     - session_dir: the session's home (shared with its terminal); a temp dir (deleted on close) if None.
       Every directory above it must let others traverse it (the sandbox user binds it).
     - policy: the session sandbox's process, memory and CPU limits.

@@ -8,7 +8,6 @@ only the token proxy reaches it.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -38,10 +37,12 @@ from workers.envs.desktop.session import (
 )
 from workers.envs.desktop.settle import ScreenSettler
 from workers.envs.desktop.wm import CONFIG_INSIDE, write_config, write_menu
+from workers.envs.desktop.xauth import XAUTHORITY_INSIDE
 from workers.envs.desktop.xinput import XInput
 from workers.envs.desktop.xserver import XServer
 from workers.envs.sandbox import SANDBOX_HOME, CommandResult, Limits, Sandbox, SandboxError
-from workers.envs.vnc.server import VncTarget, X11Vnc
+from workers.envs.sandbox.home import disk_mb_of
+from workers.envs.vnc.server import VncTarget, X11Vnc, default_socket_root
 
 
 class DesktopEnv:
@@ -65,8 +66,8 @@ class DesktopEnv:
         self._apps: list[subprocess.Popen[bytes]] = []
         self._owns_dir = self.config.session_dir is None
         self.session_dir: Path = self.config.session_dir or Path(tempfile.mkdtemp(prefix="flywheel-desktop-"))
-        # Host-only: logs and the VNC socket's directory (never mounted in a sandbox); traversable
-        # so that x11vnc, which runs as the session's uid, reaches its own socket directory.
+        # Host-only: logs and the session's X directory (`XServer`; only its sockets/ is mounted in
+        # the sandbox); traversable so that x11vnc, as the session's uid, reaches the X directory.
         self._log_dir = Path(tempfile.mkdtemp(prefix="flywheel-desktop-logs-"))
         self._log_dir.chmod(0o711)
         # The window manager's configuration, bound read-only into the sandbox.
@@ -80,27 +81,32 @@ class DesktopEnv:
 
     # lifecycle -------------------------------------------------------------------------------
 
-    def boot(self, network: bool = False) -> float:
+    def boot(self, network: bool = False, disk_mb: int | None = None) -> float:
         """Start Xvfb, the session's sandbox with openbox in it, and (optionally) x11vnc; return the
-        boot time in seconds. `network`: the sandbox gets filtered egress (`SandboxPolicy.network`)."""
+        boot time in seconds. `network`: the sandbox gets filtered egress (`SandboxPolicy.network`);
+        `disk_mb`: the home's size cap (None: the config's `policy.disk_mb`)."""
         if self._x is not None:
             return self.boot_s or 0.0
         t0 = time.monotonic()
         cfg = self.config
         self.session_dir.mkdir(parents=True, exist_ok=True)
-        self._box = Sandbox(self.session_dir, policy=replace(cfg.policy, network=network))
+        disk_mb = cfg.policy.disk_mb if disk_mb is None else disk_mb
+        self._box = Sandbox(self.session_dir, policy=replace(cfg.policy, network=network, disk_mb=disk_mb))
         try:
             uid = self._box.prepare()
-            socket_dir = self._log_dir / "x11"  # the box's /tmp/.X11-unix
-            socket_dir.mkdir(mode=0o700, exist_ok=True)
-            os.chown(socket_dir, uid, uid)
             self._x = XServer(
-                cfg.width, cfg.height, cfg.display_range, self._log_dir, socket_dir, glx=cfg.glx
+                cfg.width,
+                cfg.height,
+                cfg.display_range,
+                self._log_dir,
+                self._log_dir / "x11",
+                uid,
+                glx=cfg.glx,
             )
             self._x.claim_display()
             # The box first (Xvfb runs in it), then what needs no display (D-Bus) while Xvfb starts,
             # then openbox and x11vnc together; each is waited for by its own readiness signal.
-            self._start_box(self._box, socket_dir)
+            self._start_box(self._box, self._x)
             self._x.spawn_xvfb(lambda argv, fds: self._spawn_in_box(argv, "xvfb.log", fds))
             bus = self._spawn_session_bus(self._box)
             self._x.wait_xvfb(cfg.boot_timeout_s)
@@ -108,10 +114,11 @@ class DesktopEnv:
             if cfg.vnc:
                 self._vnc = X11Vnc(
                     self._x.display,
-                    cfg.vnc_socket_dir or self._log_dir,
+                    cfg.vnc_socket_dir or default_socket_root(),
                     self._log_dir,
                     user=uid,
                     ipc_of=self._box.init_pid,
+                    auth=self._x.auth_file,
                 )
                 self._vnc.spawn()
             self._x.start_wm(self._spawn_in_box, cfg.boot_timeout_s)
@@ -137,10 +144,15 @@ class DesktopEnv:
         if task.kind != "desktop":
             raise EnvError(f"DesktopEnv cannot run a {task.kind!r} task")
         network = bool(task.setup.get("network"))
-        if self._x is not None and (self.used or self._box is None or self._box.policy.network != network):
+        disk_mb = disk_mb_of(task.setup, self.config.policy.disk_mb)  # the task pool's cap
+        if self._x is not None and (
+            self.used
+            or self._box is None
+            or (self._box.policy.network, self._box.policy.disk_mb) != (network, disk_mb)
+        ):
             self._discard_session()
         try:
-            self.boot(network=network)
+            self.boot(network=network, disk_mb=disk_mb)
         except SandboxError as exc:
             if network:
                 raise EnvError(f"task {task.task_id} asks for the network: {exc}") from exc
@@ -234,6 +246,8 @@ class DesktopEnv:
                 raise EnvCrashed(f"X connection lost while settling: {exc}") from exc
         obs = self.observe()
         info["timings_ms"] = {"input": input_ms, "settle": settle_ms, **obs.timings_ms}
+        if self._box is not None and (notice := self._box.disk_notice()) is not None:
+            info["disk_full"] = notice
         return StepResult(observation=obs, done=done, info=info)
 
     def evaluate(self) -> float:
@@ -380,10 +394,13 @@ class DesktopEnv:
         if not self._x.alive():
             raise EnvCrashed(f"Xvfb {self._x.display} is not running")
 
-    def _start_box(self, box: Sandbox, socket_dir: Path) -> None:
-        """Start the session's sandbox with its X socket directory and the window manager's config."""
+    def _start_box(self, box: Sandbox, x: XServer) -> None:
+        """Start the session's sandbox with its X socket directory and cookie, and the window
+        manager's config."""
         write_config(self._wm_dir)
-        box.binds["/tmp/.X11-unix"] = socket_dir
+        box.binds["/tmp/.X11-unix"] = x.socket_dir
+        box.ro_binds[XAUTHORITY_INSIDE] = x.auth_file
+        box.env["XAUTHORITY"] = XAUTHORITY_INSIDE
         box.ro_binds[CONFIG_INSIDE] = self._wm_dir
         from workers.envs.osworld import pyautogui_dir
 

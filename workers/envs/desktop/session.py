@@ -15,6 +15,7 @@ from pathlib import Path
 from workers.envs.base import EnvError
 from workers.envs.desktop.apps import TERMINAL_LOG_DIR, TERMINAL_TEXT_BYTES, terminal_text
 from workers.envs.desktop.procs import wait_until
+from workers.envs.desktop.xauth import XAUTHORITY_INSIDE
 from workers.envs.sandbox import SANDBOX_HOME, CommandResult, Sandbox
 
 log = logging.getLogger(__name__)
@@ -36,12 +37,13 @@ OSWORLD_A11Y_ENV = {
 def box_env(
     *, display: str, box: Sandbox | None, bus: str | None, osworld: bool, extra: dict[str, str]
 ) -> dict[str, str]:
-    """Environment for processes in a desktop's sandbox: its DISPLAY, the session as HOME, the
+    """Environment for processes in a desktop's sandbox: its DISPLAY and cookie, the session as HOME, the
     session bus once it listens, accessibility for OSWorld tasks, then `extra` (the config's)."""
     return {
         "LANG": os.environ.get("LANG", "C.UTF-8"),
         "TERM": "xterm",
         "DISPLAY": display,
+        "XAUTHORITY": XAUTHORITY_INSIDE,
         "HOME": SANDBOX_HOME,
         "XDG_RUNTIME_DIR": "/run/user/1000",
         "XDG_DOWNLOAD_DIR": f"{SANDBOX_HOME}/Downloads",

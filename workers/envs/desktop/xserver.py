@@ -1,10 +1,14 @@
 """Boot an Xvfb display and the openbox window manager, with readiness detection and no fixed sleeps.
 
 Both run inside the session's sandbox (the X server parses everything the session's clients send,
-so it holds no more than they do). Xvfb makes its socket in a host directory of the session that
-the box sees as /tmp/.X11-unix; the host claims the display number with a lock file
-/tmp/.X<N>-lock (this process's pid, as Xvfb itself writes) and points /tmp/.X11-unix/X<N> at that
-socket, so the host's own X clients (screenshots, XTEST input, x11vnc) use DISPLAY=:N as before.
+so it holds no more than they do). The session's X directory (mode 0700, owned by the session's
+uid) holds `sockets/`, which the box sees as /tmp/.X11-unix, and the session's cookie file
+(`xauth`): Xvfb admits only clients that show that cookie (`-auth`) and listens on that socket only
+(no TCP, and no abstract socket, which any process of the network namespace could reach). The host
+claims the display number with a lock file /tmp/.X<N>-lock (this process's pid, as Xvfb itself
+writes) and points /tmp/.X11-unix/X<N> at the socket, so the host's own X clients (screenshots,
+XTEST input, x11vnc) use DISPLAY=:N with their copy of the cookie; another account on the machine
+can neither traverse the session's directory nor show the cookie.
 
 Xvfb reports readiness itself: with `-displayfd FD` it writes the display number to FD once it
 accepts connections. The window manager is ready when it has set `_NET_SUPPORTING_WM_CHECK` on the
@@ -28,6 +32,13 @@ from Xlib.error import ConnectionClosedError, DisplayError, XError
 from workers.envs.base import EnvError
 from workers.envs.desktop.procs import stop, wait_until
 from workers.envs.desktop.wm import wm_argv
+from workers.envs.desktop.xauth import (
+    XAUTHORITY_INSIDE,
+    host_cookie_add,
+    host_cookie_remove,
+    new_cookie,
+    write_session_authority,
+)
 
 X11_DIR = Path("/tmp/.X11-unix")
 
@@ -41,17 +52,22 @@ class XServer:
         height: int,
         display_range: tuple[int, int],
         log_dir: Path,
-        socket_dir: Path,
+        x11_dir: Path,
+        uid: int,
         glx: bool = False,
     ) -> None:
-        """`socket_dir`: the host directory the session's box sees as /tmp/.X11-unix; `glx`: load the
-        GLX extension (Mesa's software renderer, about 90 ms of Xvfb's start)."""
+        """`x11_dir`: the session's X directory on the host, made here (0700, owned by `uid`, the
+        session's); `glx`: load the GLX extension (Mesa's software renderer, about 90 ms of Xvfb's
+        start)."""
         self._glx = glx
         self.width = width
         self.height = height
         self._range = display_range
         self._log_dir = log_dir
-        self._socket_dir = socket_dir
+        self._uid = uid
+        self.x11_dir = x11_dir
+        self.socket_dir = x11_dir / "sockets"  # the box's /tmp/.X11-unix
+        self.auth_file = x11_dir / "Xauthority"  # the box's XAUTHORITY_INSIDE
         self.number = -1
         self.xvfb: subprocess.Popen[bytes] | None = None
         self.wm: subprocess.Popen[bytes] | None = None
@@ -63,12 +79,20 @@ class XServer:
         return f":{self.number}"
 
     def claim_display(self) -> int:
-        """Take the first free display number in range for this session (before its box starts)."""
+        """Take the first free display number in range for this session (before its box starts) and
+        give it a fresh cookie."""
         low, high = self._range
-        X11_DIR.mkdir(mode=0o1777, exist_ok=True)
+        _check_x11_dir()
+        for path in (self.x11_dir, self.socket_dir):
+            path.mkdir(mode=0o700, exist_ok=True)
+            os.chown(path, self._uid, self._uid)
+            path.chmod(0o700)
         for number in range(low, high):
-            if _claim(number, self._socket_dir / f"X{number}"):
+            if _claim(number, self.socket_dir / f"X{number}"):
                 self.number = number
+                cookie = new_cookie()
+                write_session_authority(self.auth_file, cookie, self._uid)
+                host_cookie_add(number, cookie)
                 return number
         raise EnvError(f"no free X display in :{low}..:{high - 1}")
 
@@ -83,6 +107,10 @@ class XServer:
             f"{self.width}x{self.height}x24",
             "-nolisten",
             "tcp",
+            "-nolisten",
+            "local",  # Linux's abstract socket: no file permissions guard it
+            "-auth",
+            XAUTHORITY_INSIDE,
             "-displayfd",
             str(write_fd),
             *([] if self._glx else ["-extension", "GLX"]),
@@ -159,6 +187,7 @@ class XServer:
             os.close(self._ready_fd)
             self._ready_fd = -1
         if self.number >= 0:
+            host_cookie_remove(self.number)
             _release(self.number)
             self.number = -1
 
@@ -173,6 +202,15 @@ class XServer:
         if self.conn is None:
             raise EnvError("X server not started")
         return self.conn
+
+
+def _check_x11_dir() -> None:
+    """/tmp/.X11-unix, where the host's X clients look for :N, must be this account's: whoever owns
+    it could swap our links for their own X server and read the screens and input we send."""
+    X11_DIR.mkdir(mode=0o1777, exist_ok=True)
+    info = os.lstat(X11_DIR)
+    if info.st_uid != os.geteuid() or not os.path.isdir(X11_DIR) or os.path.islink(X11_DIR):
+        raise EnvError(f"{X11_DIR} belongs to uid {info.st_uid}, not to this account; remove it")
 
 
 def _claim(number: int, socket: Path) -> bool:

@@ -21,6 +21,14 @@ from workers.envs.sandbox import cgroups, egress
 from workers.envs.sandbox.cgroups import SandboxCgroup
 from workers.envs.sandbox.egress import Slirp
 from workers.envs.sandbox.filesystem import INSIDE_UID, bwrap_args, chown_tree, untraversable_parent
+from workers.envs.sandbox.home import (
+    DEFAULT_DISK_MB,
+    disk_full_notice,
+    home_full,
+    mount_home,
+    unmount_home,
+    unmount_stale,
+)
 from workers.envs.sandbox.run import SANDBOX_HOME, CommandResult, Limits, kill_group, run_collect
 from workers.envs.sandbox.spawner import popen_tied
 from workers.envs.sandbox.uids import UidLease
@@ -46,6 +54,8 @@ class SandboxPolicy:
     - memory_mb: the cgroup memory limit (where cgroups are writable here).
     - cpus: the cgroup CPU quota, in cores.
     - tmp_mb: size of the private /tmp and /dev/shm.
+    - disk_mb: size of the session's home, a tmpfs over the session directory while the box lives
+      (`home`); a write past it fails with ENOSPC. 0: no cap, the home is the host directory itself.
     - network: False: a private network namespace with only its own loopback. True: egress through
       slirp4netns, filtered so that no address of this host and no private range is reachable
       (`egress`); refused with NETWORK_REFUSED and the reason where this host cannot filter it.
@@ -55,6 +65,7 @@ class SandboxPolicy:
     memory_mb: int = 4096
     cpus: float = 2.0
     tmp_mb: int = 512
+    disk_mb: int = DEFAULT_DISK_MB
     network: bool = False
 
 
@@ -103,6 +114,7 @@ class Sandbox:
         }
         self._prepared: tuple[UidLease, SandboxCgroup] | None = None
         self._s: _Started | None = None
+        self._home_capped = False
 
     # lifecycle -------------------------------------------------------------------------------
 
@@ -126,6 +138,8 @@ class Sandbox:
                 )
             lease = UidLease()
             try:
+                unmount_stale(lease.uid)
+                self._cap_home(lease.uid)
                 chown_tree(self.home, lease.uid)
                 cgroup = SandboxCgroup(
                     f"flywheel-sandbox-{lease.uid}",
@@ -134,6 +148,7 @@ class Sandbox:
                     cpus=self.policy.cpus,
                 )
             except BaseException:
+                self._uncap_home()
                 lease.release()
                 raise
             self._prepared = (lease, cgroup)
@@ -181,9 +196,31 @@ class Sandbox:
             return
         lease, cgroup = prepared
         lease.release()  # kills the uid's leftovers first
+        self._uncap_home()
         cgroup.remove()
         if self.home.is_dir():
             chown_tree(self.home, 0)
+
+    def _cap_home(self, uid: int) -> None:
+        """The home becomes a tmpfs of `policy.disk_mb` (`home`), unless the policy has no cap."""
+        if self.policy.disk_mb <= 0:
+            return
+        try:
+            mount_home(self.home, self.policy.disk_mb, uid)
+        except OSError as exc:
+            raise SandboxError(
+                f"cannot cap the session's home at {self.policy.disk_mb} MiB ({exc}); the env host needs "
+                "CAP_SYS_ADMIN to mount it (docker compose: cap_add SYS_ADMIN)"
+            ) from exc
+        self._home_capped = True
+
+    def _uncap_home(self) -> None:
+        if self._home_capped:
+            self._home_capped = False
+            try:
+                unmount_home(self.home)
+            except OSError as exc:
+                log.warning("the session's home %s was not mounted any more: %s", self.home, exc)
 
     # processes -------------------------------------------------------------------------------
 
@@ -261,6 +298,12 @@ class Sandbox:
         path.write_text("\n".join(lines) + "\n")
         path.chmod(0o700)
         return path
+
+    def disk_notice(self) -> str | None:
+        """A message for the session when its home has (almost) no room left, else None."""
+        if self._home_capped and home_full(self.home):
+            return disk_full_notice(self.policy.disk_mb)
+        return None
 
     def host_path(self, inside: str) -> Path:
         """The host's path to a file in the box's own file system (its /tmp, /run), for root on the

@@ -14,6 +14,7 @@ from workers.actions.types import Action
 from workers.envs.base import EnvError, EnvKind, ImageFormat, Observation, StepResult, TaskSpec
 from workers.envs.desktop.capture import encode
 from workers.envs.sandbox import CommandResult, Limits, Sandbox, SandboxPolicy, sandbox_available
+from workers.envs.sandbox.home import disk_mb_of
 from workers.envs.terminal.api_actions import TERMINAL_API, ApiRegistry
 from workers.envs.terminal.paths import SANDBOX_HOME
 from workers.envs.terminal.render import render_terminal
@@ -80,13 +81,16 @@ class TerminalEnv:
         if task.kind != "terminal":
             raise EnvError(f"TerminalEnv cannot run a {task.kind!r} task")
         self._check_open()
-        if self._task is not None and self._owns_box:
+        policy = replace(self._box.policy, disk_mb=disk_mb_of(task.setup, self.config.policy.disk_mb))
+        if self._owns_box and (self._task is not None or policy != self._box.policy):
             # A new task on a used session: nothing of the last one keeps running, and the home
-            # starts empty when this env made it (a caller's directory is the caller's).
+            # starts empty when this env made it (a caller's directory is the caller's). A task
+            # whose pool caps the home at another size gets a box of that size.
             self._box.close()
-            if self._owns_dir:
+            if self._owns_dir and self._task is not None:
                 shutil.rmtree(self.session_dir, ignore_errors=True)
                 self.session_dir.mkdir(parents=True)
+            self._box = Sandbox(self.session_dir, policy=policy)
         self._box.start()
         self._task = task
         self.last_action_kind = None
@@ -106,6 +110,8 @@ class TerminalEnv:
         except EnvError as exc:
             info["error"] = str(exc)
             done = False
+        if (notice := self._box.disk_notice()) is not None:
+            info["disk_full"] = notice
         return StepResult(observation=self.observe(), done=done, info=info)
 
     def observe(self, image_format: ImageFormat | None = None) -> Observation:

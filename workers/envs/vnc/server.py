@@ -18,6 +18,30 @@ from workers.envs.desktop.procs import spawn, stop, wait_until
 X11VNC_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 
 
+def default_socket_root() -> Path:
+    """Where every session's x11vnc socket lies, in a directory of its own (`X11Vnc`), and the only
+    place the token proxy connects to: FLYWHEEL_VNC_SOCKET_DIR (a volume shared with the proxy's
+    container), else /run/flywheel-vnc (/tmp/flywheel-vnc where /run is not writable)."""
+    if path := os.environ.get("FLYWHEEL_VNC_SOCKET_DIR"):
+        return Path(path)
+    return Path("/run/flywheel-vnc") if os.access("/run", os.W_OK) else Path("/tmp/flywheel-vnc")
+
+
+def ensure_socket_root(root: Path) -> Path:
+    """Make the socket root (mode 0711: others may traverse to their own socket directory, not list
+    or write it) and check that only this account can change it; returns its resolved path."""
+    root.mkdir(mode=0o711, parents=True, exist_ok=True)
+    info = os.lstat(root)
+    if not os.path.isdir(root) or os.path.islink(root):
+        raise EnvError(f"VNC socket root {root} is not a directory")
+    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise EnvError(
+            f"VNC socket root {root} must belong to uid {os.geteuid()} and not be writable by others "
+            f"(owner {info.st_uid}, mode {info.st_mode & 0o7777:o})"
+        )
+    return root.resolve()
+
+
 @dataclass(frozen=True)
 class VncTarget:
     """Where the proxy connects for a session: a unix socket path (x11vnc's), or host:port for a
@@ -39,20 +63,23 @@ class X11Vnc:
     def __init__(
         self,
         display: str,
-        socket_dir: Path,
+        socket_root: Path,
         log_dir: Path,
         user: int | None = None,
         ipc_of: int | None = None,
+        auth: Path | None = None,
     ) -> None:
         """`user`: the uid x11vnc runs as — the session's; `ipc_of`: the pid of a process whose IPC
         namespace x11vnc joins (the session box's, where its Xvfb runs: MIT-SHM segments are shared
         between the two; nothing else of the box). Its socket lies in a directory of its own inside
-        `socket_dir`."""
+        `socket_root` (`ensure_socket_root`); `auth`: the X server's cookie file (readable by `user`)."""
         self._display = display
+        self._auth = auth
         self._user = user
         self._ipc_of = ipc_of
-        socket_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
-        self._dir = socket_dir / f"x11vnc-{display.lstrip(':')}"  # displays are unique per host
+        self._dir = (
+            ensure_socket_root(socket_root) / f"x11vnc-{display.lstrip(':')}"
+        )  # displays are unique per host
         self._socket = self._dir / "vnc.sock"
         self._log = log_dir / "x11vnc.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -115,6 +142,7 @@ class X11Vnc:
             "x11vnc",
             "-display",
             self._display,
+            *(["-auth", str(self._auth)] if self._auth is not None else []),
             "-rfbport",
             "0",
             # libvncserver's rfbGetScreen sets ipv6port = 5900 and rfbInitSockets listens on [::] there
