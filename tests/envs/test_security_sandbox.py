@@ -271,9 +271,10 @@ def test_a_crashed_env_host_leaves_no_desktop_behind() -> None:
         time.sleep(0.05)
     assert _args_running(f"Xvfb {display} ") == [] and _args_running(f"x11vnc -display {display} ") == []
     assert uid_pids(int(uid)) == []
-    # Its box's cgroups (empty now) and its display's lock and socket link are cleaned up by the
-    # next session that starts, not left until the same uid or display comes round again.
+    # Its box's cgroups (empty now), its home's tmpfs, and its display's lock and socket link are
+    # cleaned up by the next session that starts, not left until the same uid or display comes round.
     left = [parent / f"flywheel-sandbox-{uid}" for parent in _cgroup_parents()]
+    assert f"flywheel-home-{uid} " in Path("/proc/self/mountinfo").read_text()  # its home's tmpfs
     number = int(display.lstrip(":"))
     assert Path(f"/tmp/.X{number}-lock").exists()
     env = DesktopEnv(DesktopConfig(display_range=(number, number + 1), apps=(), vnc=False))
@@ -281,6 +282,10 @@ def test_a_crashed_env_host_leaves_no_desktop_behind() -> None:
         env.boot()
         assert env.display == display  # the dead process's lock and link did not hold the number
         assert env.sandbox.uid == int(uid) or not any(path.exists() for path in left)
+        assert (
+            env.sandbox.uid == int(uid)
+            or f"flywheel-home-{uid} " not in Path("/proc/self/mountinfo").read_text()
+        )
     finally:
         env.close()
     assert not Path(f"/tmp/.X{number}-lock").exists() and not os.path.lexists(f"/tmp/.X11-unix/X{number}")

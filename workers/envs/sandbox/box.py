@@ -138,7 +138,6 @@ class Sandbox:
                 )
             lease = UidLease()
             try:
-                unmount_stale(lease.uid)
                 self._cap_home(lease.uid)
                 chown_tree(self.home, lease.uid)
                 cgroup = SandboxCgroup(
@@ -153,6 +152,7 @@ class Sandbox:
                 raise
             self._prepared = (lease, cgroup)
             cgroups.remove_stale()  # what boxes of a crashed process left behind
+            unmount_stale()
         return self._prepared[0].uid
 
     def start(self, timeout_s: float = 10.0) -> None:

@@ -12,7 +12,7 @@ charged to the box's memory cgroup when the box writes them, and swappable — s
 what a full home takes from RAM, within the box's own memory limit.
 
 The mount's source names the box's uid (`flywheel-home-<uid>`): what a crashed process left mounted
-is detached when that uid is leased again (`unmount_stale`).
+is detached by the next box that starts (`unmount_stale`).
 """
 
 from __future__ import annotations
@@ -69,14 +69,22 @@ def unmount_home(home: Path) -> None:
         raise OSError(err, os.strerror(err), str(home))
 
 
-def unmount_stale(uid: int) -> None:
-    """Detach every home tmpfs of `uid` still mounted (its box's process died without closing it).
-    Call with `uid`'s lease held."""
-    for target in _mounts_of(f"{SOURCE_PREFIX}{uid}"):
-        try:
-            unmount_home(target)
-        except OSError:
-            pass  # gone meanwhile
+def unmount_stale() -> list[Path]:
+    """Detach the home tmpfs that boxes of a crashed process left mounted, each while holding its
+    uid's lease lock, so a box starting now is never touched. Returns the mount points."""
+    from workers.envs.sandbox.uids import held_if_free
+
+    detached = []
+    for source, target in _home_mounts():
+        with held_if_free(int(source[len(SOURCE_PREFIX) :])) as free:
+            if not free:
+                continue
+            try:
+                unmount_home(target)
+                detached.append(target)
+            except OSError:
+                pass  # gone meanwhile
+    return detached
 
 
 def home_full(home: Path) -> bool:
@@ -102,14 +110,15 @@ def _mount(source: str, target: Path, fstype: str, flags: int, data: str) -> Non
         raise OSError(err, os.strerror(err), str(target))
 
 
-def _mounts_of(source: str) -> list[Path]:
-    """Mount points of this mount namespace whose source is `source` (from /proc/self/mountinfo)."""
+def _home_mounts() -> list[tuple[str, Path]]:
+    """(source, mount point) of every home tmpfs in this mount namespace (/proc/self/mountinfo)."""
     found = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         fields, _, tail = line.partition(" - ")
         parts, rest = fields.split(), tail.split()
-        if len(parts) > 4 and len(rest) > 1 and rest[1] == source:
-            found.append(Path(_unescape(parts[4])))
+        if len(parts) > 4 and len(rest) > 1 and rest[0] == "tmpfs" and rest[1].startswith(SOURCE_PREFIX):
+            if rest[1][len(SOURCE_PREFIX) :].isdigit():
+                found.append((rest[1], Path(_unescape(parts[4]))))
     return found
 
 
