@@ -20,7 +20,9 @@ class DesktopConfig:
     - vnc / vnc_socket_dir: start x11vnc, on a unix socket in a directory of its own under this root,
       the one the token proxy connects to (None: `vnc.server.default_socket_root()`).
     - session_dir: the session's home (shared with its terminal); a temp dir (deleted on close) if None.
-      Every directory above it must let others traverse it (the sandbox user binds it).
+      Every directory above it must let others traverse it (the sandbox user binds it). While the
+      session's box lives a tmpfs of `policy.disk_mb` lies over it, holding a copy of what it held;
+      what the session writes there ends with the box (a reboot starts from the directory again).
     - policy: the session sandbox's process, memory and CPU limits.
     - image_format / jpeg_quality: default screenshot encoding.
     - scroll_clicks: wheel clicks per scroll action; wait_s: how long `wait()` sleeps.

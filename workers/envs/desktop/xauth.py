@@ -10,8 +10,10 @@ the process). The file format is Xau's: per entry family, address, display numbe
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
+import shutil
 import socket
 import struct
 import tempfile
@@ -57,7 +59,9 @@ def host_cookie_add(number: int, cookie: bytes) -> Path:
     global _host_file
     with _lock:
         if _host_file is None:
-            _host_file = Path(tempfile.mkdtemp(prefix="flywheel-xauth-")) / "Xauthority"
+            directory = tempfile.mkdtemp(prefix="flywheel-xauth-")  # 0700
+            atexit.register(shutil.rmtree, directory, True)
+            _host_file = Path(directory) / "Xauthority"
         _host_cookies[number] = cookie
         _write_host_file(_host_file)
         os.environ["XAUTHORITY"] = str(_host_file)

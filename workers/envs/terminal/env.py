@@ -26,7 +26,9 @@ CLEAR_LINE_HOTKEYS = frozenset({("ctrl", "c"), ("ctrl", "u")})
 
 @dataclass(frozen=True)
 class TerminalConfig:
-    """session_dir: the session's home (a temp dir deleted on close if None); limits: per command;
+    """session_dir: the session's home (a temp dir deleted on close if None; while the box lives a
+    tmpfs of `policy.disk_mb`, or of the task's `setup["disk_mb"]`, lies over it with a copy of what it
+    held, and what the session writes there ends with the box); limits: per command;
     policy: the session sandbox's limits; width/height: size of the rendered screenshot;
     wait_s: how long `wait()` sleeps."""
 
