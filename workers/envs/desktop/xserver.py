@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import select
 import socket
+import stat
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -209,8 +210,10 @@ def _check_x11_dir() -> None:
     it could swap our links for their own X server and read the screens and input we send."""
     X11_DIR.mkdir(mode=0o1777, exist_ok=True)
     info = os.lstat(X11_DIR)
-    if info.st_uid != os.geteuid() or not os.path.isdir(X11_DIR) or os.path.islink(X11_DIR):
+    if info.st_uid != os.geteuid() or not stat.S_ISDIR(info.st_mode):
         raise EnvError(f"{X11_DIR} belongs to uid {info.st_uid}, not to this account; remove it")
+    if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+        raise EnvError(f"{X11_DIR} is writable by everyone without the sticky bit (chmod 1777 it)")
 
 
 def _claim(number: int, socket: Path) -> bool:
