@@ -11,7 +11,8 @@ network gets egress through slirp4netns, filtered on the host so that no address
 private range is reachable (`egress`); where this host cannot filter it, the task is refused with
 the reason (`box.NETWORK_REFUSED`). Limits: RLIMIT_NPROC on the box's uid and, where the
 host lets us make cgroups, pids / memory / CPU limits (`cgroups.SandboxCgroup`); per command
-`run.Limits` (wall time, output, CPU time, file size, address space).
+`run.Limits` (wall time, output, CPU time, file size, address space); the home is a tmpfs of
+`SandboxPolicy.disk_mb` over the session directory while the box lives (`home`).
 
 Everything a session starts runs in its box: the desktop's window manager and apps (so whatever a
 menu, dialog or terminal opens stays inside), OSWorld set-up steps and evaluator commands, the
@@ -41,7 +42,8 @@ __all__ = [
 
 @lru_cache(maxsize=1)
 def sandbox_available() -> bool:
-    """Whether boxes can be made here (bwrap with user namespaces, and root to pick box uids)."""
+    """Whether boxes can be made here (bwrap with user namespaces, and root to pick box uids and to
+    mount the homes' tmpfs)."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="flywheel-sandbox-probe-") as tmp:

@@ -58,7 +58,9 @@ class TerminalEnv:
         """With `sandbox` (a running desktop's, `DesktopEnv.sandbox`) the terminal works in that
         session: its home, files and processes; the desktop owns it and closes it."""
         if not sandbox_available():
-            raise EnvError("the terminal sandbox needs bwrap with user namespaces, run as root")
+            raise EnvError(
+                "the terminal sandbox needs bwrap with user namespaces, run as root (with CAP_SYS_ADMIN)"
+            )
         self.config = config or TerminalConfig()
         self._owns_dir = self.config.session_dir is None and sandbox is None
         if sandbox is not None:
