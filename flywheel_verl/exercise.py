@@ -6,7 +6,8 @@ The episodes' tasks and seeds come from dataset rows as Flywheel writes them (`-
 `verl_submit` job's tasks.parquet or an export's train.parquet; default: a job written by
 `job_files`), read with HF `datasets` as verl's RLHFDataset reads them.
 
-What is verl's here: `FlywheelGUIAgentLoop` is built by verl's `AgentLoopBase.__init__` with verl's
+What is verl's here: `FlywheelGUIAgentLoop` is built as verl's AgentLoopWorker builds it (the job's
+agent_loop.yaml through `hydra.utils.instantiate`), by verl's `AgentLoopBase.__init__` with verl's
 `DictConfigWrap` config, `RLHFDataset` class and verl's Qwen2.5-VL Continuous Token builder
 (prompt rendering, assistant / observation merging, response masks and log-prob alignment), and
 returns verl's `AgentLoopOutput` (`as_dict()` gives the tensors verl's trainer batches).
@@ -36,6 +37,14 @@ from typing import Any
 
 
 def _processor(directory: Path) -> Any:
+    """The checkpoint's processor as verl loads it; without torchvision (no video processor can be
+    built) an image-only processor assembled from the same parts."""
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is not None:
+        from transformers import AutoProcessor
+
+        return AutoProcessor.from_pretrained(directory)
     from transformers import AutoTokenizer, Qwen2_5_VLProcessor
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
@@ -83,7 +92,9 @@ class TransformersServer:
 
 
 async def _main(args: argparse.Namespace) -> list[dict[str, Any]]:
+    import hydra.utils
     import torch
+    from datasets import load_dataset
     from omegaconf import OmegaConf
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap
     from verl.utils.dataset.rl_dataset import RLHFDataset
@@ -91,6 +102,7 @@ async def _main(args: argparse.Namespace) -> list[dict[str, Any]]:
     from flywheel_verl.agent_loop import FlywheelGUIAgentLoop
     from flywheel_verl.envs import LocalEnvs
     from workers.policy.hf_vlm.model import score
+    from workers.rl.verl_rows import AGENT_NAME
 
     directory = Path(args.checkpoint)
     processor = _processor(directory)
@@ -101,14 +113,19 @@ async def _main(args: argparse.Namespace) -> list[dict[str, Any]]:
         "flywheel": {"envs": "local", "env_kind": "browser", "max_turns": args.max_turns},
     })  # fmt: skip
     envs = LocalEnvs("browser")
-    loop = FlywheelGUIAgentLoop(
-        trainer_config=DictConfigWrap(config), server_manager=server, tokenizer=processor.tokenizer,
-        processor=processor, dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data),
-        hf_model_type="qwen2_5_vl", envs=_KeepOpen(envs),
+    job = _job(args)
+    # as verl's AgentLoopWorker builds it: the job's agent-loop registration through hydra
+    (registration,) = [c for c in OmegaConf.load(job["agent_loop"]) if c.name == AGENT_NAME]
+    loop = hydra.utils.instantiate(
+        config=registration, trainer_config=DictConfigWrap(config), server_manager=server,
+        tokenizer=processor.tokenizer, processor=processor, dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(config.data), hf_model_type="qwen2_5_vl", envs=_KeepOpen(envs),
     )  # fmt: skip
+    assert isinstance(loop, FlywheelGUIAgentLoop)
     results = []
     try:
-        for episode, row in enumerate(_rows(args)[: args.episodes]):
+        rows = load_dataset("parquet", data_files=[str(args.rows or job["dataset"])], split="train")
+        for episode, row in enumerate(list(rows)[: args.episodes]):
             # as verl's agent-loop worker does: the dataset row's non-tensor fields become run()'s kwargs
             out = await loop.run({"temperature": 1.0, "max_tokens": 12}, extra_info=row["extra_info"])
             batch = out.as_dict()
@@ -132,24 +149,17 @@ async def _main(args: argparse.Namespace) -> list[dict[str, Any]]:
     return results
 
 
-def _rows(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The episodes' dataset rows, read as verl's RLHFDataset reads them (HF `datasets` over parquet):
-    `--rows` (a `verl_submit` job's tasks.parquet or an export's train.parquet), else a job written
-    here by flywheel_verl.submit.job_files for two MiniWoB++ tasks."""
+def _job(args: argparse.Namespace) -> dict[str, Path]:
+    """A job written by flywheel_verl.submit.job_files (as `verl_submit` writes it) for two MiniWoB++
+    tasks: its dataset (unless `--rows` names other rows) and its agent-loop registration."""
     import tempfile
-
-    from datasets import load_dataset
 
     from flywheel_verl.submit import job_files
 
-    path = args.rows
-    if path is None:
-        tasks = [{"task_id": name, "instruction": "", "kind": "browser", "source": "miniwob",
-                  "setup": {"task": name}} for name in ("click-button", "click-test")]  # fmt: skip
-        job = job_files(Path(tempfile.mkdtemp(prefix="flywheel-verl-job-")), tasks=tasks, seeds=args.episodes,
-                        model_path=args.checkpoint, run_id=0)  # fmt: skip
-        path = str(job["dataset"])
-    return list(load_dataset("parquet", data_files=[path], split="train"))
+    tasks = [{"task_id": name, "instruction": "", "kind": "browser", "source": "miniwob",
+              "setup": {"task": name}} for name in ("click-button", "click-test")]  # fmt: skip
+    return job_files(Path(tempfile.mkdtemp(prefix="flywheel-verl-job-")), tasks=tasks, seeds=args.episodes,
+                     model_path=args.checkpoint, run_id=0)  # fmt: skip
 
 
 class _KeepOpen:

@@ -16,7 +16,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from workers.rl.verl_rows import rl_row
+from workers.rl.verl_rows import AGENT_NAME, rl_row
 
 
 def job_overrides(
@@ -74,7 +74,7 @@ def job_files(
     ]  # fmt: skip
     pq.write_table(pa.Table.from_pylist(rows), directory / "tasks.parquet")
     (directory / "agent_loop.yaml").write_text(
-        "- name: flywheel_gui\n  _target_: flywheel_verl.agent_loop.FlywheelGUIAgentLoop\n"
+        f"- name: {AGENT_NAME}\n  _target_: flywheel_verl.agent_loop.FlywheelGUIAgentLoop\n"
     )
     lines = job_overrides(train_file="tasks.parquet", agent_loop_file="agent_loop.yaml", **overrides)
     (directory / "overrides.txt").write_text("\n".join(lines) + "\n")

@@ -17,6 +17,8 @@ PACKAGES=(torch==2.14.1 torchvision==0.29.1 transformers==5.5.4 "datasets==4.0.0
           "tokenizers" "jinja2" "qwen-vl-utils" "av==16.0.0"
           # verl 0.9.1's agent loop imports these, which its own install does not pull in
           "cachetools" "fastapi" "uvicorn"
+          # flywheel_verl.exercise imports workers.policy (its OpenAI client retries with tenacity)
+          "tenacity"
           # flywheel_verl.exercise runs real MiniWoB++ pages (workers.envs browser: Playwright + Chromium)
           "playwright==1.65.2" "miniwob==1.1.0")
 NODEPS=(verl==0.9.1 llamafactory==0.9.5 torchaudio==2.11.0 trl==0.24.0)
