@@ -13,7 +13,8 @@ classes, on a Qwen2-VL-style tokenizer + processor built here from scratch (noth
   with a non-empty loss mask on the assistant turns;
 - LLaMA-Factory 0.9.5 `get_dataset` (sharegpt, template `qwen2_vl`): every sample is tokenized with
   its images;
-- OSWorld: its result reader's walk (`show_result.get_result`) and its `traj.jsonl` fields.
+- OSWorld: its result reader's walk (`show_result.get_result`) and its `traj.jsonl` fields;
+- HF `datasets.load_dataset` over every format's files (native JSONL, sharegpt, verl parquet).
 
 Prints one line per check and a JSON summary; exits 1 on the first failure.
 """
@@ -191,6 +192,27 @@ def check_osworld(results: Path) -> dict[str, float]:
     }
 
 
+def check_hf_datasets(root: Path) -> dict[str, int]:
+    """Every format through HF `datasets.load_dataset`, as trainers' loaders read them: the native
+    JSONL, the sharegpt JSON, both verl parquet files (rows as written)."""
+    from datasets import load_dataset
+
+    files = {
+        "jsonl": ("json", root / "jsonl" / "trajectories.jsonl"),
+        "sharegpt": ("json", root / "sharegpt" / "sharegpt.json"),
+        "verl train": ("parquet", root / "verl" / "train.parquet"),
+        "verl sft": ("parquet", root / "verl" / "sft.parquet"),
+    }
+    rows: dict[str, int] = {}
+    for name, (builder, path) in files.items():
+        if not path.exists():
+            continue
+        data = load_dataset(builder, data_files=[str(path)], split="train", cache_dir=str(root / ".hf-cache"))
+        assert len(data) > 0, f"{name}: no rows"
+        rows[name] = len(data)
+    return rows
+
+
 def main(export_dir: str) -> int:
     root = Path(export_dir).resolve()
     summary = {}
@@ -206,6 +228,7 @@ def main(export_dir: str) -> int:
             ("LLaMA-Factory get_dataset sharegpt/qwen2_vl",
              lambda: check_llamafactory(root / "sharegpt", model_dir, work)),
             ("OSWorld result reader + traj.jsonl", lambda: check_osworld(root / "osworld")),
+            ("HF datasets.load_dataset", lambda: check_hf_datasets(root)),
         ]  # fmt: skip
         for name, run in checks:
             try:
