@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from annotation import events, selectors, services
+from webapp.ws_input import JsonConsumer
 
 
-class AnnotationSessionConsumer(AsyncJsonWebsocketConsumer):
+class AnnotationSessionConsumer(JsonConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:

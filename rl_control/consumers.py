@@ -8,18 +8,18 @@ import random
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from redis.exceptions import MaxConnectionsError
 
 from rl_control import selectors
 from rl_control.events import run_group
 from rl_control.services import status_payload
+from webapp.ws_input import JsonConsumer
 
 logger = logging.getLogger(__name__)
 DISCARD_ATTEMPTS = 8
 
 
-class RunConsumer(AsyncJsonWebsocketConsumer):
+class RunConsumer(JsonConsumer):
     """Sends a `run.status` snapshot on connect, then every `run.status`, `run.metrics`, `run.alert`.
 
     Closes with 4401 when not logged in, 4403 when the role may not see runs or the run does not exist.

@@ -49,8 +49,7 @@ say "starting processes"
 REDIS_WEB_URL=$REDIS_URL
 export REDIS_URL=$REDIS_WORKER_URL
 CELERY=("$VENV/bin/celery" -A webapp)
-# uvicorn applies backpressure to streamed responses (daphne buffers them), keeping exports flat in memory.
-REDIS_URL=$REDIS_WEB_URL start web "$VENV/bin/uvicorn" --host "$HOST" --port "$PORT" --no-access-log webapp.asgi:application
+REDIS_URL=$REDIS_WEB_URL UVICORN="$VENV/bin/uvicorn" start web scripts/web.sh --host "$HOST" --port "$PORT" --no-access-log
 start worker-default "${CELERY[@]}" worker -n default@%h -Q default,export -c 2 -l info
 start worker-env "${CELERY[@]}" worker -n env@%h -Q env -c 2 -l info
 start worker-asr "${CELERY[@]}" worker -n asr@%h -Q asr -c 1 -l info

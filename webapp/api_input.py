@@ -2,6 +2,8 @@
 
 - JSON / form bodies and query strings with a NUL character (PostgreSQL text cannot hold one) are
   refused with a JSON 400 naming the field (`NulSafe*Parser`, `NulQueryMiddleware`);
+- a JSON body nested deeper than `workers.json_input.MAX_DEPTH` is refused with a 400 before it is
+  parsed (the parser would recurse into a RecursionError);
 - a body over `DATA_UPLOAD_MAX_MEMORY_SIZE` on an API path answers a JSON 413, not Django's HTML page;
 - `api_exception_handler` turns the few errors that can only come from the request into 4xx JSON.
 Endpoints that stream their own body (think-aloud audio, task import files) set their own limits.
@@ -13,12 +15,16 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.db import DataError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from rest_framework import status
 from rest_framework.exceptions import APIException, ParseError
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser, get_encoding
+from rest_framework.utils.json import strict_constant
+
+from workers.json_input import json_loads
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +64,15 @@ def _refuse_nul(field: str) -> ParseError:
 
 
 class NulSafeJSONParser(JSONParser):
+    """DRF's JSON parser with the nesting limit checked first, and NUL characters refused."""
+
     def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
-        data = super().parse(stream, media_type, parser_context)
+        encoding = get_encoding(parser_context or {})
+        try:
+            text = stream.read().decode(encoding) if stream is not None else ""
+            data = json_loads(text, parse_constant=strict_constant if self.strict else None)
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, a NaN in strict mode
+            raise ParseError(f"JSON parse error - {exc}") from exc
         field = nul_field(data)
         if field:
             raise _refuse_nul(field)
@@ -109,7 +122,6 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Any:
     """DRF's handler, plus: an over-large body → 413, too many form fields → 400, and a DataError
     (a value PostgreSQL refuses, which only a request can carry this far) → 400, logged to be fixed
     at its cause."""
-    from django.conf import settings
     from rest_framework.views import exception_handler  # not at import: DRF settings name this module
 
     if isinstance(exc, RequestDataTooBig):

@@ -183,7 +183,8 @@ def test_password_guessing_is_locked_out(users, settings, endpoint) -> None:
     locked = _fail_login(client, "res", token=token)
     assert locked.status_code == 429
     assert "Too many failed sign-in attempts" in locked.content.decode()
-    assert int(locked["Retry-After"]) == int(settings.AXES_COOLOFF_TIME.total_seconds())
+    cooloff = int(settings.AXES_COOLOFF_TIME.total_seconds())
+    assert cooloff - 5 <= int(locked["Retry-After"]) <= cooloff  # the time left of the lock
     if token:
         assert locked.json()["detail"].startswith("Too many failed sign-in attempts")
     # The right password does not get through the lock either.

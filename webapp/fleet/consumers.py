@@ -15,19 +15,19 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
 from webapp.accounts.roles import Role, has_role
 from webapp.fleet import selectors
 from webapp.fleet.events import fleet_snapshot_event
+from webapp.ws_input import JsonConsumer
 
 log = logging.getLogger(__name__)
 TICK_S = 5.0
 DEBOUNCE_S = 0.2  # a burst of events (a warm pool filling) makes one snapshot
 
 
-class FleetConsumer(AsyncJsonWebsocketConsumer):
+class FleetConsumer(JsonConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:

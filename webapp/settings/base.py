@@ -46,6 +46,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "webapp.client_address.ClientAddressMiddleware",  # first: REMOTE_ADDR as the lockout counts it
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -116,11 +117,15 @@ AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 10, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_float("AXES_COOLOFF_MINUTES", 15.0))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+# A retry during a lock (even with the right password) is refused and does not restart the cool-off.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "webapp.accounts.lockout.lockout_response"
 AXES_HTTP_RESPONSE_CODE = 429
-# The client address is REMOTE_ADDR only (a client-sent X-Forwarded-For is never trusted here); behind
-# nginx, uvicorn --proxy-headers sets it from the header nginx overwrites (docker-compose.yml).
+# The client address is REMOTE_ADDR, which webapp.client_address sets from X-Forwarded-For only when
+# the request comes from one of TRUSTED_PROXIES (addresses, CIDR networks, host names; empty: none,
+# as on `make up`; compose: nginx, which overwrites the header with the client's address).
 AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", [])
 # API tokens (`POST /api/auth/token/`) expire this long after they were issued.
 API_TOKEN_TTL_S = env_int("API_TOKEN_TTL_S", 7 * 24 * 3600, minimum=60)
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from webapp.store import selectors
 from webapp.store.events import export_job_group, export_progress_event
+from webapp.ws_input import JsonConsumer
 
 
-class ExportJobConsumer(AsyncJsonWebsocketConsumer):
+class ExportJobConsumer(JsonConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         job_id = int(self.scope["url_route"]["kwargs"]["job_id"])

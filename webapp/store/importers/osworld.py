@@ -26,6 +26,7 @@ from typing import Any
 
 from webapp.store.importers.types import ImportIssue, SourceFile, TaskRecord
 from webapp.store.models import Task
+from workers.json_input import json_loads
 
 OSWORLD_DEFAULT_STEPS = 10
 
@@ -169,7 +170,7 @@ def osworld_task_record(task: Any, origin: str) -> tuple[TaskRecord | None, list
 def parse_osworld(source: SourceFile) -> tuple[list[TaskRecord], list[ImportIssue]]:
     """One OSWorld JSON file: a task object (or a list of task objects)."""
     try:
-        loaded = json.loads(source.data.decode("utf-8-sig"))
+        loaded = json_loads(source.data.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
         return [], [ImportIssue(source.name, "", f"not UTF-8 text: {exc.reason} at byte {exc.start}")]
     except json.JSONDecodeError as exc:

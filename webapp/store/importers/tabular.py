@@ -16,6 +16,7 @@ from typing import Any
 
 from webapp.store.importers.types import ImportIssue, SourceFile, TaskRecord
 from webapp.store.models import EnvKind, TaskSource
+from workers.json_input import json_loads
 
 KNOWN_KEYS = frozenset({
     "external_id", "id", "instruction", "env_kind", "source", "setup", "verifier", "difficulty_steps",
@@ -69,7 +70,7 @@ class _Row:
         value = self.row[key]
         if isinstance(value, str):
             try:
-                value = json.loads(value)
+                value = json_loads(value)
             except json.JSONDecodeError as exc:
                 self.fail(key, f"invalid JSON: {exc.msg} at column {exc.colno}")
                 return {}
@@ -191,7 +192,7 @@ def parse_jsonl(source: SourceFile) -> tuple[list[TaskRecord], list[ImportIssue]
             continue
         origin = f"{source.name}:line {number}"
         try:
-            row = json.loads(line)
+            row = json_loads(line)
         except json.JSONDecodeError as exc:
             issues.append(ImportIssue(origin, "", f"invalid JSON at column {exc.colno}: {exc.msg}"))
             continue

@@ -11,6 +11,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from workers.json_input import json_loads
 from workers.policy.embedded.policy import EmbeddedPolicy
 from workers.policy.hf_vlm.model import HFVLMPolicy
 from workers.policy.server.backends import BadRequest, NotFound
@@ -72,7 +73,7 @@ class Handler(BaseHTTPRequestHandler):
             raise BadRequest(f"body must be 1..{MAX_BODY_BYTES} bytes of JSON")
         raw = self.rfile.read(length)
         try:
-            body = json.loads(raw)
+            body = json_loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise BadRequest(f"body is not valid JSON: {exc}") from exc
         if not isinstance(body, dict):
