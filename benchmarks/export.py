@@ -80,9 +80,9 @@ def _fill(db_url: str, n_steps: int, per_trajectory: int) -> int:
 def _token(env: dict[str, str]) -> str:
     code = (
         "from webapp.accounts.roles import Role; from webapp.accounts.services import user_create;"
-        "from rest_framework.authtoken.models import Token;"
+        "from webapp.accounts.tokens import token_issue;"
         "u = user_create(username='bench', password='bench-pass-1', roles=[Role.RESEARCHER]);"
-        "print(Token.objects.get_or_create(user=u)[0].key)"
+        "print(token_issue(user=u)[1])"
     )
     out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], env=env, check=True,
                          capture_output=True, text=True, cwd=settings.BASE_DIR)  # fmt: skip

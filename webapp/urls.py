@@ -6,12 +6,13 @@ from django.contrib.auth.decorators import login_required
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from webapp.accounts.api import TokenView, UserTokenRevokeView
+from webapp.accounts.api import OwnTokenRevokeView, TokenView, UserTokenRevokeView
 from webapp.store.api.media_views import MediaView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/auth/token/", TokenView.as_view(), name="api-token"),
+    path("api/auth/token/<int:token_id>/", OwnTokenRevokeView.as_view(), name="api-token-own-revoke"),
     path("api/auth/tokens/<int:user_id>/", UserTokenRevokeView.as_view(), name="api-token-revoke"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # Browsable docs for signed-in users (assets from drf-spectacular-sidecar: no internet needed).

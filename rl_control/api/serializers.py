@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
 from rl_control import selectors
@@ -113,10 +113,24 @@ class RunPageSerializer(RunDetailWithLatestSerializer):
     alert_settings = serializers.SerializerMethodField(
         help_text="Thresholds in force (alerts section with defaults) plus curation.staleness_bound."
     )
+    endpoint_keys = serializers.SerializerMethodField(
+        help_text="[{url, key}]: the weights key each external endpoint (serving.endpoints) must be "
+        "started with (vLLM --api-key); [] for a run serving itself."
+    )
 
     class Meta(RunDetailWithLatestSerializer.Meta):
-        fields = [*RunDetailWithLatestSerializer.Meta.fields, "alert_settings"]
+        fields = [*RunDetailWithLatestSerializer.Meta.fields, "alert_settings", "endpoint_keys"]
         read_only_fields = fields
+
+    @extend_schema_field(
+        inline_serializer(
+            "EndpointKey", {"url": serializers.CharField(), "key": serializers.CharField()}, many=True
+        )
+    )
+    def get_endpoint_keys(self, run: Run) -> list[dict[str, str]]:
+        from rl_control.engine.serving import endpoint_secrets
+
+        return endpoint_secrets(run)
 
     def get_alert_settings(self, run: Run) -> dict[str, float]:
         settings = AlertSettings.from_dict(run.config.get("alerts") or {}).to_dict()

@@ -15,12 +15,18 @@ and registers them on the run's `EngineState.servers`. Each server
   resumes gets fresh servers from its next trainer chunk.
 
 External servers (vLLM, or an embedded server someone else runs): the run names them in
-`serving.endpoints`; the engine samples from them and pushes weights with the install's
-POLICY_WEIGHTS_SECRET. Nothing is started or stopped for them.
+`serving.endpoints`; the engine samples from them and pushes weights to each with its own key
+(`endpoint_secret`: derived from the run's secret and the URL, shown to researchers on the run's page
+to configure the server with), never the annotation server's secret. Nothing is started or stopped
+for them. A platform-owned server (the annotation model's, a registered model endpoint, any run's own
+server, the web server, the VNC proxy, Redis, PostgreSQL) cannot be named (`platform_endpoint_problem`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import ipaddress
 import logging
 import os
 import secrets
@@ -30,6 +36,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
@@ -139,6 +146,100 @@ def run_secret(state: EngineState) -> str:
         EngineState.objects.filter(pk=state.pk, serve_secret="").update(serve_secret=secrets.token_hex(32))
         state.serve_secret = EngineState.objects.values_list("serve_secret", flat=True).get(pk=state.pk)
     return state.serve_secret
+
+
+def endpoint_secret(state: EngineState, url: str) -> str:
+    """The weights key of one external endpoint of the run: what its server must be started with
+    (vLLM `--api-key`, our server's FLYWHEEL_POLICY_SECRET). Each endpoint of each run has its own,
+    so a server a researcher controls learns no key that opens any other server."""
+    digest = hmac.new(run_secret(state).encode(), f"endpoint {url.strip()}".encode(), hashlib.sha256)
+    return digest.hexdigest()
+
+
+def endpoint_secrets(run: Run) -> list[dict[str, str]]:
+    """[{url, key}] of the run's external endpoints ([] for a run serving itself). The run's secret
+    is made when the run is created (`run_secret_make`); a run made before then gets it at launch."""
+    state = EngineState.objects.filter(run=run).exclude(serve_secret="").first()
+    if state is None:
+        return []
+    return [{"url": url, "key": endpoint_secret(state, url)} for url in external_urls(run)]
+
+
+def run_secret_make(run: Run) -> None:
+    """Give a new run its secret now, so the keys of its endpoints can be shown before it launches."""
+    state, _ = EngineState.objects.get_or_create(run=run)
+    run_secret(state)
+
+
+# ------------------------------------------------------------------ platform-owned endpoints
+
+
+def _host_port(url: str) -> tuple[str, int] | None:
+    try:
+        parts = urlsplit(url if "://" in url else f"tcp://{url}")
+        port = parts.port or {"https": 443, "http": 80, "ws": 80, "wss": 443}.get(parts.scheme)
+    except ValueError:
+        return None
+    return (parts.hostname or "", port) if parts.hostname and port else None
+
+
+def _addresses(host: str) -> set[str]:
+    try:
+        return {
+            str(ipaddress.ip_address(info[4][0].split("%")[0])) for info in socket.getaddrinfo(host, None)
+        }
+    except (OSError, ValueError):
+        return set()
+
+
+def _is_local(addresses: set[str]) -> bool:
+    """Any of `addresses` is this machine: loopback, 0.0.0.0 / ::, or one of its own addresses."""
+    own = _addresses(socket.gethostname())
+    return any(
+        ipaddress.ip_address(a).is_loopback or ipaddress.ip_address(a).is_unspecified or a in own
+        for a in addresses
+    )
+
+
+def _platform_servers() -> list[tuple[str, str]]:
+    """(URL, what it is) of every server the platform owns."""
+    from webapp.store.models import Checkpoint
+
+    db = settings.DATABASES["default"]
+    owned = [
+        (settings.POLICY_BASE_URL, "the annotation model's policy server"),
+        (settings.PUBLIC_BASE_URL, "this platform's web server"),
+        (settings.VNC_PROXY_LISTEN, "the platform's VNC proxy"),
+        (settings.REDIS_URL, "the platform's Redis"),
+        (f"{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}", "the platform's PostgreSQL"),
+    ]
+    for version, url in Checkpoint.objects.exclude(endpoint_url="").values_list("version", "endpoint_url"):
+        owned.append((url, f"the registered model server of checkpoint {version}"))
+    for run_id, servers in EngineState.objects.exclude(servers=[]).values_list("run_id", "servers"):
+        owned += [(s["url"], f"run {run_id}'s own policy server") for s in servers if s.get("url")]
+    return owned
+
+
+def platform_endpoint_problem(url: str) -> str | None:
+    """Why `url` may not be a run's endpoint (it is a server the platform owns), or None.
+
+    Hosts compare by address (a name, 127.0.0.1, localhost and this machine's own addresses are all
+    this machine), ports exactly. Pushing weights there would hand that server the run's key and let
+    the run sample from (or replace) a model it does not own."""
+    mine = _host_port(url)
+    if mine is None:
+        return None
+    addresses = _addresses(mine[0])
+    local = _is_local(addresses)
+    for owned_url, what in _platform_servers():
+        theirs = _host_port(owned_url)
+        if theirs is None or theirs[1] != mine[1]:
+            continue
+        their_addresses = _addresses(theirs[0])
+        same_host = theirs[0] == mine[0] or bool(addresses & their_addresses)
+        if same_host or (local and _is_local(their_addresses)):
+            return f"{url} is {what}: a run's endpoints must be servers of its own"
+    return None
 
 
 def _free_port() -> int:
@@ -253,11 +354,8 @@ def serving_push(
 
     A LoRA version goes as its adapter (`/v1/load_lora_adapter`: the base stays loaded), else the
     whole directory (`/v1/load_weights`); external endpoints take what `serving.endpoint_api` says."""
-    from webapp.store.checkpoints import policy_weights_secret
-
     started = time.perf_counter()
     external = external_urls(run)
-    secret = policy_weights_secret() if external else run_secret(state)
     urls = external or [s["url"] for s in state.servers]
     label = version_label(run.pk, version)
     vllm_lora = lora_models(run)
@@ -265,6 +363,7 @@ def serving_push(
     for url in urls:
         if url in skip:
             continue
+        secret = endpoint_secret(state, url) if external else run_secret(state)
         client = OpenAIClient(root_of(url), api_key=secret, max_retries=1)
         try:
             if vllm_lora:

@@ -30,7 +30,14 @@ from django.utils import timezone
 from rl_control.events import RunStatusEvent, publish_run_status
 from rl_control.models import Run, RunMode, RunStatus
 from rl_control.presets import PRESETS
-from rl_control.run_config import MIXED_KIND, EnvSettings, RunConfigError, deep_merge, run_config_build
+from rl_control.run_config import (
+    MIXED_KIND,
+    EnvSettings,
+    RunConfigError,
+    ServingSettings,
+    deep_merge,
+    run_config_build,
+)
 from webapp.flywheel.selectors import rl_start_checkpoint
 from webapp.store.models import Checkpoint, Task, TaskPool
 
@@ -144,6 +151,7 @@ def run_create(
         errors.update(exc.errors)
     if full:
         errors.update(_task_errors(pool=pool, task_ids=full["task_ids"], env_kind=full["env"]["kind"]))
+        errors.update(_endpoint_errors(full))
     if errors:
         raise RunConfigError(errors)
     if start_checkpoint is None and parent is None:
@@ -159,8 +167,22 @@ def run_create(
         start_checkpoint=start_checkpoint,
         created_by=user,
     )
+    if full["serving"]["endpoints"].strip():
+        from rl_control.engine.serving import run_secret_make
+
+        run_secret_make(run)
     _publish_status(run)
     return run
+
+
+def _endpoint_errors(config: Mapping[str, Any]) -> dict[str, list[str]]:
+    """A run's external endpoints must not be servers the platform owns (the annotation model's,
+    another run's, a platform service): the engine pushes weights there."""
+    from rl_control.engine.serving import platform_endpoint_problem
+
+    urls = ServingSettings.from_dict(config.get("serving") or {}).urls()
+    problems = [p for url in urls if (p := platform_endpoint_problem(url))]
+    return {"serving.endpoints": problems} if problems else {}
 
 
 def _with_host_defaults(config: Mapping[str, Any]) -> dict[str, Any]:

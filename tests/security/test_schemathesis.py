@@ -19,12 +19,12 @@ from django.core.wsgi import get_wsgi_application
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
-from rest_framework.authtoken.models import Token
 from rest_framework.renderers import JSONRenderer
 from schemathesis import GenerationMode
 
 from webapp.accounts.roles import Role
 from webapp.accounts.services import user_create
+from webapp.accounts.tokens import token_issue
 
 pytestmark = [pytest.mark.slow, pytest.mark.security]
 
@@ -39,7 +39,7 @@ def _tokens() -> dict[str, str]:
     tokens = {}
     for role in ROLES:
         user = user_create(username=f"fuzz-{role.value}", password="fuzz-password-1", roles=[role])
-        tokens[role.value] = Token.objects.get_or_create(user=user)[0].key
+        tokens[role.value] = token_issue(user=user)[1]
     return tokens
 
 

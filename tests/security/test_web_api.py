@@ -22,12 +22,12 @@ from django.core.files.storage import default_storage
 from django.test import Client, override_settings
 from django.utils import timezone
 from PIL import Image
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotation.models import AnnotationSession, ThinkAloudRecording
 from tests.conftest import PASSWORD
 from tests.factories import TaskFactory, TrajectoryFactory
+from webapp.accounts.models import ApiToken
 from webapp.store import services
 from webapp.store.admin import TaskForm, TaskPoolForm
 from webapp.store.models import ExportJob, Task, TaskPool
@@ -206,9 +206,7 @@ def test_tokens_expire_and_can_be_revoked(users, settings) -> None:
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     assert client.get("/api/me/").status_code == 200
     # Expired: refused with a message; asking again issues a new key.
-    Token.objects.filter(key=key).update(
-        created=timezone.now() - timedelta(seconds=settings.API_TOKEN_TTL_S + 1)
-    )
+    ApiToken.objects.filter(pk=got.json()["id"]).update(expires_at=timezone.now() - timedelta(seconds=1))
     expired = client.get("/api/me/")
     assert expired.status_code in (401, 403) and "expired" in expired.json()["detail"]
     fresh = APIClient().post("/api/auth/token/", {"username": "res", "password": PASSWORD}, format="json")

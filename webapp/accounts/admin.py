@@ -10,6 +10,7 @@ from django.contrib.auth.admin import UserAdmin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from webapp.accounts.models import ApiToken
 from webapp.accounts.roles import ALL_ROLES
 
 User = get_user_model()
@@ -50,3 +51,16 @@ class FlywheelUserAdmin(UserAdmin):
         if user.is_superuser:
             return "superuser (all roles)"
         return ", ".join(held) or "—"
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """API tokens by prefix (the keys are not stored); deleting one revokes it."""
+
+    list_display = ["prefix", "user", "created_at", "expires_at"]
+    list_filter = ["user"]
+    search_fields = ["prefix", "user__username"]
+    readonly_fields = ["user", "prefix", "digest", "created_at", "expires_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # a token is made by signing in, which is the only time its key is shown

@@ -1,5 +1,6 @@
-"""Token API: obtain (`POST /api/auth/token/`), revoke your own (`DELETE /api/auth/token/`), and
-admins revoke anyone's (`DELETE /api/auth/tokens/<user_id>/`)."""
+"""Token API: sign in for a new token (`POST /api/auth/token/`), list yours (`GET`), revoke the one in
+use (`DELETE /api/auth/token/`) or any of yours (`DELETE /api/auth/token/<id>/`); admins revoke all
+of a user's (`DELETE /api/auth/tokens/<user_id>/`)."""
 
 from __future__ import annotations
 
@@ -13,17 +14,33 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.accounts.models import ApiToken
 from webapp.accounts.permissions import IsAdmin
-from webapp.accounts.tokens import token_expires_at, token_issue, token_revoke
+from webapp.accounts.tokens import token_issue, token_revoke
 
-_TOKEN = inline_serializer(
-    "ApiToken", {"token": serializers.CharField(), "expires_at": serializers.DateTimeField()}
+
+class TokenOutput(serializers.ModelSerializer):
+    class Meta:
+        model = ApiToken
+        fields = ["id", "prefix", "created_at", "expires_at"]
+        read_only_fields = fields
+
+
+_ISSUED = inline_serializer(
+    "ApiToken",
+    {
+        "token": serializers.CharField(help_text="The key: shown this once, never stored."),
+        "id": serializers.IntegerField(),
+        "prefix": serializers.CharField(),
+        "expires_at": serializers.DateTimeField(),
+    },
 )
 _REVOKED = inline_serializer("ApiTokenRevoked", {"revoked": serializers.BooleanField()})
 
 
 class TokenView(APIView):
-    """POST: username + password → token (the same one until it expires). DELETE: revoke yours."""
+    """POST: username + password → a new token. GET: your tokens (never their keys). DELETE: revoke
+    the token this request carries (signed in by session: all of yours)."""
 
     serializer_class = AuthTokenSerializer
 
@@ -31,22 +48,37 @@ class TokenView(APIView):
         return [AllowAny()] if self.request.method == "POST" else [IsAuthenticated()]
 
     def get_authenticators(self):
-        # Obtaining a token needs no session (and so no CSRF token); revoking accepts either.
+        # Obtaining a token needs no session (and so no CSRF token); the rest accepts either.
         if getattr(getattr(self, "request", None), "method", None) == "POST":
             return []
         return super().get_authenticators()
 
-    @extend_schema(request=AuthTokenSerializer, responses={200: _TOKEN}, auth=[])
+    @extend_schema(request=AuthTokenSerializer, responses={200: _ISSUED}, auth=[])
     def post(self, request: Request) -> Response:
         # The Django request, so django-axes marks a lockout where its middleware looks for it.
         serializer = AuthTokenSerializer(data=request.data, context={"request": request._request})
         serializer.is_valid(raise_exception=True)
-        token = token_issue(user=serializer.validated_data["user"])
-        return Response({"token": token.key, "expires_at": token_expires_at(token)})
+        token, key = token_issue(user=serializer.validated_data["user"])
+        return Response({"token": key, **TokenOutput(token).data})
+
+    @extend_schema(responses={200: TokenOutput(many=True)})
+    def get(self, request: Request) -> Response:
+        return Response(TokenOutput(ApiToken.objects.filter(user=request.user), many=True).data)
 
     @extend_schema(request=None, responses={200: _REVOKED})
     def delete(self, request: Request) -> Response:
-        return Response({"revoked": token_revoke(user=request.user)})
+        in_use = request.auth.pk if isinstance(request.auth, ApiToken) else None
+        return Response({"revoked": token_revoke(user=request.user, token_id=in_use)})
+
+
+class OwnTokenRevokeView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=None, responses={200: _REVOKED})
+    def delete(self, request: Request, token_id: int) -> Response:
+        if not token_revoke(user=request.user, token_id=token_id):
+            raise NotFound("You have no such token.")
+        return Response({"revoked": True})
 
 
 class UserTokenRevokeView(APIView):

@@ -111,7 +111,15 @@ def checkpoint_register_endpoint(
 @transaction.atomic
 def checkpoint_promote_annotation(*, checkpoint: Checkpoint, push_to: str | None = None) -> Checkpoint:
     """Make `checkpoint` the model that proposes to annotators (new sessions use it). With `push_to`
-    (an embedded policy server's base URL) the running server loads the weights without a restart."""
+    (an embedded policy server's base URL) the running server loads the weights without a restart.
+
+    Weights (and with them the annotation server's secret) go only to the annotation model's server,
+    POLICY_BASE_URL: a `push_to` elsewhere is refused before anything changes."""
+    if push_to and server_root(push_to) != server_root(settings.POLICY_BASE_URL):
+        raise CheckpointError(
+            f"weights are pushed only to the annotation model's server ({settings.POLICY_BASE_URL}), "
+            f"not {push_to[:200]}: its secret never leaves it"
+        )
     Checkpoint.objects.filter(is_annotation_model=True).exclude(pk=checkpoint.pk).update(
         is_annotation_model=False
     )
