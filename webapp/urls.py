@@ -4,7 +4,7 @@ from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth.decorators import login_required
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from webapp.accounts.api import OwnTokenRevokeView, TokenView, UserTokenRevokeView
 from webapp.store.api.media_views import MediaView
@@ -16,7 +16,12 @@ urlpatterns = [
     path("api/auth/tokens/<int:user_id>/", UserTokenRevokeView.as_view(), name="api-token-revoke"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # Browsable docs for signed-in users (assets from drf-spectacular-sidecar: no internet needed).
-    path("api/docs/", login_required(SpectacularSwaggerView.as_view(url_name="api-schema")), name="api-docs"),
+    # Swagger UI's initialiser as a file (?script), not inline: the CSP allows no inline script.
+    path(
+        "api/docs/",
+        login_required(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
+        name="api-docs",
+    ),
     path("api/redoc/", login_required(SpectacularRedocView.as_view(url_name="api-schema")), name="api-redoc"),
     path("api/rl/", include("rl_control.api.urls")),
     path("api/annotation/", include("annotation.api.urls")),

@@ -114,7 +114,7 @@ def chunk_upload(
         )
     if index < 0 or index > 100_000:
         raise ChunkRejected(f"chunk index {index} is out of range 0..100000")
-    if not math.isfinite(start_clock) or start_clock < -settings.THINKALOUD_CLOCK_TOLERANCE_S:
+    if not math.isfinite(start_clock) or start_clock < 0:
         raise ChunkRejected(f"start_clock {start_clock} is not a session-clock second (>= 0)")
     now = session_clock(session)
     if start_clock > now + settings.THINKALOUD_CLOCK_TOLERANCE_S:

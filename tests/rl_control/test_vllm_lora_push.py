@@ -152,7 +152,7 @@ def vllm() -> Iterator[Any]:
 def test_lora_versions_reach_stock_vllm_and_rollouts_ask_for_them(make_run, vllm, tmp_path: Path) -> None:
     run = make_run(name="vllm", config={"serving": {"endpoints": vllm.url, "endpoint_api": "vllm_lora"},
                                         "vlm": {"lora_rank": 4}})  # fmt: skip
-    state = EngineState.objects.create(run=run)
+    state, _ = EngineState.objects.get_or_create(run=run)  # run_create made it (the endpoint keys)
     assert serving.lora_models(run) and serving.endpoint_answers(vllm.url) is None
     base = build_tiny_checkpoint(tmp_path / "base", seed=0)
     trainer = VLMPolicyTrainer(base, RLConfig.from_dict({"algorithm": "grpo"}), vlm={"lora_rank": 4})
@@ -179,7 +179,7 @@ def test_lora_versions_reach_stock_vllm_and_rollouts_ask_for_them(make_run, vllm
 
 def test_vllm_lora_push_refuses_full_weights(make_run, vllm, tmp_path: Path) -> None:
     run = make_run(name="vllm-full", config={"serving": {"endpoints": vllm.url, "endpoint_api": "vllm_lora"}})
-    state = EngineState.objects.create(run=run)
+    state, _ = EngineState.objects.get_or_create(run=run)  # run_create made it (the endpoint keys)
     base = build_tiny_checkpoint(tmp_path / "base", seed=0)
     with pytest.raises(serving.ServingError, match="lora_rank > 0"):
         serving.serving_push(run, state, base, 0)

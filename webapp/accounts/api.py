@@ -74,7 +74,7 @@ class TokenView(APIView):
 class OwnTokenRevokeView(APIView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(request=None, responses={200: _REVOKED})
+    @extend_schema(operation_id="api_auth_token_revoke_one", request=None, responses={200: _REVOKED})
     def delete(self, request: Request, token_id: int) -> Response:
         if not token_revoke(user=request.user, token_id=token_id):
             raise NotFound("You have no such token.")

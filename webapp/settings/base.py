@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+from webapp.security_headers import content_security_policy, origin_of
 from webapp.settings.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -47,6 +48,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "webapp.client_address.ClientAddressMiddleware",  # first: REMOTE_ADDR as the lockout counts it
     "django.middleware.security.SecurityMiddleware",
+    "webapp.security_headers.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -261,6 +263,14 @@ VNC_PROXY_PUBLIC_URL = env_str(
 VNC_TOKEN_TTL_S = env_int("VNC_TOKEN_TTL_S", 3600, minimum=1)
 # The key VNC grants are signed with (the proxy follows no other); made 0600 at first use.
 VNC_GRANT_KEY_FILE = Path(env_str("FLYWHEEL_VNC_GRANT_KEY_FILE", str(VAR_DIR / "secrets" / "vnc_grant_key")))
+# Content-Security-Policy of every response (webapp/security_headers.py): scripts from our origin
+# only; websockets also to the VNC proxy; images and audio also from the S3 store when media is there.
+CONTENT_SECURITY_POLICY = env_str("CONTENT_SECURITY_POLICY", "") or content_security_policy(
+    vnc_proxy_url=VNC_PROXY_PUBLIC_URL,
+    media_origins=[origin_of(env_str("FLYWHEEL_S3_ENDPOINT_URL", "")) or "https://*.amazonaws.com"]
+    if _S3_BUCKET
+    else [],
+)
 CELERY_BEAT_SCHEDULE = {
     "reap-leases": {
         "task": "webapp.fleet.tasks.reap_leases",

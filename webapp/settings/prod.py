@@ -1,7 +1,7 @@
 """Production: secrets must come from the environment; nothing insecure falls back silently."""
 
 from webapp.settings.base import *  # noqa: F403
-from webapp.settings.env import ConfigError, env_bool, env_str
+from webapp.settings.env import ConfigError, env_bool, env_int, env_str
 
 SECRET_KEY = env_str("SECRET_KEY")
 if SECRET_KEY.startswith("dev-only") or len(SECRET_KEY) < 32:
@@ -10,3 +10,7 @@ DEBUG = False
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# HSTS: browsers that reached us over HTTPS keep to HTTPS (sent on HTTPS responses only; 0 = off).
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_CONTENT_TYPE_NOSNIFF = True

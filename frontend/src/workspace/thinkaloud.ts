@@ -73,7 +73,8 @@ export function clockSync(samples: readonly ClockSample[]): ClockSync {
 }
 
 export function toSessionClock(sync: ClockSync, perfMs: number): number {
-  return Math.round((sync.offsetS + perfMs / 1000) * 1000) / 1000;
+  // Never before the session's zero: a clock estimate a little off must not make an upload the server refuses.
+  return Math.max(0, Math.round((sync.offsetS + perfMs / 1000) * 1000) / 1000);
 }
 
 // ---------- uploads ----------
