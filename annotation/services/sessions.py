@@ -29,6 +29,14 @@ from webapp.store.taskspec import task_spec_wire
 
 log = logging.getLogger(__name__)
 
+
+def log_text(value: object, limit: int = 200) -> str:
+    """`value` for a log line: at most `limit` characters, control characters and quotes escaped
+    (one line whatever the text; a task cannot forge log lines or terminal escapes)."""
+    text = str(value)
+    return repr(text[:limit] + ("…" if len(text) > limit else ""))
+
+
 __all__ = ["SessionConflict"]
 
 
@@ -145,13 +153,22 @@ def session_submit(*, session: AnnotationSession) -> AnnotationSession:
         final_observation_store(session=session, wire_obs=final)
         publish_observation(session)
     except (fleet.LeaseLost, fleet.EnvCallFailed, KeyError, ValueError) as exc:
-        log.warning("session %s: no final screen at submit (%s); the last one is kept", session.pk, exc)
+        log.info(
+            "session %s: no final screen at submit (%s); the last one is kept", session.pk, log_text(exc)
+        )
+    verifier_error = ""
     try:
         reward = float(fleet.env_call(lease=session_lease(session), op="evaluate")["reward"])
     except (fleet.LeaseLost, fleet.EnvCallFailed) as exc:
-        log.warning("session %s: verifier unavailable at submit (%s)", session.pk, exc)
+        # The message can carry text the task controls (an evaluator's output): stored with the
+        # trajectory for its reviewers, logged only as one short escaped line.
+        verifier_error = str(exc)[:2000]
+        log.info("session %s: verifier unavailable at submit: %s", session.pk, log_text(exc))
     with transaction.atomic():
         trajectory = session.trajectory
+        if verifier_error:
+            trajectory.metadata = {**trajectory.metadata, "verifier_error": verifier_error}
+            trajectory.save(update_fields=["metadata"])
         store.trajectory_finish(
             trajectory=trajectory, status="completed", final_reward=reward,
             final_screenshot_name=session.current_screenshot.name if trajectory.num_steps else "",
