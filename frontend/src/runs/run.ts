@@ -31,6 +31,17 @@ import {
 } from "./types";
 
 export const POINTS = 1000;
+
+/** The run's external policy endpoints with the key each must be started with (new weights come with it). */
+function endpointKeys(keys: { url: string; key: string }[]): HTMLElement {
+  return h(
+    "details",
+    { class: "rc-keys", "data-testid": "endpoint-keys" },
+    h("summary", {}, "Weights keys of the policy endpoints"),
+    h("p", { class: "muted" }, "Start each server with its own key (vLLM: --api-key; Flywheel's server: FLYWHEEL_POLICY_SECRET): the run pushes new weights with it."),
+    h("ul", {}, ...keys.map((k) => h("li", {}, h("code", {}, k.url), " ", h("code", {}, k.key)))),
+  );
+}
 const MAX_NAMES_PER_REQUEST = 20;
 
 const CONTROLS: Record<string, string[]> = {
@@ -182,6 +193,7 @@ class RunPage {
         h("h1", {}, run.name, " ", h("span", { "data-testid": "run-status" }, badge(run.status))),
         h("p", {}, `#${run.id} · ${run.variant} · ${run.mode} · pool ${run.pool_name ?? "—"} · started by ${run.created_by ?? "—"} ${ago(run.created_at)}`, run.parent ? h("span", {}, " · fork of ", h("a", { href: `/runs/${run.parent}/` }, `#${run.parent}`)) : null),
         run.error ? notice("error", run.error) : null,
+        run.endpoint_keys?.length ? endpointKeys(run.endpoint_keys) : null,
       ),
       h("div", {}, h("a", { class: "btn btn-secondary", href: `/runs/compare/?runs=${run.id}${run.parent ? `,${run.parent}` : ""}` }, "Compare…")),
     );

@@ -45,6 +45,8 @@ export interface RunDetail extends RunRow {
   config: Record<string, unknown>;
   latest_metrics: Record<string, { step: number; value: number }>;
   alert_settings: Record<string, number>;
+  /** The weights key each external policy endpoint must be started with ([] for a run serving itself). */
+  endpoint_keys?: { url: string; key: string }[];
 }
 
 export interface Series {

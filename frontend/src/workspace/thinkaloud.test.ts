@@ -17,6 +17,8 @@ describe("clockSync", () => {
     expect(sync.offsetS).toBeCloseTo(51.3 - 2.02, 6);
     expect(toSessionClock(sync, 2020)).toBeCloseTo(51.3, 3);
     expect(toSessionClock(sync, 12_020)).toBeCloseTo(61.3, 3);
+    // A page time just before the session's zero (a clock estimate a little off) is 0, never negative.
+    expect(toSessionClock({ ...sync, offsetS: -2.5 }, 1000)).toBe(0);
   });
   it("refuses no samples", () => {
     expect(() => clockSync([])).toThrow();
