@@ -69,3 +69,20 @@ def test_a_user_revokes_one_token_or_the_one_in_use(users) -> None:
     assert owner.get("/api/me/").status_code in (401, 403)
     assert _as(third["token"]).get("/api/me/").status_code == 200  # the others stay
     assert _as(third["token"][:8] + "x" * 35).get("/api/me/").json()["detail"] == "Invalid token."
+
+
+def test_admins_see_tokens_by_prefix_in_django_admin_and_revoke_them(users) -> None:
+    from django.test import Client
+
+    from webapp.accounts.models import ApiToken
+
+    issued = _sign_in()
+    admin = Client()
+    admin.force_login(users["admin"])  # the admin role, not a superuser
+    page = admin.get("/admin/accounts/apitoken/")
+    assert page.status_code == 200 and issued["prefix"] in page.content.decode()
+    assert issued["token"] not in page.content.decode()
+    assert admin.get("/admin/accounts/apitoken/add/").status_code == 403  # made by signing in only
+    done = admin.post(f"/admin/accounts/apitoken/{issued['id']}/delete/", {"post": "yes"})
+    assert done.status_code == 302 and not ApiToken.objects.filter(pk=issued["id"]).exists()
+    assert _as(issued["token"]).get("/api/me/").status_code in (401, 403)

@@ -25,7 +25,7 @@ def roles_ensure() -> dict[Role, Group]:
         wanted = _ROLE_PERMISSIONS[role]
         if wanted == ["*"]:
             perms = Permission.objects.filter(
-                content_type__app_label__in=["store", "annotation", "rl_control", "auth"]
+                content_type__app_label__in=["store", "annotation", "rl_control", "auth", "accounts"]
             )
         else:
             perms = Permission.objects.none()
