@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.testing import WebsocketCommunicator
@@ -90,3 +91,20 @@ def test_json_loads_counts_nesting_outside_strings_only() -> None:
         json_loads("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1))
     with pytest.raises(json.JSONDecodeError, match="longer than"):
         json_loads("[1, 2, 3]", max_chars=4)
+
+
+def test_nested_json_to_a_policy_server_gets_400(tmp_path) -> None:
+    from webapp.store.checkpoints import checkpoint_create_initial, checkpoint_dir
+    from workers.policy.embedded.policy import EmbeddedPolicy
+    from workers.policy.server import start_server
+
+    checkpoint = checkpoint_dir(checkpoint_create_initial(version="deep-json"))
+    server, _ = start_server(EmbeddedPolicy.from_pretrained(checkpoint), checkpoint=str(checkpoint))
+    try:
+        body = '{"model": "x", "messages": ' + DEEP + "}"
+        response = httpx.post(server.url + "/v1/chat/completions", content=body, timeout=30)
+        assert response.status_code == 400, response.text
+        assert "nested deeper" in response.json()["error"]["message"]
+    finally:
+        server.shutdown()
+        server.server_close()
