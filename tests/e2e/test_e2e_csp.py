@@ -9,7 +9,7 @@ from playwright.sync_api import Browser
 
 from tests.conftest import PASSWORD
 
-pytestmark = [pytest.mark.security]
+pytestmark = [pytest.mark.e2e, pytest.mark.security]
 
 PAGES = ["/", "/workspace/", "/review/", "/runs/", "/runs/new/", "/pools/", "/flywheel/", "/fleet/",
          "/api/docs/", "/api/redoc/", "/admin/"]  # fmt: skip
