@@ -28,6 +28,8 @@ def content_security_policy(*, vnc_proxy_url: str, media_origins: list[str]) -> 
     directives = {
         "default-src": "'self'",
         "script-src": "'self'",
+        # ReDoc runs its search in a worker it makes from a blob: only a script already allowed can.
+        "worker-src": "'self' blob:",
         # Pages set a few `style=` attributes from their scripts (bar widths, marker positions).
         "style-src": "'self' 'unsafe-inline'",
         "img-src": f"'self' data: blob: {extra_media}".strip(),

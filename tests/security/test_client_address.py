@@ -18,6 +18,7 @@ from django.test import Client
 from django.utils import timezone
 
 from tests.conftest import PASSWORD
+from tests.service_urls import subprocess_database_url
 from webapp.client_address import client_address
 
 pytestmark = [pytest.mark.security]
@@ -31,14 +32,13 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def web_server(settings, tmp_path):
+def web_server(tmp_path):
     """scripts/web.sh on a free port, on this test's database and Redis."""
     port = _free_port()
-    db = settings.DATABASES["default"]
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "webapp.settings.test",
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "DATABASE_URL": subprocess_database_url(),
         "UVICORN": str(ROOT / ".venv" / "bin" / "uvicorn"),
     }
     env.pop("TRUSTED_PROXIES", None)  # as on `make up`
