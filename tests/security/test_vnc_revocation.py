@@ -43,7 +43,8 @@ def test_logout_revokes_the_users_vnc_tokens(users) -> None:
 def test_revoking_an_api_token_revokes_the_users_vnc_tokens(users) -> None:
     annotator, admin = users["annotator"], users["admin"]
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token_issue(user=annotator).key}")
+    _, key = token_issue(user=annotator)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     token = _mint(annotator.pk, "annotation:4")
     assert client.delete("/api/auth/token/").json() == {"revoked": True}
     assert not _alive(token)
