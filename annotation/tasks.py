@@ -20,7 +20,8 @@ def reap_abandoned_sessions() -> int:
     return services.session_reap_abandoned()
 
 
-# Think-aloud (issue 6): routed to the `asr` queue (webapp/celery.py; THINKALOUD_QUEUE overrides it).
+# Think-aloud (issue 6): live chunks on THINKALOUD_LIVE_QUEUE (`asr.live`), full passes on
+# THINKALOUD_QUEUE (`asr`); annotation.thinkaloud.services names the queue.
 # acks_late + reject_on_worker_lost: a worker killed mid-job gets the job delivered again; the jobs
 # recompute from the stored chunks, so running twice is harmless.
 _ASR_RETRY = {"acks_late": True, "reject_on_worker_lost": True, "max_retries": 3}

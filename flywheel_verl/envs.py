@@ -51,7 +51,7 @@ class FleetEnvs:
         from webapp.fleet import services as fleet
 
         self.fleet = fleet
-        self.lease = fleet.lease_acquire(kind=kind, owner=owner)
+        self.lease = fleet.lease_acquire(kind=kind, owner=owner, background=True)
 
     def open(self, task: dict[str, Any], seed: int) -> Observation:
         from workers.envs.wire import observation_from_wire

@@ -155,6 +155,7 @@ FIELD_LABELS: dict[str, str] = {
     "env.parallel_envs": "Environments in parallel",
     "env.context_screenshots": "Screenshots the policy sees",
     "env.shared_group_seed": "Same task instance for a whole group",
+    "env.priority": "Share of workers among running runs (weight)",
     "serving.endpoints": "Policy endpoints (external servers)",
     "serving.servers": "Policy servers to start for the run",
     "serving.endpoint_api": "How new weights reach the endpoints",

@@ -45,11 +45,14 @@ class EnvSettings(_Config):
     # One seed per group: the group baseline compares actions on one starting state, as GRPO's group
     # of answers to one prompt does (measured on bench learn: +15.0 vs +1.7 points with a seed each).
     shared_group_seed: bool = True  # the rollouts of a group play the same task instance
+    priority: int = 1  # weight of its share of rollout workers and trainer among running runs
 
     def _value_errors(self) -> dict[str, str]:
         e: dict[str, str] = {}
         if not 1 <= self.parallel_envs <= 512:
             e["parallel_envs"] = "must be in [1, 512]"
+        if not 1 <= self.priority <= 10:
+            e["priority"] = "must be in [1, 10]"
         if not 1 <= self.context_screenshots <= 16:
             e["context_screenshots"] = "must be in [1, 16]"
         return e

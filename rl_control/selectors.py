@@ -8,10 +8,11 @@ from typing import Any
 
 import numpy as np
 import psycopg
+from django.conf import settings
 from django.db import connection
 from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
 
-from rl_control.models import Run, RunAlert
+from rl_control.models import Run, RunAlert, RunStatus
 from rl_control.presets import PRESETS, preset_list
 from webapp.accounts.roles import Role, has_role
 from webapp.store.models import Trajectory
@@ -462,3 +463,38 @@ def preset_list_for_host() -> list[dict[str, Any]]:
         preset["config"]["env"]["parallel_envs"] = n
         preset["help"]["env.parallel_envs"] = f"{preset['help'].get('env.parallel_envs', '')} ({why})"
     return out
+
+
+# --------------------------------------------------------------------------------------- waiting
+
+
+def run_wait_reason(*, run: Run) -> str | None:
+    """Why a running run is not rolling out at full width, from the live scheduler state
+    (rl_control.engine.share) and its slots: waiting for the train worker (which starts its policy
+    servers), for a rollout worker, or for an environment; None when nothing holds it back."""
+    if run.status != RunStatus.RUNNING:
+        return None
+    from rl_control.engine import share
+    from rl_control.engine.keys import key, rds
+    from rl_control.engine.serving import serving_urls
+    from webapp.fleet.services import registry
+
+    if not serving_urls(run):
+        why = share.wait_reason(
+            pool=share.TRAIN, run_id=run.pk, what="the train worker (it starts the policy servers)"
+        )
+        return why or "starting its policy servers"
+    why = share.wait_reason(pool=share.ROLLOUT, run_id=run.pk, what="a rollout slot")
+    if why:
+        return why
+    kind = rds().get(key(run.pk, "envwait"))
+    if kind:
+        kind = kind.decode()
+        counts = registry().metrics()["envs"].get(kind, {})
+        total = counts.get("idle", 0) + counts.get("leased", 0)
+        return (
+            f"waiting for a {kind} environment: {counts.get('leased', 0)} of {total} leased, "
+            f"{counts.get('idle', 0)} idle (annotators come first: runs leave "
+            f"{settings.FLEET_INTERACTIVE_RESERVE} idle to them)"
+        )
+    return None

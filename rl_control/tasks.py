@@ -17,10 +17,11 @@ from celery.result import allow_join_result
 from django.conf import settings
 
 from rl_control import services
-from rl_control.engine.slots import slot_fail
+from rl_control.engine.slots import slot_enqueue, slot_fail
 from rl_control.models import Run, RunStatus
 
 log = logging.getLogger(__name__)
+REQUEUED = frozenset({"continue", "waiting", "yielded"})  # slot outcomes that queue the slot again
 
 
 @shared_task(name="rl_control.tasks.runs_enforce_budgets", ignore_result=True)
@@ -54,8 +55,8 @@ def rollout_slot(run_id: int, slot: int, generation: int) -> str:
         time.sleep(2.0)  # no hot crash loop
         slot_fail(run_id, slot, generation)
         raise
-    if outcome == "continue":
-        rollout_slot.apply_async(args=[run_id, slot, generation], queue=settings.RL_ROLLOUT_QUEUE)
+    if outcome in REQUEUED:
+        slot_enqueue(run_id, slot, generation)
     return outcome
 
 

@@ -23,8 +23,13 @@ def _services() -> dict[str, dict]:
 
 
 def _queues(command: list[str] | str) -> set[str]:
+    """The queues a worker command consumes (inside `sh -c "…"` too); names built from shell
+    variables (a scaled env host's own queue) are left out."""
     args = command if isinstance(command, list) else command.split()
-    return set(args[args.index("-Q") + 1].split(",")) if "-Q" in args else set()
+    if args[:2] == ["sh", "-c"]:
+        args = args[2].split()
+    named = set(args[args.index("-Q") + 1].split(",")) if "-Q" in args else set()
+    return {q for q in named if "$" not in q}
 
 
 def test_every_queue_has_a_worker_as_in_make_up() -> None:
@@ -34,7 +39,7 @@ def test_every_queue_has_a_worker_as_in_make_up() -> None:
     up = set()
     for line in (ROOT / "scripts" / "up.sh").read_text().splitlines():
         if match := re.search(r" -Q (\S+)", line):
-            up |= set(match.group(1).split(","))
+            up |= {q for q in match.group(1).split(",") if "$" not in q}
     assert declared <= consumed, declared - consumed
     assert up <= consumed, up - consumed  # env.envhost1 too: the env host's own queue
     assert {settings.RL_TRAIN_QUEUE, settings.RL_ROLLOUT_QUEUE} <= consumed
@@ -91,3 +96,21 @@ def test_compose_services_take_only_credentials() -> None:
         for n in ("web", "vnc-proxy", "worker-default")
     }
     assert roles == {"web": "//web", "vnc-proxy": "//vncproxy", "worker-default": "//worker"}
+
+
+def test_live_think_aloud_has_its_own_worker_and_extra_env_hosts_scale() -> None:
+    services = _services()
+    live = [
+        n for n, s in services.items() if _queues(s.get("command", [])) == {settings.THINKALOUD_LIVE_QUEUE}
+    ]
+    assert live == ["worker-asr-live"]
+    # the full-pass worker takes live chunks first when it is idle, never the other way round
+    assert _queues(services["worker-asr"]["command"]) == {
+        settings.THINKALOUD_LIVE_QUEUE,
+        settings.THINKALOUD_QUEUE,
+    }
+    extra = services["envhost-extra"]
+    script = extra["command"][2]
+    assert "FLYWHEEL_ENV_HOST=envhost-$$(hostname)" in script and "-Q env.$$FLYWHEEL_ENV_HOST" in script
+    assert extra["deploy"]["replicas"] == 0 and "ports" not in extra  # scaled replicas publish nothing
+    assert "%h" in " ".join(services["worker-rollout"]["command"])  # replicas get distinct names

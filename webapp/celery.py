@@ -1,4 +1,4 @@
-"""Celery app: one queue per kind of work (env, rollout, train, asr, export, default)."""
+"""Celery app: one queue per kind of work (env, rollout, train, asr.live, asr, export, default)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings.dev")
 
 app = Celery("flywheel")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.task_queues = [Queue(name) for name in ("default", "env", "rollout", "train", "asr", "export")]
+app.conf.task_queues = [
+    Queue(name) for name in ("default", "env", "rollout", "train", "asr.live", "asr", "export")
+]
 app.conf.task_routes = {
     "webapp.store.tasks.osworld_task_check": {"queue": "default"},  # exact names win over patterns
     "webapp.store.tasks.*": {"queue": "export"},

@@ -168,9 +168,12 @@ def chunk_upload(
 
 
 def _enqueue(task: str, arg: int) -> None:
+    """Live chunks go to THINKALOUD_LIVE_QUEUE, served ahead of the full passes (THINKALOUD_QUEUE):
+    an annotator's words never wait behind another's whole recording."""
     from annotation import tasks
 
-    getattr(tasks, task).apply_async((arg,), queue=settings.THINKALOUD_QUEUE)
+    queue = settings.THINKALOUD_LIVE_QUEUE if task == "transcribe_chunk" else settings.THINKALOUD_QUEUE
+    getattr(tasks, task).apply_async((arg,), queue=queue)
 
 
 def recording_finish(*, session: AnnotationSession) -> ThinkAloudRecording:

@@ -40,14 +40,18 @@ class RunSerializer(serializers.ModelSerializer):
     variant = serializers.CharField(read_only=True)
     progress = serializers.SerializerMethodField()
     alerts = serializers.SerializerMethodField(help_text="{count, last_kind, last_step} of the run's alerts.")
+    wait_reason = serializers.SerializerMethodField(
+        help_text="Why a running run waits (for the train worker, a rollout slot or an environment), "
+        "from the live scheduler state; null when nothing holds it back."
+    )
 
     class Meta:
         model = Run
         fields = [
             "id", "name", "status", "algorithm", "mode", "variant", "preset", "pool", "pool_name",
             "parent", "start_checkpoint", "created_by", "error", "updates_done", "episodes_done",
-            "policy_version", "samples", "headline_success", "progress", "alerts", "created_at",
-            "updated_at", "started_at", "finished_at",
+            "policy_version", "samples", "headline_success", "progress", "alerts", "wait_reason",
+            "created_at", "updated_at", "started_at", "finished_at",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -59,6 +63,9 @@ class RunSerializer(serializers.ModelSerializer):
         if budget.get("max_episodes"):
             return min(1.0, run.episodes_done / budget["max_episodes"])
         return None
+
+    def get_wait_reason(self, run: Run) -> str | None:
+        return selectors.run_wait_reason(run=run)
 
     @extend_schema_field(RunAlertsSummary)
     def get_alerts(self, run: Run) -> dict[str, object]:

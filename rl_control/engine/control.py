@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from rl_control.engine import slots
+from rl_control.engine import share, slots
 from rl_control.models import EngineState, Run
 from webapp.store.checkpoints import checkpoint_dir
 
@@ -44,9 +44,13 @@ def engine_start(*, run: Run) -> int:
         locked.trainer_heartbeat = timezone.now()
         locked.save(update_fields=["chunk", "trainer_heartbeat", "updated_at"])
         chunk = locked.chunk
-    transaction.on_commit(
-        lambda: train_chunk.apply_async(args=[run.pk, chunk], queue=settings.RL_TRAIN_QUEUE)
-    )
+
+    def enqueue() -> None:
+        # The run wants the trainer from now: a trainer of another run yields it (engine.share).
+        share.want(pool=share.TRAIN, run_id=run.pk, weight=share.weight_of(run.config), cap=1)
+        train_chunk.apply_async(args=[run.pk, chunk], queue=settings.RL_TRAIN_QUEUE)
+
+    transaction.on_commit(enqueue)
     return chunk
 
 
@@ -61,5 +65,7 @@ def engine_watch_run(*, run: Run) -> bool:
     if state.trainer_heartbeat is None or state.trainer_heartbeat < stale:
         engine_start(run=run)
         restarted = True
-    got = slots.slots_supervise(run.pk, int(run.config["env"]["parallel_envs"]))
+    got = slots.slots_supervise(
+        run.pk, int(run.config["env"]["parallel_envs"]), weight=share.weight_of(run.config)
+    )
     return restarted or bool(got["started"])

@@ -1,6 +1,7 @@
 """The trainer side of the engine: one Celery task per chunk of updates, on the `train` queue.
 
-A chunk (settings.RL_UPDATES_PER_CHUNK updates) loads the trainer from the run's newest save
+A chunk (settings.RL_UPDATES_PER_CHUNK updates, fewer when another run's trainer is owed the train
+worker: rl_control.engine.share; at once while it only waits for data) loads the trainer from the run's newest save
 (`EngineState.trainer_dir`, else the start checkpoint), starts the run's own policy servers with
 those weights if they are not up (rl_control.engine.serving) or pushes the weights to them (so the
 servers always serve the committed version, also after a crash), then loops:
@@ -39,7 +40,7 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from rl_control import services
-from rl_control.engine import measures, slots
+from rl_control.engine import measures, share, slots
 from rl_control.engine.control import engine_state, start_dir
 from rl_control.engine.data import (
     barrier_lift,
@@ -54,7 +55,13 @@ from rl_control.engine.entropulse import entropulse_after_update
 from rl_control.engine.keys import key, rds
 from rl_control.engine.rollout import run_profile
 from rl_control.engine.samples import rollout_outcome, trajectory_sample
-from rl_control.engine.serving import lifeline_set, lora_models, serving_ensure, serving_push
+from rl_control.engine.serving import (
+    lifeline_set,
+    lora_models,
+    serving_current,
+    serving_ensure,
+    serving_push,
+)
 from rl_control.models import EngineState, RolloutGroup, RolloutGroupState, Run, RunMode, RunStatus
 from webapp.store.checkpoints import checkpoint_register
 from webapp.store.models import Checkpoint, Step, Trajectory, TrajectoryStatus
@@ -65,6 +72,8 @@ from workers.rl.samples import TrajectorySample
 from workers.rl.trainer import EMA_DIR, PolicyTrainer, resume_trainer, trainer_for
 
 log = logging.getLogger(__name__)
+TRAINER = "trainer"  # the trainer's member name in the `train` share
+TRAIN_HOLD_TTL_S = 300.0  # a trainer that died stops holding the train worker after this
 WAIT_S = 1.0
 SERVING_CHECK_S = 10.0
 
@@ -96,6 +105,10 @@ def learner_chunk(*, run_id: int, chunk: int) -> str:
         return "superseded"
     if run.status != RunStatus.RUNNING:
         return "paused" if run.status == RunStatus.PAUSED else "ended"
+    if not share.admit(pool=share.TRAIN, run_id=run_id, member=TRAINER, weight=share.weight_of(run.config),
+                       cap=1, ttl_s=TRAIN_HOLD_TTL_S):  # fmt: skip
+        time.sleep(settings.RL_SHARE_REFUSED_PAUSE_S)  # another run is owed the train worker
+        return _hand_on(run, state, chunk)
     try:
         return _chunk(run, state, chunk)
     except Superseded:
@@ -106,6 +119,25 @@ def learner_chunk(*, run_id: int, chunk: int) -> str:
         if run.status in (RunStatus.RUNNING, RunStatus.PAUSED):
             services.run_fail(run=run, error=f"trainer failed: {type(exc).__name__}: {exc}")
         return "ended"
+    finally:
+        share.release(pool=share.TRAIN, run_id=run_id, member=TRAINER)
+
+
+def _hand_on(run: Run, state: EngineState, chunk: int) -> str:
+    """End this chunk so that the next one goes to the back of the train queue: "continue" (the
+    caller enqueues chunk + 1, and the run wants the trainer again), or "superseded"."""
+    if EngineState.objects.filter(pk=state.pk, chunk=chunk).update(chunk=chunk + 1) != 1:
+        return "superseded"
+    share.want(pool=share.TRAIN, run_id=run.pk, weight=share.weight_of(run.config), cap=1)
+    return "continue"
+
+
+def _yield_trainer(run: Run, *, min_hold_s: float) -> bool:
+    """Another run's trainer is owed the train worker (engine.share) and this one held it at least
+    `min_hold_s` (0 while it only waits for data)."""
+    return share.should_yield(
+        pool=share.TRAIN, run_id=run.pk, member=TRAINER, ttl_s=TRAIN_HOLD_TTL_S, min_hold_s=min_hold_s
+    )
 
 
 def _load_trainer(run: Run, state: EngineState) -> PolicyTrainer:
@@ -148,7 +180,10 @@ def _chunk(run: Run, state: EngineState, chunk: int) -> str:
         serving = Path(settings.RL_CHECKPOINT_ROOT) / f"run{run.pk}" / f"u000000-v{state.version}"
         trainer.save(serving, state.version)
     # A start checkpoint that names its own version (a fork) relabels what was started as v0.
-    serving_push(run, state, serving, state.version, skip=fresh if state.version == labelled else set())
+    # Servers already serving the committed version (a chunk that follows one that yielded the
+    # train worker) are not loaded again.
+    serving_push(run, state, serving, state.version,
+                 skip=(fresh if state.version == labelled else set()) | serving_current(run, state.version))  # fmt: skip
     sync_s: float | None = time.perf_counter() - t0
     checked = time.monotonic()
     curator = curator_of(run, state)
@@ -170,9 +205,11 @@ def _chunk(run: Run, state: EngineState, chunk: int) -> str:
                 run, state, Path(state.trainer_dir) if state.trainer_dir else serving, state.version
             )
             checked = time.monotonic()
-        slots.slots_supervise(run.pk, n_slots)
+        slots.slots_supervise(run.pk, n_slots, weight=share.weight_of(run.config))
         groups = _collect(run, state)
         if groups is None:
+            if _yield_trainer(run, min_hold_s=0.0):
+                return _hand_on(run, state, chunk)
             waited = time.perf_counter()
             last_id = pool_wait(run_id=run.pk, last_id=last_id, timeout_s=WAIT_S)
             idle_s += time.perf_counter() - waited
@@ -184,13 +221,11 @@ def _chunk(run: Run, state: EngineState, chunk: int) -> str:
         sync_s = None
         window_start, idle_s = time.perf_counter(), 0.0
         done += 1
-        if done >= settings.RL_UPDATES_PER_CHUNK:
+        if done >= settings.RL_UPDATES_PER_CHUNK or _yield_trainer(run, min_hold_s=settings.RL_TRAIN_SHARE_S):
             run.refresh_from_db()
             if run.status != RunStatus.RUNNING:
                 return "ended"
-            if EngineState.objects.filter(pk=state.pk, chunk=chunk).update(chunk=chunk + 1) != 1:
-                return "superseded"
-            return "continue"
+            return _hand_on(run, state, chunk)
 
 
 def _collect(run: Run, state: EngineState) -> list[RolloutGroup] | None:

@@ -115,6 +115,13 @@ def serving_urls(run: Run) -> list[str]:
     return [s["url"] for s in servers if s.get("url")]
 
 
+def serving_current(run: Run, version: int) -> set[str]:
+    """The run's own servers that serve `version` now (nothing to push to them)."""
+    if external_urls(run):
+        return set()
+    return {url for url in serving_urls(run) if _served(url, run.pk) == version_label(run.pk, version)}
+
+
 def _served(url: str, run_id: int, timeout_s: float = 3.0) -> str | None:
     """The version label `url` serves if it is one of run `run_id`'s own servers, else None."""
     try:

@@ -3,15 +3,18 @@
 A run has `env.parallel_envs` slots. Slot k is a Redis hash `<prefix>:run:<id>:slot:<k>`:
 
     generation  fencing token: a rollout task runs slot k only while the hash holds its generation
-    state       running | stopped
-    heartbeat   unix time of the task's last sign of life (every policy call and env step)
+    state       queued (its task waits in the rollout queue) | running | stopped
+    heartbeat   unix time of the task's last sign of life (every policy call and env step; for a
+                queued slot, when its task was queued)
     lease       lease id of the environment it holds (released when the task stops)
     kind        the kind of that environment (a "mixed" run's slot changes kind with its tasks)
     trajectory  the trajectory in flight ("" between episodes)
 
 `slots_supervise` (called by the trainer loop and by the `engine_watch` beat task) starts a task for
-every stopped slot and reclaims a slot whose heartbeat is older than settings.RL_SLOT_TIMEOUT_S (its
-worker was killed): the generation moves on (the old task, if it ever wakes, stops at its next
+every stopped slot, starts again a queued slot whose task has not run for
+settings.RL_SLOT_QUEUED_TIMEOUT_S (its message was lost), records that the run wants rollout
+workers while any slot is queued (rl_control.engine.share), and reclaims a running slot whose
+heartbeat is older than settings.RL_SLOT_TIMEOUT_S (its worker was killed): the generation moves on (the old task, if it ever wakes, stops at its next
 check), the in-flight trajectory is closed as abandoned by one conditional UPDATE (exactly once; it
 is never trained on), the lease is released, and a new task starts the slot again.
 
@@ -34,6 +37,7 @@ from django.conf import settings
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from rl_control.engine import share
 from rl_control.engine.keys import key, rds
 from webapp.fleet import services as fleet
 from webapp.store import services as store
@@ -54,7 +58,7 @@ if g == '' then
 else
   n = redis.call('HINCRBY', KEYS[1], 'generation', 1)
 end
-redis.call('HSET', KEYS[1], 'state', 'running', 'heartbeat', ARGV[2], 'lease', '', 'trajectory', '')
+redis.call('HSET', KEYS[1], 'state', 'queued', 'heartbeat', ARGV[2], 'lease', '', 'trajectory', '')
 return n
 """
 # Set fields of KEYS[1] only while it holds generation ARGV[1]; returns 1 when written.
@@ -88,16 +92,24 @@ def slot_beat(run_id: int, slot: int, generation: int, **fields: Any) -> bool:
 
 def slot_start(run_id: int, slot: int, seen_generation: str) -> int | None:
     """Start a new task for the slot if it is still at `seen_generation`; returns the new generation."""
-    from rl_control.tasks import rollout_slot
-
     now = time.time()
     generation = int(
         rds().eval(_BUMP, 1, slot_key(run_id, slot), seen_generation, f"{now:.3f}", int(now * 1000))
     )
     if generation == 0:
         return None  # someone else restarted it first
-    rollout_slot.apply_async(args=[run_id, slot, generation], queue=settings.RL_ROLLOUT_QUEUE)
+    slot_enqueue(run_id, slot, generation)
     return generation
+
+
+def slot_enqueue(run_id: int, slot: int, generation: int) -> bool:
+    """Queue the slot's task (again) and mark the slot queued; False when `generation` was fenced."""
+    from rl_control.tasks import rollout_slot
+
+    if not slot_set(run_id, slot, generation, state="queued", heartbeat=f"{time.time():.3f}"):
+        return False
+    rollout_slot.apply_async(args=[run_id, slot, generation], queue=settings.RL_ROLLOUT_QUEUE)
+    return True
 
 
 def abandon(trajectory_id: int, reason: str) -> bool:
@@ -125,10 +137,14 @@ def _reclaim(run_id: int, slot: int, info: dict[str, str]) -> None:
     rds().hincrby(key(run_id, "acct"), "reclaimed", 1)
 
 
-def slots_supervise(run_id: int, n_slots: int, *, timeout_s: float | None = None) -> dict[str, int]:
-    """Make sure each of the run's `n_slots` slots has a live task; returns {started, reclaimed}."""
+def slots_supervise(
+    run_id: int, n_slots: int, *, timeout_s: float | None = None, weight: int = 1
+) -> dict[str, int]:
+    """Make sure each of the run's `n_slots` slots has a live task; returns {started, reclaimed}.
+    `weight`: the run's share weight (env.priority), recorded with its want of rollout workers."""
     timeout_s = settings.RL_SLOT_TIMEOUT_S if timeout_s is None else timeout_s
-    started = reclaimed = 0
+    queued_timeout_s = max(timeout_s, settings.RL_SLOT_QUEUED_TIMEOUT_S)
+    started = reclaimed = queued = 0
     now = time.time()
     owned: set[int] = set()  # trajectories in flight on a slot as read now (a reclaimed one is closed)
     for slot in range(n_slots):
@@ -136,7 +152,11 @@ def slots_supervise(run_id: int, n_slots: int, *, timeout_s: float | None = None
         if info.get("trajectory"):
             owned.add(int(info["trajectory"]))
         seen = info.get("generation", "")
-        if info.get("state") == "running" and now - float(info.get("heartbeat") or 0) <= timeout_s:
+        age = now - float(info.get("heartbeat") or 0)
+        if info.get("state") == "running" and age <= timeout_s:
+            continue
+        if info.get("state") == "queued" and age <= queued_timeout_s:
+            queued += 1
             continue
         if info.get("state") == "running":
             log.warning("run %s slot %s: no heartbeat for %.0f s, reclaiming", run_id, slot, timeout_s)
@@ -147,6 +167,8 @@ def slots_supervise(run_id: int, n_slots: int, *, timeout_s: float | None = None
             continue
         if slot_start(run_id, slot, seen) is not None:
             started += 1
+    if queued + started:
+        share.want(pool=share.ROLLOUT, run_id=run_id, weight=weight, cap=n_slots)
     reclaimed += close_orphans(run_id, owned, timeout_s)
     return {"started": started, "reclaimed": reclaimed}
 

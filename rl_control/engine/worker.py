@@ -5,7 +5,10 @@ ended; nothing waits for other environments (sync mode waits only at the batch b
 `rollout_claim`). The task keeps its lease between episodes (a run of env.kind "mixed" leases
 each claimed task's own kind, and keeps the lease while the next task is of the same kind), renews
 the slot heartbeat at every policy call and env step, and returns after settings.RL_ROLLOUT_CHUNK_S
-so the next task of the same slot (same generation) picks up: a long run is many short Celery tasks. It stops when the run
+so the next task of the same slot (same generation) picks up: a long run is many short Celery tasks.
+Before it works the task asks for its run's fair share of the rollout workers
+(rl_control.engine.share): refused, it goes back to the queue; at every episode boundary it gives
+its worker up to a run that is owed one ("yielded", its environment released). It stops when the run
 is no longer running (after finishing the episode in flight: pause loses nothing) or when its slot
 was reclaimed (fenced). Time is booked in `<prefix>:run:<id>:acct` (busy_s in episodes, idle_s
 waiting for an environment or at the barrier) for the utilisation figures.
@@ -19,7 +22,7 @@ import time
 from django.conf import settings
 from django.db import close_old_connections
 
-from rl_control.engine import slots
+from rl_control.engine import share, slots
 from rl_control.engine.data import Claim, barrier_mark, barrier_wait, rollout_claim
 from rl_control.engine.keys import key, rds
 from rl_control.engine.rollout import Fenced, policy_for, run_episode, run_profile
@@ -31,6 +34,7 @@ from webapp.store.models import Trajectory
 from workers.envs.leases import Lease
 
 log = logging.getLogger(__name__)
+ENV_WAIT_TTL_S = 5
 BARRIER_WAIT_S = 1.0  # the longest a slot at the sync barrier goes without re-checking its run and lease
 
 
@@ -44,7 +48,9 @@ def _book(run_id: int, **seconds: float) -> None:
 def slot_loop(run_id: int, slot: int, generation: int) -> str:
     """Run the slot until the chunk time is up, the run stops running, or the slot is fenced.
 
-    Returns why it returned: "continue" (the caller enqueues the next chunk), "stopped", "fenced".
+    Returns why it returned: "continue" (the chunk time is up), "waiting" (refused a worker: another
+    run is owed it), "yielded" (gave its worker to a run that is owed it) — the caller queues the
+    slot's task again for these three — or "stopped", "fenced".
     """
     deadline = time.monotonic() + settings.RL_ROLLOUT_CHUNK_S
     run = Run.objects.get(pk=run_id)
@@ -55,10 +61,14 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
     if info.get("lease") and info.get("env"):  # the previous chunk of this generation kept its environment
         lease = Lease(lease_id=info["lease"], env_id=info["env"], worker=info["worker"],
                       kind=info.get("kind") or kind, owner=f"rl:{run_id}:{slot}:{generation}", task="")  # fmt: skip
+    if info.get("generation") != str(generation):
+        return "fenced"
+    if run.status == RunStatus.RUNNING and not _admitted(run, slot):
+        return _refused(run_id, slot, generation, lease)
     outcome = "fenced"
     try:
         while True:
-            if not slots.slot_beat(run_id, slot, generation):
+            if not slots.slot_beat(run_id, slot, generation, state="running"):
                 outcome = "fenced"
                 return outcome
             run.refresh_from_db(fields=["status", "mode"])
@@ -68,6 +78,14 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
             if time.monotonic() > deadline:
                 outcome = "continue"
                 return outcome
+            if _should_yield(run_id, slot):  # another run waits for a rollout worker: give this one up
+                outcome = "yielded"
+                return outcome
+            if lease is not None and fleet.interactive_waiting(kind=lease.kind):
+                # an annotator found no idle environment of this kind: annotation comes first
+                fleet.lease_release(lease_id=lease.lease_id)
+                slots.slot_set(run_id, slot, generation, lease="", env="", worker="", kind="")
+                lease = None
             waited = time.perf_counter()
             # The run's own servers (rl_control.engine.serving): none while the trainer starts them;
             # another URL after they were started again.
@@ -86,6 +104,7 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
                 try:
                     lease = _lease(run_id, slot, generation, kind)
                 except fleet.NoEnvironmentAvailable:
+                    _env_wait(run_id, kind)
                     time.sleep(0.5)
                     _book(run_id, idle_s=time.perf_counter() - waited)
                     continue
@@ -133,6 +152,7 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
             slots.slot_set(run_id, slot, generation, trajectory="")
             close_old_connections()
     finally:
+        share.release(pool=share.ROLLOUT, run_id=run_id, member=str(slot))
         if outcome != "continue" and lease is not None:
             fleet.lease_release(lease_id=lease.lease_id)
             slots.slot_set(run_id, slot, generation, lease="", env="", worker="", kind="")
@@ -140,10 +160,41 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
             slots.slot_set(run_id, slot, generation, state="stopped")
 
 
+def _admitted(run: Run, slot: int) -> bool:
+    """May this slot use the rollout worker it runs on now (the run's fair share, engine.share)?"""
+    return share.admit(
+        pool=share.ROLLOUT, run_id=run.pk, member=str(slot), weight=share.weight_of(run.config),
+        cap=int(run.config["env"]["parallel_envs"]), ttl_s=settings.RL_SLOT_TIMEOUT_S,
+    )  # fmt: skip
+
+
+def _should_yield(run_id: int, slot: int) -> bool:
+    return share.should_yield(
+        pool=share.ROLLOUT, run_id=run_id, member=str(slot), ttl_s=settings.RL_SLOT_TIMEOUT_S,
+        min_hold_s=settings.RL_ROLLOUT_SHARE_S,
+    )  # fmt: skip
+
+
+def _refused(run_id: int, slot: int, generation: int, lease: Lease | None) -> str:
+    """Another run is owed this worker: give back the environment an earlier chunk kept (the run
+    that is owed the worker may need it), pause a moment (no hot loop through the queue) and go
+    back to the queue ("waiting")."""
+    if lease is not None:
+        fleet.lease_release(lease_id=lease.lease_id)
+        slots.slot_set(run_id, slot, generation, lease="", env="", worker="", kind="")
+    time.sleep(settings.RL_SHARE_REFUSED_PAUSE_S)
+    return "waiting"
+
+
+def _env_wait(run_id: int, kind: str) -> None:
+    """Note for the run page that a slot found no idle environment of `kind` (lapses in seconds)."""
+    rds().set(key(run_id, "envwait"), kind, ex=ENV_WAIT_TTL_S)
+
+
 def _lease(run_id: int, slot: int, generation: int, kind: str) -> Lease:
     """Lease an idle environment of `kind` for the slot and record it on the slot (raises
     fleet.NoEnvironmentAvailable when none is idle)."""
-    lease = fleet.lease_acquire(kind=kind, owner=f"rl:{run_id}:{slot}:{generation}")
+    lease = fleet.lease_acquire(kind=kind, owner=f"rl:{run_id}:{slot}:{generation}", background=True)
     slots.slot_set(
         run_id, slot, generation, lease=lease.lease_id, env=lease.env_id, worker=lease.worker, kind=kind
     )
@@ -168,6 +219,7 @@ def _lease_for_claim(
         try:
             got = _lease(run_id, slot, generation, want)
         except fleet.NoEnvironmentAvailable:
+            _env_wait(run_id, want)
             if not Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).exists():
                 return None
             time.sleep(0.2)

@@ -267,10 +267,13 @@ def _transition(run: Run, action: str, **fields: Any) -> Run:
 
 
 def _serving_stop(run_id: int) -> None:
-    """Paused or ended: the run's own policy servers exit (started again on resume)."""
+    """Paused or ended: the run's own policy servers exit (started again on resume), and it leaves
+    the fair share of the workers (no run yields to it any more)."""
+    from rl_control.engine import share
     from rl_control.engine.serving import serving_stop
 
     serving_stop(run_id)
+    share.forget(run_id=run_id)
 
 
 def _end_spell() -> dict[str, Any]:

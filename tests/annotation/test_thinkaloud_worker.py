@@ -42,14 +42,16 @@ def asr_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[subprocess.Popen]:
     """A prefork worker with one child on a queue of its own, on this test's database (the queue is
     also put in the environment, for servers a test starts after this fixture)."""
     queue = f"asr.hpb{uuid.uuid4().hex[:8]}"
+    live = f"{queue}.live"
     monkeypatch.setenv("THINKALOUD_QUEUE", queue)
+    monkeypatch.setenv("THINKALOUD_LIVE_QUEUE", live)
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings.test", "THINKALOUD_QUEUE": queue,
-           "DATABASE_URL": subprocess_database_url()}  # fmt: skip
+           "THINKALOUD_LIVE_QUEUE": live, "DATABASE_URL": subprocess_database_url()}  # fmt: skip
     proc = subprocess.Popen(
-        [*CELERY, "-n", f"{queue}@%h", "-Q", queue, "-P", "prefork", "-c", "1"],
+        [*CELERY, "-n", f"{queue}@%h", "-Q", f"{live},{queue}", "-P", "prefork", "-c", "1"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
-    with override_settings(THINKALOUD_QUEUE=queue):
+    with override_settings(THINKALOUD_QUEUE=queue, THINKALOUD_LIVE_QUEUE=live):
         try:
             yield proc
         finally:

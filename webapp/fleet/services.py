@@ -27,8 +27,16 @@ class NoEnvironmentAvailable(RuntimeError):
     """Every environment of that kind is leased; try again or raise the warm-pool size."""
 
 
-def lease_acquire(*, kind: str, owner: str, task: str = "", ttl_s: float | None = None) -> Lease:
-    lease = registry().acquire(kind=kind, owner=owner, task=task, ttl_s=ttl_s or settings.FLEET_LEASE_TTL_S)
+def lease_acquire(
+    *, kind: str, owner: str, task: str = "", ttl_s: float | None = None, background: bool = False
+) -> Lease:
+    """Lease an idle env of `kind`. `background` (RL rollouts): annotation comes first, so keep
+    settings.FLEET_INTERACTIVE_RESERVE envs of the kind idle for it, and take none while an
+    annotator was refused one lately (workers.envs.leases)."""
+    reserve = settings.FLEET_INTERACTIVE_RESERVE if background else None
+    lease = registry().acquire(
+        kind=kind, owner=owner, task=task, ttl_s=ttl_s or settings.FLEET_LEASE_TTL_S, reserve=reserve
+    )
     if lease is None:
         raise NoEnvironmentAvailable(
             f"no idle {kind} environment; {registry().metrics()['envs'].get(kind, {})}"
@@ -65,6 +73,11 @@ def env_call(
     if not out.get("ok"):
         raise EnvCallFailed(out.get("error", "unknown error"))
     return out
+
+
+def interactive_waiting(*, kind: str) -> bool:
+    """An annotator was refused an env of `kind` lately: background holders give theirs back."""
+    return registry().interactive_waiting(kind)
 
 
 def lease_renew(*, lease_id: str) -> str:

@@ -243,7 +243,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
-FLYWHEEL_QUEUES = ["default", "env", "rollout", "train", "asr", "export"]
+FLYWHEEL_QUEUES = ["default", "env", "rollout", "train", "asr.live", "asr", "export"]
 
 # Environment fleet (workers/envs/leases.py): lease time-to-live, reaper period, Redis key prefix.
 FLEET_REDIS_PREFIX = env_str("FLEET_REDIS_PREFIX", "flywheel:fleet")
@@ -253,6 +253,8 @@ FLEET_REAPER_PERIOD_S = env_float("FLEET_REAPER_PERIOD_S", 2.0)
 FLEET_WARM_POOL = env_str("FLEET_WARM_POOL", "desktop=1,browser=2,game=1,phone=1,terminal=1")
 FLEET_CAPACITY = env_str("FLEET_CAPACITY", "")
 FLEET_HOST_PERIOD_S = env_float("FLEET_HOST_PERIOD_S", 1.0)
+# Annotation before RL: RL rollouts leave this many idle envs of each kind to annotators.
+FLEET_INTERACTIVE_RESERVE = env_int("FLEET_INTERACTIVE_RESERVE", 1, minimum=0)
 # The websocket→VNC proxy (workers/envs/vnc/proxy.py): where it listens, where browsers reach it
 # (by default the listen address, so a stack on other ports gives out its own proxy's URL), token
 # lifetime.
@@ -328,7 +330,10 @@ LOGGING = {
 }
 
 # think-aloud (issue 6): annotator speech -> Whisper -> words aligned to steps (annotation/thinkaloud)
-THINKALOUD_QUEUE = env_str("THINKALOUD_QUEUE", "asr")
+THINKALOUD_QUEUE = env_str("THINKALOUD_QUEUE", "asr")  # full passes over a finished recording
+# Live chunks (transcripts while the annotator speaks) on their own queue, consumed ahead of the full
+# passes: a worker that serves only it, and the ASR worker taking it before `asr`.
+THINKALOUD_LIVE_QUEUE = env_str("THINKALOUD_LIVE_QUEUE", "asr.live")
 THINKALOUD_MAX_CHUNK_BYTES = env_int("THINKALOUD_MAX_CHUNK_BYTES", 2_000_000, minimum=1)
 THINKALOUD_MAX_CHUNK_S = env_float("THINKALOUD_MAX_CHUNK_S", 120.0)
 THINKALOUD_CLOCK_TOLERANCE_S = env_float("THINKALOUD_CLOCK_TOLERANCE_S", 5.0)
@@ -368,3 +373,12 @@ CELERY_BEAT_SCHEDULE["rl-engine-watch"] = {
 }
 RL_ROLLOUT_QUEUE = env_str("RL_ROLLOUT_QUEUE", "rollout")
 RL_TRAIN_QUEUE = env_str("RL_TRAIN_QUEUE", "train")
+# Fair share among running runs (rl_control.engine.share): a slot task refused a rollout process
+# pauses this long before it goes back to the queue; a slot queued (not yet running) is restarted
+# only after RL_SLOT_QUEUED_TIMEOUT_S; a trainer chunk holds the train worker at least
+# RL_TRAIN_SHARE_S before yielding it to another run's trainer (at once when it only waits for data),
+# a rollout slot at least RL_ROLLOUT_SHARE_S.
+RL_SHARE_REFUSED_PAUSE_S = env_float("RL_SHARE_REFUSED_PAUSE_S", 1.0)
+RL_SLOT_QUEUED_TIMEOUT_S = env_float("RL_SLOT_QUEUED_TIMEOUT_S", 900.0)
+RL_TRAIN_SHARE_S = env_float("RL_TRAIN_SHARE_S", 30.0)
+RL_ROLLOUT_SHARE_S = env_float("RL_ROLLOUT_SHARE_S", 10.0)

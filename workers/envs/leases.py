@@ -10,7 +10,8 @@ Keys (prefix p):
   p:idle:<kind>       set   idle env ids of that kind
   p:lease:<lease_id>  hash  env, kind, owner, task, ttl, acquired, expires, state (active|crashed)
   p:expiry            zset  lease_id -> expiry (unix seconds)
-  p:counters          hash  acquired, released, reclaimed, crashed, booted, renewed, refused
+  p:counters          hash  acquired, released, reclaimed, crashed, booted, renewed, refused, deferred
+  p:demand:<kind>     str   set while an interactive lessee is owed an env of that kind (TTL)
   p:events            stream of {event, env, lease, kind, owner, task, at, ...}
 """
 
@@ -27,13 +28,25 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
+DEMAND_S = 30.0  # how long a refused interactive lessee keeps background lessees away from a kind
+
 _ACQUIRE = """
 local p, kind, owner, task, ttl, now, lease_id = KEYS[1], ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local reserve = tonumber(ARGV[7] or '-1')
+-- A background lease (RL) leaves `reserve` idle envs of the kind to interactive ones (annotation)
+-- and takes none while an interactive lessee was refused one lately.
+if reserve >= 0 and (redis.call('SCARD', p .. ':idle:' .. kind) <= reserve
+                     or redis.call('EXISTS', p .. ':demand:' .. kind) == 1) then
+  redis.call('HINCRBY', p .. ':counters', 'deferred', 1)
+  return false
+end
 local env = redis.call('SPOP', p .. ':idle:' .. kind)
 if not env then
   redis.call('HINCRBY', p .. ':counters', 'refused', 1)
+  if reserve < 0 then redis.call('SET', p .. ':demand:' .. kind, now, 'PX', tonumber(ARGV[8])) end
   return false
 end
+if reserve < 0 then redis.call('DEL', p .. ':demand:' .. kind) end
 local worker = redis.call('HGET', p .. ':env:' .. env, 'worker')
 redis.call('HSET', p .. ':env:' .. env, 'state', 'leased', 'lease', lease_id, 'task', task)
 redis.call('HSET', p .. ':lease:' .. lease_id, 'env', env, 'kind', kind, 'owner', owner, 'task', task,
@@ -198,14 +211,35 @@ class LeaseRegistry:
         return gone
 
     # -- leases (called by services on behalf of annotation sessions and RL rollouts)
-    def acquire(self, *, kind: str, owner: str, task: str = "", ttl_s: float = 60.0) -> Lease | None:
-        """Lease an idle env of `kind`, or None when none is idle (the caller may ask for a boot)."""
+    def acquire(
+        self,
+        *,
+        kind: str,
+        owner: str,
+        task: str = "",
+        ttl_s: float = 60.0,
+        reserve: int | None = None,
+        demand_s: float = DEMAND_S,
+    ) -> Lease | None:
+        """Lease an idle env of `kind`, or None when none is idle (the caller may ask for a boot).
+
+        Interactive lessees (annotation: `reserve` None) come first: a background lessee (RL:
+        `reserve` = how many idle envs of the kind it must leave) is refused while no more than
+        `reserve` are idle, and while an interactive lessee that found none is owed one (for
+        `demand_s`, or until an interactive lease succeeds); `interactive_waiting` tells background
+        holders to give theirs back."""
         lease_id = uuid.uuid4().hex
-        got = self._acquire(keys=[self.prefix], args=[kind, owner, task, ttl_s, time.time(), lease_id])
+        args = [kind, owner, task, ttl_s, time.time(), lease_id, -1 if reserve is None else max(0, reserve),
+                int(demand_s * 1000)]  # fmt: skip
+        got = self._acquire(keys=[self.prefix], args=args)
         if not got:
             return None
         env_id, worker = (_s(x) for x in got)
         return Lease(lease_id=lease_id, env_id=env_id, worker=worker, kind=kind, owner=owner, task=task)
+
+    def interactive_waiting(self, kind: str) -> bool:
+        """An interactive lessee found no idle env of `kind` lately (background holders yield)."""
+        return bool(self.r.exists(f"{self.prefix}:demand:{kind}"))
 
     def renew(self, *, lease_id: str) -> str:
         """Heartbeat. Returns 'active', 'crashed' (env died: release and lease again) or 'gone'
