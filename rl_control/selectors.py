@@ -369,7 +369,8 @@ def metric_rows(*, run_id: int, chunk: int = 20_000) -> Iterator[tuple[str, int,
 def run_fleet(*, run_id: int, history: int = 50) -> dict[str, Any]:
     """The run's environments: live leases from the registry (Redis, the authority), each with its
     environment's state and boot time, and the recent ended leases from the durable record (released,
-    reclaimed, crashed), plus counts by state. Ownership: see `_owned_by_run`."""
+    reclaimed, crashed), plus counts by state and why the run waits (`run_wait_reason`). Ownership:
+    see `_owned_by_run`."""
     from webapp.fleet.models import EnvRecord, LeaseRecord
     from webapp.fleet.services import registry
 
@@ -432,6 +433,7 @@ def run_fleet(*, run_id: int, history: int = 50) -> dict[str, Any]:
         "counts": counts,
         "fleet_idle": reg.metrics()["idle"],
         "boot_s_mean": round(sum(boot_values) / len(boot_values), 3) if boot_values else None,
+        "wait_reason": run_wait_reason(run=Run.objects.get(pk=run_id)),
     }
 
 

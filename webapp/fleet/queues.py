@@ -118,10 +118,11 @@ def _sent_at(message: bytes | None) -> float | None:
         return None
 
 
-def queues_overview() -> list[dict[str, Any]]:
-    """Every known queue (the install's, the live ASR one, each env host's, any a worker announced)."""
+def queues_overview(*, hosts: list[str]) -> list[dict[str, Any]]:
+    """Every known queue: the install's, the live ASR one, each env host's (`hosts`), and any queue
+    a live worker announced."""
     names = set(settings.FLYWHEEL_QUEUES) | {settings.THINKALOUD_LIVE_QUEUE} | set(announced_queues())
-    names |= {f"env.{host}" for host in registry().snapshot()["hosts"]}
+    names |= {f"env.{host}" for host in hosts}
     now = time.time()
     return [queue_depth(name, now=now) for name in sorted(names)]
 

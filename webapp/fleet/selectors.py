@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any, TypedDict
 
+from webapp.fleet.queues import queues_overview
 from webapp.fleet.services import registry
 
 # Owners as the lessees write them (rl_control.engine.worker, annotation.services, flywheel.tasks).
@@ -74,7 +75,8 @@ def _health(
 
 
 def fleet_overview() -> dict[str, Any]:
-    """{now, hosts: [...], envs: [...], counts} of the whole fleet, newest first within each host."""
+    """{now, hosts: [...], envs: [...], counts, queues: [...]} of the whole fleet, newest first within
+    each host; queues: depth and oldest wait of every Celery queue, with the workers consuming it."""
     snap = registry().snapshot()
     now = float(snap["now"])
     hosts_beat: dict[str, float] = snap["hosts"]
@@ -129,7 +131,8 @@ def fleet_overview() -> dict[str, Any]:
     for e in envs:
         counts[e["state"]] = counts.get(e["state"], 0) + 1
         counts["unhealthy"] += int(e["health"] != "ok")
-    return {"now": now, "hosts": list(per_host.values()), "envs": envs, "counts": counts}
+    queues = queues_overview(hosts=list(per_host))
+    return {"now": now, "hosts": list(per_host.values()), "envs": envs, "counts": counts, "queues": queues}
 
 
 def fleet_env(env_id: str) -> dict[str, str]:

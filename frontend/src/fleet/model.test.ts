@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { duration, filterEnvs, kindsOf, type FleetEnv } from "./model";
+import { duration, filterEnvs, kindsOf, queueState, type FleetEnv, type FleetQueue } from "./model";
 
 const env = (over: Partial<FleetEnv>): FleetEnv => ({
   env_id: "e", kind: "browser", host: "h", state: "idle", health: "ok", health_reason: "",
@@ -31,5 +31,15 @@ describe("filterEnvs", () => {
   });
   it("lists kinds once, sorted", () => {
     expect(kindsOf(all)).toEqual(["browser", "desktop"]);
+  });
+});
+
+describe("queueState", () => {
+  const q = (over: Partial<FleetQueue>): FleetQueue => ({ queue: "asr.live", depth: 0, oldest_wait_s: null, workers: ["asr-live@h"], concurrency: 2, ...over });
+  it("says idle, how long the oldest waits, or that nobody consumes the queue", () => {
+    expect(queueState(q({}))).toEqual({ text: "idle", tone: "completed" });
+    expect(queueState(q({ depth: 3, oldest_wait_s: 12.4 }))).toEqual({ text: "3 waiting, oldest 12 s", tone: "running" });
+    expect(queueState(q({ depth: 2, workers: [] }))).toEqual({ text: "2 waiting and no worker", tone: "failed" });
+    expect(queueState(q({ workers: [] })).text).toBe("no worker");
   });
 });

@@ -39,11 +39,21 @@ export interface FleetHost {
   kinds: string[];
 }
 
+/** One Celery queue: messages waiting in the broker, the oldest one's wait, who consumes it. */
+export interface FleetQueue {
+  queue: string;
+  depth: number;
+  oldest_wait_s: number | null;
+  workers: string[];
+  concurrency: number;
+}
+
 export interface Fleet {
   now: number;
   hosts: FleetHost[];
   envs: FleetEnv[];
   counts: Record<string, number>;
+  queues: FleetQueue[];
 }
 
 export interface FleetSnapshotEvent {
@@ -92,4 +102,11 @@ export function ownerKindLabel(kind: FleetOwner["kind"]): string {
 /** The env kinds present, sorted (for the filter). */
 export function kindsOf(envs: readonly FleetEnv[]): string[] {
   return [...new Set(envs.map((e) => e.kind))].sort();
+}
+
+/** A queue's state in words: "idle", "3 waiting, oldest 12 s", or a warning when nobody consumes it. */
+export function queueState(q: FleetQueue): { text: string; tone: "completed" | "running" | "failed" } {
+  if (q.workers.length === 0) return { text: q.depth > 0 ? `${q.depth} waiting and no worker` : "no worker", tone: q.depth > 0 ? "failed" : "running" };
+  if (q.depth === 0) return { text: "idle", tone: "completed" };
+  return { text: `${q.depth} waiting, oldest ${duration(q.oldest_wait_s)}`, tone: "running" };
 }

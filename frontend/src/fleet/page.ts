@@ -5,7 +5,7 @@
 import "./fleet.css";
 import { api } from "../lib/api";
 import { badge, h, notice, render } from "../lib/dom";
-import { duration, filterEnvs, kindsOf, ownerKindLabel, type Fleet, type FleetEnv, type FleetFilter, type FleetSnapshotEvent } from "./model";
+import { duration, filterEnvs, kindsOf, ownerKindLabel, queueState, type Fleet, type FleetEnv, type FleetFilter, type FleetSnapshotEvent } from "./model";
 import { openWatch } from "./watch";
 
 class FleetPage {
@@ -16,6 +16,7 @@ class FleetPage {
     link: h("span", { class: "muted", "data-testid": "fleet-link" }, "connecting…"),
     counts: h("div", { class: "rc-counts", "data-testid": "fleet-counts" }),
     hosts: h("div", { "data-testid": "fleet-hosts" }),
+    queues: h("div", { "data-testid": "fleet-queues" }),
     filters: h("div", { class: "fleet-filters" }),
     envs: h("div", { "data-testid": "fleet-envs" }),
     watch: h("div", { class: "rc-watch", "data-testid": "watch" }),
@@ -28,6 +29,7 @@ class FleetPage {
       this.root,
       h("section", { class: "card" }, h("div", { class: "card-head" }, h("h2", {}, "Overview"), this.el.link), this.el.counts),
       h("section", { class: "card" }, h("div", { class: "card-head" }, h("h2", {}, "Env hosts")), this.el.hosts),
+      h("section", { class: "card" }, h("div", { class: "card-head" }, h("h2", {}, "Work queues"), h("small", { class: "muted" }, "messages waiting in each Celery queue and the workers that take them")), this.el.queues),
       h("section", { class: "card" }, h("div", { class: "card-head" }, h("h2", {}, "Environments"), this.el.filters), this.el.envs, this.el.watch),
     );
     this.show(await api<Fleet>("/api/fleet/"));
@@ -84,6 +86,22 @@ class FleetPage {
               h("td", { class: "num" }, host.leased),
               h("td", {}, host.kinds.join(", ") || "—"),
             )))),
+    );
+    render(
+      this.el.queues,
+      h("table", { class: "data" },
+        h("thead", {}, h("tr", {}, ...["Queue", "Waiting", "Oldest wait", "State", "Workers", "Processes"].map((t) => h("th", {}, t)))),
+        h("tbody", {}, ...fleet.queues.map((q) => {
+          const state = queueState(q);
+          return h("tr", { "data-testid": `queue-${q.queue}` },
+            h("td", {}, h("code", {}, q.queue)),
+            h("td", { class: "num" }, q.depth),
+            h("td", {}, duration(q.oldest_wait_s)),
+            h("td", {}, badge(state.text, state.tone)),
+            h("td", {}, q.workers.join(", ") || "—"),
+            h("td", { class: "num" }, q.concurrency),
+          );
+        }))),
     );
     this.renderFilters(fleet);
     this.renderEnvs();

@@ -43,6 +43,7 @@ function endpointKeys(keys: { url: string; key: string }[]): HTMLElement {
   );
 }
 const MAX_NAMES_PER_REQUEST = 20;
+const FLEET_POLL_MS = 5000;
 
 const CONTROLS: Record<string, string[]> = {
   created: ["launch", "stop"],
@@ -71,6 +72,7 @@ class RunPage {
   private catalogue = new Map<string, CatalogueRow>();
   private connectedOnce = false;
   private fleetTimer = 0;
+  private fleetPoll = 0;
   private episodesTimer = 0;
   private checkpointsSeen = -1; // the run's policy version when the checkpoint list was last loaded
   private episodesSeen = -1; // the run's episode count when the list was last loaded
@@ -83,6 +85,7 @@ class RunPage {
     message: h("div", { class: "form-status", "data-testid": "control-status" }),
     link: h("span", { class: "rc-link", "data-testid": "link-state" }, "connecting…"),
     counters: h("div", { class: "rc-counters", "data-testid": "counters" }),
+    wait: h("div", { "data-testid": "wait-reason" }),
     groups: h("div", { class: "rc-groups", "data-testid": "charts" }),
     alerts: h("div", { "data-testid": "alerts" }),
     thresholds: h("div", { "data-testid": "thresholds" }),
@@ -106,6 +109,7 @@ class RunPage {
     this.catalogue = new Map(catalogue.map((c) => [c.name, c]));
     this.layout();
     this.renderStatus(run);
+    this.renderWait(run.wait_reason);
     await Promise.all([this.loadCharts(), this.loadAlerts(), this.loadEpisodes(), this.loadFleet(), this.loadCheckpoints()]);
     new RunSocket(this.runId, (e) => { this.onEvent(e); }, (state, detail) => {
       this.el.link.textContent = state === "live" ? "● live" : `${state}${detail ? ` (${detail})` : ""}`;
@@ -148,7 +152,7 @@ class RunPage {
     render(
       this.root,
       this.el.head,
-      h("section", { class: "card" }, this.el.counters, h("div", { class: "rc-bar" }, this.el.controls, this.el.link), this.el.message),
+      h("section", { class: "card" }, this.el.counters, this.el.wait, h("div", { class: "rc-bar" }, this.el.controls, this.el.link), this.el.message),
       h(
         "section",
         { class: "card" },
@@ -423,8 +427,18 @@ class RunPage {
     }, 1000);
   }
 
+  /** Why the run waits, from the scheduler (the run detail, then every fleet load); hidden when it does not. */
+  private renderWait(reason: string | null): void {
+    if (reason === null || this.run.status !== "running") render(this.el.wait);
+    else render(this.el.wait, notice("info", reason));
+  }
+
   private async loadFleet(): Promise<void> {
     const f = await api<Fleet>(`/api/rl/runs/${this.runId}/fleet/`);
+    this.renderWait(f.wait_reason);
+    // While the run runs, its environments and wait reason are read again every few seconds.
+    window.clearTimeout(this.fleetPoll);
+    if (this.run.status === "running") this.fleetPoll = window.setTimeout(() => { this.scheduleFleet(); }, FLEET_POLL_MS);
     const counts = Object.entries(f.counts).map(([k, v]) => h("span", { class: "rc-count" }, h("b", {}, v), ` ${k}`));
     const live = f.live.map((l) => {
       const watch = h("button", { type: "button", class: "btn btn-small btn-secondary", disabled: !l.watchable, title: l.watchable ? "watch live, read-only" : "only desktops stream over VNC", "data-testid": `watch-${l.lease_id}` }, "Watch");

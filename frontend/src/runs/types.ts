@@ -36,6 +36,8 @@ export interface RunRow {
   headline_success: number | null;
   progress: number | null;
   alerts: RunAlerts;
+  /** Why a running run waits (train worker, rollout slot, environment); null when nothing holds it back. */
+  wait_reason: string | null;
   created_at: string;
   started_at: string | null;
   finished_at: string | null;
@@ -138,6 +140,7 @@ export interface Fleet {
   counts: Record<string, number>;
   fleet_idle: number;
   boot_s_mean: number | null;
+  wait_reason: string | null;
 }
 
 export interface StatusEvent {
