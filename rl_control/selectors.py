@@ -489,9 +489,9 @@ def run_wait_reason(*, run: Run) -> str | None:
     why = share.wait_reason(pool=share.ROLLOUT, run_id=run.pk, what="a rollout slot")
     if why:
         return why
-    kind = rds().get(key(run.pk, "envwait"))
-    if kind:
-        kind = kind.decode()
+    raw: bytes | None = rds().get(key(run.pk, "envwait"))  # type: ignore[assignment]
+    if raw:
+        kind = raw.decode()
         counts = registry().metrics()["envs"].get(kind, {})
         total = counts.get("idle", 0) + counts.get("leased", 0)
         return (

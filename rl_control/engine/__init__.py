@@ -4,6 +4,8 @@ a streaming pool and a chunked trainer. More machines = more workers on the same
     slots.py    env slots: one Celery task per slot owns a leased environment and runs one
                 trajectory at a time (rollout-wise scheduling); heartbeats, fencing generations,
                 reclaiming the slots of killed workers
+    share.py    the fair share of rollout and train processes among running runs (weighted by
+                env.priority), and why a run waits
     data.py     the data manager: rollout groups (task, N, step limit from the curator) handed out
                 slot by slot, the streaming pool (Redis stream + durable rows in PostgreSQL),
                 completed groups ready for training, the sync-mode batch barrier

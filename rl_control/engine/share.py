@@ -213,7 +213,8 @@ def forget(*, run_id: int) -> None:
     """The run stopped: it neither holds nor wants anything any more."""
     r = rds()
     for pool in (ROLLOUT, TRAIN):
-        holds = [m for m in r.zrange(_k("share", pool, "hold"), 0, -1) if _s(m).startswith(f"{run_id}:")]
+        members: list[bytes] = r.zrange(_k("share", pool, "hold"), 0, -1)  # type: ignore[assignment]
+        holds = [_s(m) for m in members if _s(m).startswith(f"{run_id}:")]
         pipe = r.pipeline()
         if holds:
             pipe.zrem(_k("share", pool, "hold"), *holds)

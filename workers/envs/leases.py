@@ -229,8 +229,8 @@ class LeaseRegistry:
         `demand_s`, or until an interactive lease succeeds); `interactive_waiting` tells background
         holders to give theirs back."""
         lease_id = uuid.uuid4().hex
-        args = [kind, owner, task, ttl_s, time.time(), lease_id, -1 if reserve is None else max(0, reserve),
-                int(demand_s * 1000)]  # fmt: skip
+        args: list[str | float | int] = [kind, owner, task, ttl_s, time.time(), lease_id,
+                                         -1 if reserve is None else max(0, reserve), int(demand_s * 1000)]  # fmt: skip
         got = self._acquire(keys=[self.prefix], args=args)
         if not got:
             return None

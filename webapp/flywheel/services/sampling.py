@@ -30,7 +30,7 @@ class LeasedEnv:
     def __init__(self, kind: str, owner: str, task: str = "") -> None:
         from webapp.fleet.services import lease_acquire
 
-        self.lease = lease_acquire(kind=kind, owner=owner, task=task)
+        self.lease = lease_acquire(kind=kind, owner=owner, task=task, background=True)  # after annotators
 
     def _call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
         from webapp.fleet.services import EnvCallFailed, env_call
