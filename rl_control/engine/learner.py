@@ -73,7 +73,9 @@ from workers.rl.trainer import EMA_DIR, PolicyTrainer, resume_trainer, trainer_f
 
 log = logging.getLogger(__name__)
 TRAINER = "trainer"  # the trainer's member name in the `train` share
-TRAIN_HOLD_TTL_S = 300.0  # a trainer that died stops holding the train worker after this
+TRAIN_HOLD_TTL_S = (
+    900.0  # a trainer that died stops holding the train worker after this (an update may be long)
+)
 WAIT_S = 1.0
 SERVING_CHECK_S = 10.0
 

@@ -202,6 +202,11 @@ def should_yield(*, pool: str, run_id: int, member: str, ttl_s: float, min_hold_
     return True
 
 
+def renew(*, pool: str, run_id: int, member: str, ttl_s: float) -> None:
+    """Extend a hold (a holder in the middle of long work); nothing when it is not held."""
+    rds().zadd(_k("share", pool, "hold"), {_member(run_id, member): time.time() + ttl_s}, xx=True)
+
+
 def release(*, pool: str, run_id: int, member: str) -> None:
     pipe = rds().pipeline()
     pipe.zrem(_k("share", pool, "hold"), _member(run_id, member))

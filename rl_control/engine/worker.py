@@ -133,7 +133,7 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
             try:
                 run_episode(
                     run=run, claim=claim, lease=lease, policy=policy, current_version=version,
-                    beat=lambda: slots.slot_beat(run_id, slot, generation),
+                    beat=lambda: slots.slot_beat(run_id, slot, generation) and _hold(run_id, slot),
                 )  # fmt: skip
             except fleet.LeaseLost as exc:
                 log.warning("run %s slot %s: %s; leasing another environment", run_id, slot, exc)
@@ -166,6 +166,12 @@ def _admitted(run: Run, slot: int) -> bool:
         pool=share.ROLLOUT, run_id=run.pk, member=str(slot), weight=share.weight_of(run.config),
         cap=int(run.config["env"]["parallel_envs"]), ttl_s=settings.RL_SLOT_TIMEOUT_S,
     )  # fmt: skip
+
+
+def _hold(run_id: int, slot: int) -> bool:
+    """Keep holding the rollout worker through a long episode (with every slot heartbeat)."""
+    share.renew(pool=share.ROLLOUT, run_id=run_id, member=str(slot), ttl_s=settings.RL_SLOT_TIMEOUT_S)
+    return True
 
 
 def _should_yield(run_id: int, slot: int) -> bool:
