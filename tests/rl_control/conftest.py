@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,7 +11,7 @@ import pytest
 from rl_control import services
 from rl_control.models import Run
 from tests.factories import TaskFactory, TaskPoolFactory
-from webapp.store.models import TaskPool
+from webapp.store.models import Checkpoint, TaskPool
 
 
 @pytest.fixture
@@ -29,6 +31,19 @@ def make_run(users, pool):
         )
 
     return make
+
+
+@pytest.fixture
+def start_checkpoint(tmp_path: Path) -> Checkpoint:
+    """An untrained embedded policy saved as a checkpoint (the engine tests' start weights)."""
+    from workers.policy.embedded.configuration import FlywheelPolicyConfig
+    from workers.policy.embedded.policy import new_model
+    from workers.policy.embedded.tokenizer import FlywheelTokenizer
+
+    path = tmp_path / "start"
+    new_model(FlywheelPolicyConfig(flywheel_version="0"), seed=0).save_pretrained(path)
+    FlywheelTokenizer().save_pretrained(path)
+    return Checkpoint.objects.create(version=f"start-{uuid.uuid4().hex[:6]}", path=str(path))
 
 
 @pytest.fixture

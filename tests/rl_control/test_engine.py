@@ -56,18 +56,6 @@ def stack_factory(tmp_path: Path) -> Iterator[Callable[[float], LocalStack]]:
         fleet.registry.cache_clear()
 
 
-@pytest.fixture
-def start_checkpoint(tmp_path: Path) -> Checkpoint:
-    from workers.policy.embedded.configuration import FlywheelPolicyConfig
-    from workers.policy.embedded.policy import new_model
-    from workers.policy.embedded.tokenizer import FlywheelTokenizer
-
-    path = tmp_path / "start"
-    new_model(FlywheelPolicyConfig(flywheel_version="0"), seed=0).save_pretrained(path)
-    FlywheelTokenizer().save_pretrained(path)
-    return Checkpoint.objects.create(version=f"start-{uuid.uuid4().hex[:6]}", path=str(path))
-
-
 def _miniwob_pool() -> TaskPool:
     pool = TaskPool.objects.create(name=f"miniwob-{uuid.uuid4().hex[:6]}")
     for name in ("click-test", "click-button"):

@@ -15,7 +15,7 @@ from django.test import override_settings
 from rl_control import selectors, services
 from rl_control.engine.stack import LocalStack, wait_for
 from rl_control.models import Run, RunStatus
-from tests.rl_control.test_engine import _run, start_checkpoint  # noqa: F401 (a fixture)
+from tests.rl_control.test_engine import _run
 from webapp.fleet import services as fleet
 from webapp.store.models import Trajectory
 
@@ -25,7 +25,7 @@ FIRST_EPISODE_BOUND_S = 120.0  # on this 2-core machine under the other engineer
 
 def test_a_run_launched_while_another_trains_gets_episodes_soon(
     users, start_checkpoint, tmp_path: Path
-) -> None:  # noqa: F811
+) -> None:
     url = f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}"
     stack = LocalStack(tmp_path / "stack", url, settings_module="webapp.settings.test", envs=2,
                        updates_per_chunk=10, extra_env={"RL_ROLLOUT_CHUNK_S": "120"},
