@@ -20,7 +20,9 @@ from webapp.fleet import services as fleet
 from webapp.store.models import Trajectory
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-FIRST_EPISODE_BOUND_S = 120.0  # on this 2-core machine under the other engineers' load (goal: 60 s)
+# Measured on this 2-core machine at load ~15: 65 s; the code before the fair share, same test: 112 s
+# (its second run waited for the first run's 10-update trainer chunk and 120-s rollout chunks).
+FIRST_EPISODE_BOUND_S = 90.0
 
 
 def test_a_run_launched_while_another_trains_gets_episodes_soon(
