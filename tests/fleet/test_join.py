@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.test import override_settings
 
 from rl_control.engine import share
+from tests.service_urls import subprocess_database_url
 from webapp.fleet import queues
 from webapp.fleet import services as fleet
 
@@ -40,7 +40,7 @@ def joined() -> Iterator[dict[str, dict[str, list[str]]]]:
     n = uuid.uuid4().hex[:6]
     names = {"FLEET_REDIS_PREFIX": f"test:join:{n}", "RL_ROLLOUT_QUEUE": f"rollout.join.{n}"}
     base = {**os.environ, **names, "DJANGO_SETTINGS_MODULE": "webapp.settings.test",
-            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}",
+            "DATABASE_URL": subprocess_database_url(),
             "REDIS_URL": settings.REDIS_URL, "FLYWHEEL_JOIN": "1", "FLYWHEEL_ANNOTATORS": "1",
             "FLYWHEEL_ROLLOUT_CONCURRENCY": "1", "FLEET_WARM_POOL": "terminal=2", "FLEET_HOST_PERIOD_S": "0.5"}  # fmt: skip
     hosts = {host: _join_commands({**base, "FLYWHEEL_ENV_HOST": host}) for host in (f"ja{n}", f"jb{n}")}

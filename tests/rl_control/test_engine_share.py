@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-from django.db import connection
 from django.test import override_settings
 
 from rl_control import selectors, services
 from rl_control.engine.stack import LocalStack, wait_for
 from rl_control.models import Run, RunStatus
 from tests.rl_control.test_engine import _run
+from tests.service_urls import subprocess_database_url
 from webapp.fleet import services as fleet
 from webapp.store.models import Trajectory
 
@@ -28,7 +28,7 @@ FIRST_EPISODE_BOUND_S = 90.0
 def test_a_run_launched_while_another_trains_gets_episodes_soon(
     users, start_checkpoint, tmp_path: Path
 ) -> None:
-    url = f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}"
+    url = subprocess_database_url()
     stack = LocalStack(tmp_path / "stack", url, settings_module="webapp.settings.test", envs=2,
                        updates_per_chunk=10, extra_env={"RL_ROLLOUT_CHUNK_S": "120"},
                        warm_pool={"browser": 4})  # fmt: skip
