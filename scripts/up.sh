@@ -87,7 +87,6 @@ say "starting processes"
 # Each role its own Redis user: the web server `web`, the workers `worker`, the VNC proxy `vncproxy`.
 REDIS_WEB_URL=$REDIS_URL
 export REDIS_URL=$REDIS_WORKER_URL
-CELERY=("$VENV/bin/celery" -A webapp)
 REDIS_URL=$REDIS_WEB_URL UVICORN="$VENV/bin/uvicorn" start web scripts/web.sh --host "$HOST" --port "$PORT" --no-access-log
 start worker-default "${CELERY[@]}" worker -n default@%h -Q default,export -c "$DEFAULT_C" -l info
 start worker-env "${CELERY[@]}" worker -n env@%h -Q env -c 2 -l info
