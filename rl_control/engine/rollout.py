@@ -195,7 +195,7 @@ class _Acted:
     (None when none ran), why the env refused one, a terminal action, the env's episode end."""
 
     parsed_ok: bool
-    points: list[list[int]] = field(default_factory=list)  # screen pixels the executed actions touched
+    points: list[list[float]] = field(default_factory=list)  # screen pixels the executed actions touched
     next_obs: Observation | None = None
     env_error: str = ""
     terminal: bool = False

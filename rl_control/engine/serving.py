@@ -193,7 +193,8 @@ def _host_port(url: str) -> tuple[str, int] | None:
 def _addresses(host: str) -> set[str]:
     try:
         return {
-            str(ipaddress.ip_address(info[4][0].split("%")[0])) for info in socket.getaddrinfo(host, None)
+            str(ipaddress.ip_address(str(info[4][0]).split("%")[0]))
+            for info in socket.getaddrinfo(host, None)
         }
     except (OSError, ValueError):
         return set()

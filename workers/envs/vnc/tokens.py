@@ -166,7 +166,7 @@ def parse_grant(raw: bytes | str | None, *, token: str, key: bytes) -> VncGrant 
         return None
     try:
         data = json.loads(raw)
-        fields = {
+        fields: dict[str, Any] = {
             "host": str(data["host"]),
             "port": int(data["port"]),
             "session_id": str(data["session_id"]),
