@@ -55,8 +55,8 @@ if [[ -n "${FLYWHEEL_JOIN:-}" ]]; then
     "$PY" manage.py migrate --check >/dev/null || die "the install at DATABASE_URL is not reachable or not migrated"
   fi
   say "joining the install as $NAME"
-  start "$NAME" env FLYWHEEL_ENV_HOST="$NAME" "${CELERY[@]}" worker -n "$NAME@%h" -Q "env.$NAME" -P threads -c "$ENV_THREADS" -l info
-  start "rollout-$NAME" "${CELERY[@]}" worker -n "rollout-$NAME@%h" -Q "$ROLLOUT_Q" -c "$ROLLOUT_C" -l info
+  start "$NAME" env DB_POOL_ROLE=envhost FLYWHEEL_ENV_HOST="$NAME" "${CELERY[@]}" worker -n "$NAME@%h" -Q "env.$NAME" -P threads -c "$ENV_THREADS" -l info
+  start "rollout-$NAME" env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n "rollout-$NAME@%h" -Q "$ROLLOUT_Q" -c "$ROLLOUT_C" -l info
   [[ -n "${FLYWHEEL_DRY_RUN:-}" ]] || say "joined: the fleet page lists $NAME and its workers within a minute"
   exit 0
 fi
@@ -87,18 +87,19 @@ say "starting processes"
 # Each role its own Redis user: the web server `web`, the workers `worker`, the VNC proxy `vncproxy`.
 REDIS_WEB_URL=$REDIS_URL
 export REDIS_URL=$REDIS_WORKER_URL
-REDIS_URL=$REDIS_WEB_URL UVICORN="$VENV/bin/uvicorn" start web scripts/web.sh --host "$HOST" --port "$PORT" --no-access-log
-start worker-default "${CELERY[@]}" worker -n default@%h -Q default,export -c "$DEFAULT_C" -l info
-start worker-env "${CELERY[@]}" worker -n env@%h -Q env -c 2 -l info
-start worker-asr-live "${CELERY[@]}" worker -n asr-live@%h -Q asr.live -c "$ASR_LIVE_C" -l info
-start worker-asr "${CELERY[@]}" worker -n asr@%h -Q asr.live,asr -c 1 -l info
-start worker-rollout "${CELERY[@]}" worker -n rollout@%h -Q rollout -c "$ROLLOUT_C" -l info
-start worker-train "${CELERY[@]}" worker -n train@%h -Q train -c 1 -l info
-start beat "${CELERY[@]}" beat -l info --schedule "$VAR/celerybeat-schedule"
+# Each process's database pool is sized by its role (DB_POOL_ROLE; the budget: docs/scale.md).
+REDIS_URL=$REDIS_WEB_URL UVICORN="$VENV/bin/uvicorn" start web env DB_POOL_ROLE=web scripts/web.sh --host "$HOST" --port "$PORT" --no-access-log
+start worker-default env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n default@%h -Q default,export -c "$DEFAULT_C" -l info
+start worker-env env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n env@%h -Q env -c 2 -l info
+start worker-asr-live env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n asr-live@%h -Q asr.live -c "$ASR_LIVE_C" -l info
+start worker-asr env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n asr@%h -Q asr.live,asr -c 1 -l info
+start worker-rollout env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n rollout@%h -Q rollout -c "$ROLLOUT_C" -l info
+start worker-train env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n train@%h -Q train -c 1 -l info
+start beat env DB_POOL_ROLE=command "${CELERY[@]}" beat -l info --schedule "$VAR/celerybeat-schedule"
 # The env host: one process owning the live environments (threads pool: every call reaches it).
-start envhost1 env FLYWHEEL_ENV_HOST=envhost1 "${CELERY[@]}" worker -n envhost1@%h -Q env.envhost1 -P threads -c "$ENV_THREADS" -l info
+start envhost1 env DB_POOL_ROLE=envhost FLYWHEEL_ENV_HOST=envhost1 "${CELERY[@]}" worker -n envhost1@%h -Q env.envhost1 -P threads -c "$ENV_THREADS" -l info
 REDIS_URL=$REDIS_VNC_URL start vnc-proxy "$PY" -m workers.envs.vnc.proxy --listen "${VNC_PROXY_LISTEN:-127.0.0.1:6080}"
-start policy "$PY" manage.py serve_policy --port "${POLICY_PORT:-8100}"
+start policy env DB_POOL_ROLE=command "$PY" manage.py serve_policy --port "${POLICY_PORT:-8100}"
 if [[ -x scripts/up-extra.sh ]]; then source scripts/up-extra.sh; fi
 
 for _ in $(seq 1 60); do

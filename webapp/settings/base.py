@@ -6,7 +6,15 @@ from datetime import timedelta
 from pathlib import Path
 
 from webapp.security_headers import content_security_policy, origin_of
-from webapp.settings.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
+from webapp.settings.env import (
+    database_from_url,
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(env_str("FLYWHEEL_VAR_DIR", str(BASE_DIR / "var")))
@@ -47,6 +55,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "webapp.client_address.ClientAddressMiddleware",  # first: REMOTE_ADDR as the lockout counts it
+    "webapp.overload.OverloadMiddleware",  # no free database connection: 503, never 500
     "django.middleware.security.SecurityMiddleware",
     "webapp.security_headers.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -80,8 +89,36 @@ TEMPLATES = [
     },
 ]
 
+# Database connections: every process has its own bounded pool (Django's psycopg pool), sized by the
+# role it plays, so the sum over every process stays under PostgreSQL's max_connections (the budget:
+# docs/scale.md). web: the ASGI server; worker: one Celery prefork child (one task at a time);
+# envhost: an env-host worker (one threads pool); command: manage.py commands, beat, the policy server.
+DB_POOL_ROLES = ("web", "worker", "envhost", "command")
+DB_POOL_ROLE = env_choice("DB_POOL_ROLE", "web", DB_POOL_ROLES)
+DB_POOL_WEB_MIN = env_int("DB_POOL_WEB_MIN", 2, minimum=0)
+DB_POOL_MAX = {
+    "web": env_int("DB_POOL_WEB_MAX", 20, minimum=1),
+    "worker": env_int("DB_POOL_WORKER_MAX", 2, minimum=1),
+    "envhost": env_int("DB_POOL_ENVHOST_MAX", 4, minimum=1),
+    "command": env_int("DB_POOL_COMMAND_MAX", 2, minimum=1),
+}
+# How long a request (or task) waits for a free connection; then 503 with Retry-After (webapp/overload.py).
+DB_POOL_TIMEOUT_S = env_float("DB_POOL_TIMEOUT_S", 5.0)
+DB_OVERLOAD_RETRY_AFTER_S = env_int("DB_OVERLOAD_RETRY_AFTER_S", 2, minimum=1)
+# A pool closes one connection above its minimum per this many idle seconds (psycopg_pool max_idle).
+DB_POOL_MAX_IDLE_S = env_float("DB_POOL_MAX_IDLE_S", 10.0)
 DATABASES = {
-    "default": database_from_url(env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/flywheel")),
+    "default": database_from_url(
+        env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/flywheel"),
+        pool={
+            "min_size": min(DB_POOL_WEB_MIN, DB_POOL_MAX["web"]) if DB_POOL_ROLE == "web" else 0,
+            "max_size": DB_POOL_MAX[DB_POOL_ROLE],
+            "timeout": DB_POOL_TIMEOUT_S,
+            "max_idle": DB_POOL_MAX_IDLE_S,
+        },
+        # pg_stat_activity shows which role holds which connections.
+        application_name=env_str("DB_APPLICATION_NAME", f"flywheel-{DB_POOL_ROLE}"),
+    ),
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

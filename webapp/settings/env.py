@@ -60,6 +60,13 @@ def env_float(name: str, default: float) -> float:
         raise ConfigError(f"{name}={raw!r} is not a number") from exc
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = env_str(name, default)
+    if value not in choices:
+        raise ConfigError(f"{name}={value!r} is not one of {', '.join(choices)}")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -67,8 +74,14 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
-def database_from_url(url: str) -> dict[str, object]:
-    """Turn `postgres://user:pass@host:port/name` into a Django DATABASES entry (PostgreSQL only)."""
+def database_from_url(
+    url: str, *, pool: dict[str, object] | None = None, application_name: str = ""
+) -> dict[str, object]:
+    """Turn `postgres://user:pass@host:port/name` into a Django DATABASES entry (PostgreSQL only).
+
+    `pool`: psycopg_pool.ConnectionPool options (min_size, max_size, timeout, ...) for Django's
+    connection pool; None keeps one connection per thread, closed at the end of each request.
+    `application_name`: how the connections show in pg_stat_activity."""
     parsed = urlparse(url)
     if parsed.scheme not in {"postgres", "postgresql", "postgresql+psycopg"}:
         raise ConfigError(
@@ -78,16 +91,23 @@ def database_from_url(url: str) -> dict[str, object]:
     name = parsed.path.lstrip("/")
     if not name:
         raise ConfigError("DATABASE_URL has no database name (postgres://user@host:5432/NAME)")
-    return {
+    entry: dict[str, object] = {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": unquote(name),
         "USER": unquote(parsed.username or ""),
         "PASSWORD": unquote(parsed.password or ""),
         "HOST": parsed.hostname or "",
         "PORT": str(parsed.port or 5432),
-        "CONN_MAX_AGE": 60,
-        "CONN_HEALTH_CHECKS": True,
+        # Never persistent: a connection kept per thread is how the ASGI server ran PostgreSQL out of
+        # connections (issue 37). The pool, when set, bounds them instead.
+        "CONN_MAX_AGE": 0,
+        "CONN_HEALTH_CHECKS": pool is None,  # the pool checks a connection before handing it out
     }
+    options: dict[str, object] = {"application_name": application_name} if application_name else {}
+    if pool is not None:
+        options["pool"] = dict(pool)
+    entry["OPTIONS"] = options
+    return entry
 
 
 def database_url(db: Mapping[str, Any], name: str | None = None) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
 from webapp.store.checkpoints import checkpoint_dir
 from webapp.store.models import Checkpoint
@@ -40,6 +41,8 @@ class Command(BaseCommand):
 
         # Promoting a checkpoint hot-swaps it in (checkpoint_promote_annotation): with this secret only.
         os.environ["FLYWHEEL_POLICY_SECRET"] = policy_weights_secret()
+        # The server never queries again: its connection goes back (not held for the server's life).
+        connections.close_all()
 
         main(["--checkpoint", str(checkpoint_dir(checkpoint)), "--host", host, "--port", str(port),
               "--model-name", checkpoint.version, "--threads", str(threads)])  # fmt: skip

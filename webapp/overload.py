@@ -1,0 +1,97 @@
+"""Overload answered cleanly, in one place: no database connection could be had (the pool's wait ran
+out, or PostgreSQL refused a new client) → 503 with Retry-After; an environment that did not answer
+in time → 504. Never a 500. HTTP through `OverloadMiddleware` (every view, DRF's included: DRF
+re-raises what its handler does not know), websockets through `OverloadGuard` (close code 1013,
+"try again later")."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from psycopg_pool import PoolTimeout
+
+log = logging.getLogger(__name__)
+
+# SQLSTATEs of a server that cannot take another client: too_many_connections ("sorry, too many
+# clients already", "remaining connection slots are reserved"), cannot_connect_now (starting up).
+_REFUSED_SQLSTATES = {"53300", "57P03"}
+
+
+def database_busy(exc: BaseException) -> bool:
+    """True when `exc` (or the driver error Django wrapped in it) says no connection could be had."""
+    for err in (exc, exc.__cause__):
+        if isinstance(err, PoolTimeout):
+            return True
+        if isinstance(err, psycopg.OperationalError) and getattr(err, "sqlstate", None) in _REFUSED_SQLSTATES:
+            return True
+        if isinstance(err, psycopg.OperationalError) and "too many clients" in str(err):
+            return True
+    return False
+
+
+def _env_timed_out(exc: BaseException) -> bool:
+    from webapp.fleet.services import EnvTimeout
+
+    return isinstance(exc, EnvTimeout)
+
+
+def overload_response(exc: BaseException) -> HttpResponse | None:
+    """The 503/504 answer for an overload error, None for any other exception."""
+    if database_busy(exc):
+        retry = settings.DB_OVERLOAD_RETRY_AFTER_S
+        log.warning("no database connection free (%s): 503", exc)
+        body = {"detail": f"The server is busy: no database connection was free. Retry in {retry} s."}
+        return JsonResponse(body, status=503, headers={"Retry-After": str(retry)})
+    if _env_timed_out(exc):
+        return JsonResponse({"detail": str(exc)}, status=504)
+    return None
+
+
+class OverloadMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        return overload_response(exception)
+
+
+class OverloadGuard:
+    """ASGI wrapper for websockets: a consumer (or the auth middleware) that cannot get a database
+    connection closes the socket with 1013 instead of crashing with a traceback."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        accepted = False
+
+        async def tracked_send(message: dict[str, Any]) -> None:
+            nonlocal accepted
+            accepted = accepted or message.get("type") == "websocket.accept"
+            await send(message)
+
+        try:
+            await self.inner(scope, receive, tracked_send)
+        except Exception as exc:
+            if not database_busy(exc):
+                raise
+            log.warning("websocket %s: no database connection free (%s): closed 1013", scope.get("path"), exc)
+            await _close_busy(send, accepted)
+
+
+async def _close_busy(send: Any, accepted: bool) -> None:
+    """Close with 1013 (accepted first, so the browser sees the code and not a failed handshake)."""
+    try:
+        if not accepted:
+            await send({"type": "websocket.accept"})
+        await send({"type": "websocket.close", "code": 1013, "reason": "server busy, retry"})
+    except Exception:  # the client is already gone
+        log.debug("the websocket was already closed")
