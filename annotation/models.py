@@ -113,6 +113,10 @@ class AnnotationSession(models.Model):
         null=True, blank=True, help_text="Model time of the last candidate set."
     )
     error = models.TextField(blank=True)
+    # A decision (or take-over end) executing on the environment: its claim token, set by a
+    # conditional UPDATE before the call and checked when the result is stored (fencing).
+    decision_claim = models.CharField(max_length=32, blank=True, default="")
+    decision_claimed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

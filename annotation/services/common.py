@@ -5,14 +5,18 @@ from __future__ import annotations
 import base64
 import time
 import uuid
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from annotation import events
-from annotation.models import AnnotationSession
+from annotation.models import AnnotationSession, SessionStatus
 from webapp.fleet import services as fleet
 from workers.envs.leases import Lease
 
@@ -20,6 +24,68 @@ from workers.envs.leases import Lease
 class SessionConflict(RuntimeError):
     """The session is not in a state that allows this (e.g. deciding on a submitted session, or on
     an observation that is no longer current)."""
+
+
+def session_owned_active(session_id: int, user: Any) -> AnnotationSession:
+    """The session (read, not locked) if it is `user`'s and active; else SessionConflict."""
+    session = AnnotationSession.objects.select_related("trajectory", "task").get(pk=session_id)
+    _check_owned_active(session, user.pk)
+    return session
+
+
+def _check_owned_active(session: AnnotationSession, user_id: int) -> None:
+    if session.user_id != user_id:
+        raise SessionConflict("this session belongs to another annotator")
+    if session.status != SessionStatus.ACTIVE:
+        raise SessionConflict(f"session {session.pk} is {session.status}")
+
+
+def session_claim(*, session: AnnotationSession, obs_version: int | None = None) -> str:
+    """Claim the session for one call to its environment: a conditional UPDATE (autocommit) that
+    exactly one caller wins while the session is active, unclaimed (or its claim lapsed after
+    ANNOTATION_CLAIM_TTL_S) and, when given, still on `obs_version`. Returns the claim token;
+    SessionConflict when another decision holds it or the screen changed."""
+    token = uuid.uuid4().hex
+    lapsed = timezone.now() - timedelta(seconds=settings.ANNOTATION_CLAIM_TTL_S)
+    rows = AnnotationSession.objects.filter(
+        Q(decision_claim="") | Q(decision_claimed_at__lt=lapsed),
+        pk=session.pk, user_id=session.user_id, status=SessionStatus.ACTIVE,
+    )  # fmt: skip
+    if obs_version is not None:
+        rows = rows.filter(obs_version=obs_version)
+    if rows.update(decision_claim=token, decision_claimed_at=timezone.now()) != 1:
+        raise SessionConflict(
+            "another decision on this session is executing, or the screen changed; reload and decide again"
+        )
+    return token
+
+
+def session_claim_release(*, session_id: int, token: str) -> None:
+    """Give a claim back (the call failed and nothing is stored); a lapsed, re-taken claim stays."""
+    AnnotationSession.objects.filter(pk=session_id, decision_claim=token).update(
+        decision_claim="", decision_claimed_at=None
+    )
+
+
+def session_fenced(*, session_id: int, user_id: int, token: str) -> AnnotationSession:
+    """In the caller's (short) transaction: the session locked, still active, still `user_id`'s and
+    the claim `token` still held; otherwise SessionConflict and the caller stores nothing. The claim
+    is cleared on the returned object (saved with it)."""
+    session = (
+        AnnotationSession.objects.select_for_update(of=("self",))
+        .select_related("trajectory", "task")
+        .get(pk=session_id)
+    )
+    if session.decision_claim != token:
+        raise SessionConflict(
+            "the session was claimed by another request while the environment ran; its result was discarded"
+        )
+    try:
+        _check_owned_active(session, user_id)
+    except SessionConflict as exc:
+        raise SessionConflict(f"{exc}; the environment's result was discarded") from exc
+    session.decision_claim, session.decision_claimed_at = "", None
+    return session
 
 
 def session_lease(session: AnnotationSession) -> Lease:

@@ -8,16 +8,21 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
-from annotation.models import AnnotationSession, SessionStatus
+from annotation.models import AnnotationSession
 from annotation.services.candidates import candidates_request, profile_for
 from annotation.services.common import (
     SessionConflict,
     observation_store,
     publish_observation,
+    session_claim,
+    session_claim_release,
     session_clock,
+    session_fenced,
     session_lease,
+    session_owned_active,
 )
 from annotation.services.sessions import session_abandon, session_submit
 from webapp.fleet import services as fleet
@@ -144,47 +149,78 @@ class _LeaseGone(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class _Planned:
+    """The decision as it will execute (screen pixels) and be stored (the profile's convention)."""
+
+    kind: str
+    chosen: _Chosen
+    screen_actions: list[Action]
+    convention: str
+    action_text: str
+    model_actions: list[Action]
+
+    @property
+    def terminal(self) -> bool:
+        return any(a.kind in TERMINAL_KINDS for a in self.screen_actions)
+
+
+@dataclass(frozen=True)
+class _Executed:
+    """What the environment answered to the decision's actions (None: only terminal actions)."""
+
+    result: dict[str, Any] | None
+    infos: list[dict[str, Any]]
+    clock_end: float
+
+
 def session_decide(*, session_id: int, user: Any, kind: str, data: dict[str, Any]) -> dict[str, Any]:
     """Apply one decision to the session's current observation (`data["obs_version"]` must match).
-    Returns {"step": index, "done": bool, "reward": float}. If the environment is gone the session is
-    closed (its partial trajectory kept) and SessionConflict says so."""
-    try:
-        return _decide(session_id=session_id, user=user, kind=kind, data=data)
-    except _LeaseGone as exc:
-        session_abandon(session=AnnotationSession.objects.get(pk=session_id), reason=str(exc))
-        raise SessionConflict(f"the environment is gone ({exc}); the session was closed") from exc
+    Returns {"step": index, "done": bool, "reward": float}.
 
-
-@transaction.atomic
-def _decide(*, session_id: int, user: Any, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    Claim, commit, call, store (STYLE 16): the decision is checked and the session claimed by a
+    conditional UPDATE; the environment runs it with no transaction, lock or connection held; the
+    step is stored in one short transaction only if the session is still active, this annotator's,
+    and the claim still ours (else SessionConflict says the result was discarded). A concurrent
+    decision on the same session gets SessionConflict at the claim. If the environment is gone the
+    session is closed (its partial trajectory kept) and SessionConflict says so; an environment that
+    does not answer within ANNOTATION_ENV_TIMEOUT_S raises fleet.EnvTimeout (504), nothing stored."""
     if kind not in DECISION_KINDS:
         raise DecisionInvalid(f"unknown decision {kind!r}; expected one of {DECISION_KINDS}")
-    session = (
-        AnnotationSession.objects.select_for_update(of=("self",))
-        .select_related("trajectory", "task")
-        .get(pk=session_id)
-    )
-    if session.user_id != user.pk:
-        raise SessionConflict("this session belongs to another annotator")
-    if session.status != SessionStatus.ACTIVE:
-        raise SessionConflict(f"session {session.pk} is {session.status}")
+    session = session_owned_active(session_id, user)
     if data.get("obs_version") != session.obs_version:
         raise SessionConflict(
             f"the screen changed (version {session.obs_version}, decision made on {data.get('obs_version')}); reload"
         )
     chosen = _choose(session, kind, data)
     screen_actions = _to_screen(chosen, session)
-    convention, action_text, model_actions = _stored_text(screen_actions, chosen.thought, session)
-    terminal = any(a.kind in TERMINAL_KINDS for a in screen_actions)
+    plan = _Planned(kind, chosen, screen_actions, *_stored_text(screen_actions, chosen.thought, session))
+    token = session_claim(session=session, obs_version=session.obs_version)
+    try:
+        executed = _execute(session, screen_actions)
+    except _LeaseGone as exc:
+        session_claim_release(session_id=session_id, token=token)
+        session_abandon(session=AnnotationSession.objects.get(pk=session_id), reason=str(exc))
+        raise SessionConflict(f"the environment is gone ({exc}); the session was closed") from exc
+    except BaseException:
+        session_claim_release(session_id=session_id, token=token)
+        raise
+    return _store(session_id, user, token, data, plan, executed)
 
+
+def _execute(session: AnnotationSession, screen_actions: list[Action]) -> _Executed:
+    """Run the non-terminal actions on the environment, outside any transaction."""
     lease = session_lease(session)
     result: dict[str, Any] | None = None
     infos: list[dict[str, Any]] = []
+    timeout_s = settings.ANNOTATION_ENV_TIMEOUT_S
     try:
         for action in screen_actions:
             if action.kind in TERMINAL_KINDS:
                 continue
-            result = fleet.env_call(lease=lease, op="step", payload={"action": action.to_json()})
+            result = fleet.env_call(
+                lease=lease, op="step", payload={"action": action.to_json()}, timeout_s=timeout_s
+            )
             infos.append(result.get("info") or {})
             if result.get("done"):
                 break
@@ -192,55 +228,73 @@ def _decide(*, session_id: int, user: Any, kind: str, data: dict[str, Any]) -> d
         raise _LeaseGone(str(exc)) from exc
     except fleet.EnvCallFailed as exc:
         raise DecisionInvalid(f"the environment refused the action: {exc}") from exc
+    return _Executed(result, infos, session_clock(session))
 
-    rejected = [c["index"] for c in session.candidates if c["index"] != chosen.index]
+
+@transaction.atomic
+def _store(
+    session_id: int, user: Any, token: str, data: dict[str, Any], plan: _Planned, executed: _Executed
+) -> dict[str, Any]:
+    """The decision's step and the new observation, in one short transaction behind the fence."""
+    session = session_fenced(session_id=session_id, user_id=user.pk, token=token)
+    result = executed.result
     step = store.step_append(
         trajectory=session.trajectory,
         screenshot_name=session.current_screenshot.name,
-        fields={
-            "clock_start": session.current_clock,
-            "clock_end": session_clock(session),
-            "raw_text": format_response(chosen.thought, model_actions),
-            "thought": chosen.thought,
-            "action_text": action_text,
-            "action": [a.to_json() for a in model_actions],
-            "coord_convention": convention,
-            "screen_width": session.current_width,
-            "screen_height": session.current_height,
-            "executed_points": [
-                [p.x, p.y] for a in screen_actions for p in (a.point, a.end_point) if p is not None
-            ],
-            "candidates": session.candidates if session.candidates_version == session.obs_version else [],
-            "decision": "takeover" if data.get("takeover") else chosen.decision,
-            "decision_index": chosen.index,
-            "decision_meta": {
-                **chosen.meta,
-                "kind": kind,
-                "rejected": rejected,
-                "time_taken_ms": data.get("time_taken_ms"),
-                "obs_version": session.obs_version,
-                "model_version": session.policy_model,
-                "env_info": infos,
-            },
-            "policy_version": session.policy_model,
-            "reward": float(result["reward"]) if result else 0.0,
-            "done": bool(result and result.get("done")) or terminal,
-        },
+        fields=_step_fields(session, data, plan, executed),
     )
-    if result is not None:
+    if result is None:
+        session.save(update_fields=["decision_claim", "decision_claimed_at"])
+    else:
         session.last_reward = float(result["reward"])
         session.env_done = bool(result.get("done"))
         observation_store(session=session, wire_obs=result["observation"])
         publish_observation(session)
-        if not session.env_done and not terminal:
+        if not session.env_done and not plan.terminal:
             candidates_request(session=session)
-    if terminal:
+    if plan.terminal:
         transaction.on_commit(lambda: session_submit(session=AnnotationSession.objects.get(pk=session_id)))
     out: dict[str, Any] = {
         "step": step.index,
-        "done": session.env_done or terminal,
+        "done": session.env_done or plan.terminal,
         "reward": session.last_reward,
     }
-    if notices := [info["disk_full"] for info in infos if info.get("disk_full")]:
+    if notices := [info["disk_full"] for info in executed.infos if info.get("disk_full")]:
         out["disk_full"] = notices[-1]  # the session's home is full (workers/envs/sandbox/home.py)
     return out
+
+
+def _step_fields(
+    session: AnnotationSession, data: dict[str, Any], plan: _Planned, executed: _Executed
+) -> dict[str, Any]:
+    """The step's record of the decision: screen, candidates, what was chosen and rejected."""
+    chosen, result = plan.chosen, executed.result
+    rejected = [c["index"] for c in session.candidates if c["index"] != chosen.index]
+    points = [[p.x, p.y] for a in plan.screen_actions for p in (a.point, a.end_point) if p is not None]
+    return {
+        "clock_start": session.current_clock,
+        "clock_end": executed.clock_end,
+        "raw_text": format_response(chosen.thought, plan.model_actions),
+        "thought": chosen.thought,
+        "action_text": plan.action_text,
+        "action": [a.to_json() for a in plan.model_actions],
+        "coord_convention": plan.convention,
+        "screen_width": session.current_width,
+        "screen_height": session.current_height,
+        "executed_points": points,
+        "candidates": session.candidates if session.candidates_version == session.obs_version else [],
+        "decision": "takeover" if data.get("takeover") else chosen.decision,
+        "decision_index": chosen.index,
+        "decision_meta": {
+            **chosen.meta,
+            "kind": plan.kind,
+            "rejected": rejected,
+            "time_taken_ms": data.get("time_taken_ms"),
+            "obs_version": session.obs_version,
+            "model_version": session.policy_model,
+            "env_info": executed.infos,
+        },
+        "policy_version": session.policy_model,
+        "reward": float(result["reward"]) if result else 0.0,
+        "done": bool(result and result.get("done")) or plan.terminal,
+    }

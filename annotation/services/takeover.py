@@ -24,16 +24,21 @@ import logging
 import time
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
-from annotation.models import AnnotationSession, SessionStatus
+from annotation.models import AnnotationSession
 from annotation.services.candidates import candidates_request, profile_for
 from annotation.services.common import (
     SessionConflict,
     observation_store,
     publish_observation,
+    session_claim,
+    session_claim_release,
     session_clock,
+    session_fenced,
     session_lease,
+    session_owned_active,
 )
 from webapp.fleet import services as fleet
 from webapp.store import services as store
@@ -73,28 +78,18 @@ def takeover_actions(session: AnnotationSession) -> tuple[list[RecordedAction], 
     return folded, ids
 
 
-def _owned_active(session_id: int, user: Any) -> AnnotationSession:
-    session = (
-        AnnotationSession.objects.select_for_update(of=("self",))
-        .select_related("trajectory", "task")
-        .get(pk=session_id)
-    )
-    if session.user_id != user.pk:
-        raise SessionConflict("this session belongs to another annotator")
-    if session.status != SessionStatus.ACTIVE:
-        raise SessionConflict(f"session {session.pk} is {session.status}")
-    return session
-
-
-@transaction.atomic
 def takeover_start(*, session_id: int, user: Any) -> dict[str, Any]:
     """The annotator takes the controls: input recorded from now on (stale input is dropped) and,
-    where the environment can, its screen recorded so every step gets the screen it acted on."""
-    session = _owned_active(session_id, user)
+    where the environment can, its screen recorded so every step gets the screen it acted on.
+    Nothing is written to the database: no transaction around the environment call."""
+    session = session_owned_active(session_id, user)
     redis = fleet.registry().r
     redis.delete(STREAM_PREFIX + _stream_id(session))
     try:
-        out = fleet.env_call(lease=session_lease(session), op="frames", payload={"cmd": "start"})
+        out = fleet.env_call(
+            lease=session_lease(session), op="frames", payload={"cmd": "start"},
+            timeout_s=settings.ANNOTATION_ENV_TIMEOUT_S,
+        )  # fmt: skip
         frames = bool(out.get("frames"))
     except fleet.EnvCallFailed as exc:
         log.info("session %s: no take-over frames (%s)", session.pk, exc)
@@ -107,24 +102,59 @@ def takeover_start(*, session_id: int, user: Any) -> dict[str, Any]:
 def _frames_before(session: AnnotationSession, times: list[float]) -> list[bytes | None]:
     if not times:
         return []
+    lease, timeout_s = session_lease(session), settings.ANNOTATION_ENV_TIMEOUT_S
     try:
         out = fleet.env_call(
-            lease=session_lease(session), op="frames", payload={"cmd": "before", "times": times}
+            lease=lease, op="frames", payload={"cmd": "before", "times": times}, timeout_s=timeout_s
         )
-        fleet.env_call(lease=session_lease(session), op="frames", payload={"cmd": "stop"})
+        fleet.env_call(lease=lease, op="frames", payload={"cmd": "stop"}, timeout_s=timeout_s)
     except (fleet.EnvCallFailed, fleet.LeaseLost) as exc:
         log.info("session %s: no take-over frames (%s)", session.pk, exc)
         return [None] * len(times)
     return [base64.b64decode(f) if f else None for f in out.get("frames") or [None] * len(times)]
 
 
-@transaction.atomic
+def _observe(session: AnnotationSession) -> dict[str, Any]:
+    try:
+        out = fleet.env_call(
+            lease=session_lease(session), op="observe", timeout_s=settings.ANNOTATION_ENV_TIMEOUT_S
+        )
+    except (fleet.LeaseLost, fleet.EnvCallFailed) as exc:
+        raise SessionConflict(f"the environment did not answer after the take-over: {exc}") from exc
+    return dict(out["observation"])
+
+
 def takeover_end(*, session_id: int, user: Any, thought: str = "") -> dict[str, Any]:
     """Store the take-over's actions as steps and refresh the observation. Returns
-    {"steps": [indices], "actions": n}. With no recorded input it only refreshes the screen."""
-    session = _owned_active(session_id, user)
-    recorded, ids = takeover_actions(session)
-    screens = _frames_before(session, [rec.t_start - 0.001 for rec in recorded])
+    {"steps": [indices], "actions": n}. With no recorded input it only refreshes the screen.
+
+    Claim, call, store (STYLE 16): the session is claimed, the environment asked for the frames and
+    the screen with nothing held, then steps and observation stored in one short transaction behind
+    the fence (SessionConflict, nothing stored, if the session changed hands or state meanwhile)."""
+    session = session_owned_active(session_id, user)
+    token = session_claim(session=session)
+    try:
+        recorded, ids = takeover_actions(session)
+        screens = _frames_before(session, [rec.t_start - 0.001 for rec in recorded])
+        wire_obs = _observe(session)
+    except BaseException:
+        session_claim_release(session_id=session_id, token=token)
+        raise
+    with transaction.atomic():
+        session = session_fenced(session_id=session_id, user_id=user.pk, token=token)
+        indices = _store_steps(session, recorded, screens, thought)
+        observation_store(session=session, wire_obs=wire_obs)
+        publish_observation(session)
+        candidates_request(session=session)
+    if ids:
+        fleet.registry().r.xdel(STREAM_PREFIX + _stream_id(session), *ids)
+    return {"steps": indices, "actions": len(recorded)}
+
+
+def _store_steps(
+    session: AnnotationSession, recorded: list[RecordedAction], screens: list[bytes | None], thought: str
+) -> list[int]:
+    """One step per recorded action, in the model profile's convention (caller's transaction)."""
     convention = profile_for(session.policy_profile).convention
     w, h = session.current_width, session.current_height
     now_mono, now_clock = time.monotonic(), session_clock(session)
@@ -132,7 +162,6 @@ def takeover_end(*, session_id: int, user: Any, thought: str = "") -> dict[str, 
     for n, rec in enumerate(recorded):
         model_action = action_from_screen(rec.action, convention, w, h).action
         response = format_response(thought if n == 0 else "", [model_action])
-        action_text = response.split("Action:", 1)[1].strip()
         screen = screens[n] if n < len(screens) else None
         step = store.step_append(
             trajectory=session.trajectory,
@@ -144,7 +173,7 @@ def takeover_end(*, session_id: int, user: Any, thought: str = "") -> dict[str, 
                 "clock_end": max(0.0, round(now_clock - (now_mono - rec.t_end), 4)),
                 "raw_text": response,
                 "thought": thought if n == 0 else "",
-                "action_text": action_text,
+                "action_text": response.split("Action:", 1)[1].strip(),
                 "action": [model_action.to_json()],
                 "coord_convention": str(convention),
                 "screen_width": w,
@@ -170,13 +199,4 @@ def takeover_end(*, session_id: int, user: Any, thought: str = "") -> dict[str, 
             },
         )
         indices.append(step.index)
-    if ids:
-        fleet.registry().r.xdel(STREAM_PREFIX + _stream_id(session), *ids)
-    try:
-        out = fleet.env_call(lease=session_lease(session), op="observe")
-    except (fleet.LeaseLost, fleet.EnvCallFailed) as exc:
-        raise SessionConflict(f"the environment did not answer after the take-over: {exc}") from exc
-    observation_store(session=session, wire_obs=out["observation"])
-    publish_observation(session)
-    candidates_request(session=session)
-    return {"steps": indices, "actions": len(recorded)}
+    return indices

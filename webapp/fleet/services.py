@@ -12,6 +12,7 @@ import redis
 from django.conf import settings
 
 from webapp.fleet.models import EnvRecord, LeaseRecord
+from webapp.remote_calls import before_remote_call
 from workers.envs.leases import Lease, LeaseRegistry, redis_client
 
 log = logging.getLogger(__name__)
@@ -56,18 +57,34 @@ class EnvCallFailed(RuntimeError):
     """The env refused the call (bad action, unknown operation); the env itself is fine."""
 
 
+class EnvTimeout(RuntimeError):
+    """The env's host did not answer in time (the call may still run there)."""
+
+
+def _answer(result: Any, timeout_s: float, what: str) -> dict[str, Any]:
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    try:
+        out: dict[str, Any] = result.get(timeout=timeout_s)
+    except CeleryTimeout as exc:
+        raise EnvTimeout(f"{what} did not answer within {timeout_s:g} s") from exc
+    return out
+
+
 def env_call(
     *, lease: Lease, op: str, payload: dict[str, Any] | None = None, timeout_s: float = 60.0
 ) -> dict[str, Any]:
-    """Run `op` on the leased env in the worker that hosts it; renews the lease on the way.
-    Raises LeaseLost (also when the env crashed during the call) or EnvCallFailed."""
+    """Run `op` on the leased env in the worker that hosts it; renews the lease on the way. Refused
+    inside a transaction (webapp.remote_calls.TransactionHeld). Raises LeaseLost (also when the env
+    crashed during the call), EnvCallFailed, or EnvTimeout after `timeout_s`."""
     from webapp.fleet.tasks import env_call as env_call_task
 
+    before_remote_call(f"environment call {op!r}")
     state = registry().renew(lease_id=lease.lease_id)
     if state != "active":
         raise LeaseLost(lease.lease_id, state)
     result = env_call_task.apply_async(args=[lease.env_id, op, payload], queue=f"env.{lease.worker}")
-    out: dict[str, Any] = result.get(timeout=timeout_s)
+    out = _answer(result, timeout_s, f"the environment {lease.env_id} ({op})")
     if out.get("crashed"):
         raise LeaseLost(lease.lease_id, "crashed")
     if not out.get("ok"):
@@ -172,20 +189,17 @@ def env_watch_grant(
     for its display without touching the env's lease, so watching never renews or steals it.
     Raises LeaseLost("gone") when the env is no longer in the fleet, EnvCallFailed when it has no
     VNC display or its host does not answer."""
-    from celery.exceptions import TimeoutError as CeleryTimeout
-
     from webapp.fleet.tasks import env_call as env_call_task
 
     env = registry().env(env_id)
     if not env or env.get("state") in ("crashed", "gone"):
         raise LeaseLost(env_id, env.get("state", "gone") if env else "gone")
+    before_remote_call("environment call 'info'")
     result = env_call_task.apply_async(args=[env_id, "info", None], queue=f"env.{env.get('worker', '')}")
     try:
-        info: dict[str, Any] = result.get(timeout=timeout_s)
-    except CeleryTimeout as exc:
-        raise EnvCallFailed(
-            f"the host {env.get('worker')} of {env_id} did not answer in {timeout_s:g} s"
-        ) from exc
+        info = _answer(result, timeout_s, f"the host {env.get('worker')} of {env_id}")
+    except EnvTimeout as exc:
+        raise EnvCallFailed(str(exc)) from exc
     if info.get("crashed"):
         raise LeaseLost(env_id, "crashed")
     if not info.get("ok"):
