@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import django_filters
-from django.db import transaction
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -45,13 +44,18 @@ def _service_response(
 
 
 def _launched_if(launch: bool, create: Callable[[], Run]) -> Callable[[], Run]:
-    """`create`, then (when asked) launch, in one transaction: a launch the preflight refuses
-    leaves no run behind."""
+    """`create`, then (when asked) launch: a launch the preflight refuses leaves no run behind. Not
+    one transaction: the preflight asks other processes, which no transaction may wait on."""
 
     def call() -> Run:
-        with transaction.atomic():
-            run = create()
-            return services.run_launch(run=run) if launch else run
+        run = create()
+        if not launch:
+            return run
+        try:
+            return services.run_launch(run=run)
+        except Exception:
+            run.delete()
+            raise
 
     return call
 

@@ -26,6 +26,7 @@ from django.conf import settings
 from rl_control.engine.serving import endpoint_answers, external_urls
 from rl_control.models import Run
 from rl_control.run_config import MIXED_KIND
+from webapp.remote_calls import before_remote_call
 from webapp.store.models import Task
 from workers.policy.hf_vlm import VLM_MODEL_TYPES  # light: config.json only, no torch
 
@@ -113,6 +114,7 @@ def _queues_served() -> set[str]:
     the replies: a busy worker's main process answers within it even on a loaded machine)."""
     from webapp.celery import app
 
+    before_remote_call("the preflight's worker inspection")
     replies: dict[str, Any] = app.control.inspect(timeout=PREFLIGHT_INSPECT_S).active_queues() or {}
     return {q["name"] for queues in replies.values() for q in queues or [] if isinstance(q, dict)}
 
@@ -231,6 +233,7 @@ def run_preflight(run: Run) -> dict[str, list[str]]:
         errors["env.kind"] = problems
     endpoints = external_urls(run)
     if endpoints:
+        before_remote_call("the preflight's endpoint checks")
         problems = [p for url in endpoints if (p := endpoint_answers(url))]
         if problems:
             errors["serving.endpoints"] = problems

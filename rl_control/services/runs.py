@@ -286,10 +286,10 @@ def _engine_start(run: Run) -> None:
     engine_start(run=run)
 
 
-@transaction.atomic
 def run_launch(*, run: Run) -> Run:
     """created → running, and the engine starts once this commits. Raises `RunPreflightError` (and
-    changes nothing) when something the run needs is missing (rl_control.engine.preflight)."""
+    changes nothing) when something the run needs is missing (rl_control.engine.preflight). The
+    preflight asks the workers and the run's endpoints, so it runs before the transaction."""
     from django.conf import settings
 
     if settings.RL_PREFLIGHT and run.status == RunStatus.CREATED:
@@ -297,9 +297,10 @@ def run_launch(*, run: Run) -> Run:
 
         if errors := run_preflight(run):
             raise RunPreflightError(errors)
-    now = timezone.now()
-    run = _transition(run, "launch", started_at=now, resumed_at=now)
-    _engine_start(run)
+    with transaction.atomic():
+        now = timezone.now()
+        run = _transition(run, "launch", started_at=now, resumed_at=now)
+        _engine_start(run)
     return run
 
 

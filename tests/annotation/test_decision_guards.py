@@ -94,3 +94,39 @@ def test_result_after_finish_is_the_stored_final_reward(users) -> None:
         "review_state": "none",
     }
     assert state["steps"][0]["decision_number"] == 2 and state["steps"][0]["number"] == 1
+
+
+def test_an_environment_that_does_not_answer_is_a_504_and_stores_nothing(users, api) -> None:
+    """The env's host hangs (its queue has no consumer): the request waits ANNOTATION_ENV_TIMEOUT_S,
+    answers 504 with the reason, gives the session's claim back and stores no step."""
+    import uuid
+
+    from django.test import override_settings
+
+    from webapp.fleet import services as fleet
+
+    host = f"hung{uuid.uuid4().hex[:6]}"
+    with override_settings(ANNOTATION_ENV_TIMEOUT_S=1.0, FLEET_REDIS_PREFIX=f"test:fleet:{host}"):
+        fleet.registry.cache_clear()
+        registry = fleet.registry()
+        try:
+            registry.register_env(env_id=f"{host}-e1", kind="desktop", worker=host, boot_s=0.1)
+            lease = registry.acquire(kind="desktop", owner="annotation:test")
+            assert lease is not None
+            session = _active(
+                users["annotator"], lease_id=lease.lease_id, lease_env=lease.env_id, lease_worker=host
+            )
+            response = api("annotator").post(
+                f"/api/annotation/sessions/{session.pk}/decide/",
+                {"kind": "override", "obs_version": 1, "thought": "x", "action_text": "click(start_box='(5,5)')"},
+                format="json",
+            )  # fmt: skip
+        finally:
+            registry.r.delete(f"env.{host}")  # the call nobody consumed
+            registry.clear()
+            fleet.registry.cache_clear()
+    assert response.status_code == 504, response.content
+    assert "did not answer within 1 s" in response.json()["detail"]
+    session.refresh_from_db()
+    assert session.decision_claim == "" and session.obs_version == 1
+    assert session.trajectory.steps.count() == 0

@@ -13,6 +13,7 @@ import httpx
 from django.conf import settings
 from django.db import transaction
 
+from webapp.remote_calls import before_remote_call
 from webapp.store.models import Checkpoint
 from workers.policy.openai_client import server_root
 
@@ -108,37 +109,52 @@ def checkpoint_register_endpoint(
     return Checkpoint.objects.create(version=version, endpoint_url=endpoint_url, profile=profile, notes=notes)
 
 
-@transaction.atomic
 def checkpoint_promote_annotation(*, checkpoint: Checkpoint, push_to: str | None = None) -> Checkpoint:
     """Make `checkpoint` the model that proposes to annotators (new sessions use it). With `push_to`
-    (an embedded policy server's base URL) the running server loads the weights without a restart.
+    (an embedded policy server's base URL) the running server loads the weights without a restart:
+    first, outside any transaction (a refused push changes nothing), then the rows in a short one.
 
     Weights (and with them the annotation server's secret) go only to the annotation model's server,
     POLICY_BASE_URL: a `push_to` elsewhere is refused before anything changes."""
-    if push_to and server_root(push_to) != server_root(settings.POLICY_BASE_URL):
+    if push_to:
+        push_target_check(push_to)
+    if push_to and not checkpoint.endpoint_url:
+        checkpoint_push_weights(checkpoint=checkpoint, push_to=push_to)
+    with transaction.atomic():
+        Checkpoint.objects.filter(is_annotation_model=True).exclude(pk=checkpoint.pk).update(
+            is_annotation_model=False
+        )
+        checkpoint.is_annotation_model = True
+        checkpoint.save(update_fields=["is_annotation_model"])
+    return checkpoint
+
+
+def push_target_check(push_to: str) -> None:
+    """Weights go only to the annotation model's server (POLICY_BASE_URL): its secret never leaves it."""
+    if server_root(push_to) != server_root(settings.POLICY_BASE_URL):
         raise CheckpointError(
             f"weights are pushed only to the annotation model's server ({settings.POLICY_BASE_URL}), "
             f"not {push_to[:200]}: its secret never leaves it"
         )
-    Checkpoint.objects.filter(is_annotation_model=True).exclude(pk=checkpoint.pk).update(
-        is_annotation_model=False
-    )
-    checkpoint.is_annotation_model = True
-    checkpoint.save(update_fields=["is_annotation_model"])
-    if push_to and not checkpoint.endpoint_url:
-        root = server_root(push_to)
-        try:
-            response = httpx.post(
-                f"{root}/v1/load_weights",
-                json={"path": str(checkpoint_dir(checkpoint))},
-                headers={"Authorization": f"Bearer {policy_weights_secret()}"},
-                timeout=120,
-            )
-        except httpx.HTTPError as exc:
-            raise CheckpointError(f"the policy server at {root} did not answer: {exc}") from exc
-        if response.status_code != 200:
-            raise CheckpointError(f"the policy server refused the weights: {response.text[:500]}")
-    return checkpoint
+
+
+def checkpoint_push_weights(*, checkpoint: Checkpoint, push_to: str) -> None:
+    """The embedded policy server at `push_to` loads `checkpoint`'s weights (CheckpointError if not,
+    or if `push_to` is not the annotation model's server)."""
+    push_target_check(push_to)
+    root = server_root(push_to)
+    before_remote_call("the policy server's weight load")
+    try:
+        response = httpx.post(
+            f"{root}/v1/load_weights",
+            json={"path": str(checkpoint_dir(checkpoint))},
+            headers={"Authorization": f"Bearer {policy_weights_secret()}"},
+            timeout=120,
+        )
+    except httpx.HTTPError as exc:
+        raise CheckpointError(f"the policy server at {root} did not answer: {exc}") from exc
+    if response.status_code != 200:
+        raise CheckpointError(f"the policy server refused the weights: {response.text[:500]}")
 
 
 def checkpoint_install_starter(*, source: Path, figures: dict[str, Any], pool: str) -> Checkpoint:

@@ -8,29 +8,32 @@ from typing import Any
 from django.db import transaction
 
 from webapp.flywheel.models import Promotion, PromotionTarget
-from webapp.store.checkpoints import checkpoint_promote_annotation
+from webapp.store.checkpoints import (
+    checkpoint_promote_annotation,
+    checkpoint_push_weights,
+    push_target_check,
+)
 from webapp.store.models import Checkpoint
 
 
-@transaction.atomic
 def checkpoint_promote(
     *, checkpoint: Checkpoint, targets: list[str], user: Any = None, push_to: str | None = None
 ) -> list[Promotion]:
     """Promote to each of `targets` (annotation, rl_start); refuses unknown targets and an empty list.
-    `push_to` hot-loads the weights into a running embedded policy server (annotation only)."""
+    `push_to` hot-loads the weights into a running embedded policy server (annotation only), before
+    the rows are written (no transaction waits on the server; a refused push changes nothing)."""
     unknown = set(targets) - set(PromotionTarget.values)
     if not targets or unknown:
         raise ValueError(f"targets must be some of {PromotionTarget.values}, got {targets}")
-    rows = []
-    if PromotionTarget.ANNOTATION in targets:
-        checkpoint_promote_annotation(checkpoint=checkpoint, push_to=push_to)
-        rows.append(
-            Promotion.objects.create(
-                checkpoint=checkpoint, target=PromotionTarget.ANNOTATION, created_by=user
-            )
-        )
-    if PromotionTarget.RL_START in targets:
-        rows.append(
-            Promotion.objects.create(checkpoint=checkpoint, target=PromotionTarget.RL_START, created_by=user)
-        )
-    return rows
+    if PromotionTarget.ANNOTATION in targets and push_to:
+        push_target_check(push_to)
+        if not checkpoint.endpoint_url:
+            checkpoint_push_weights(checkpoint=checkpoint, push_to=push_to)
+    with transaction.atomic():
+        return [_promote(checkpoint, target, user) for target in PromotionTarget.values if target in targets]
+
+
+def _promote(checkpoint: Checkpoint, target: str, user: Any) -> Promotion:
+    if target == PromotionTarget.ANNOTATION:
+        checkpoint_promote_annotation(checkpoint=checkpoint)
+    return Promotion.objects.create(checkpoint=checkpoint, target=target, created_by=user)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from webapp.flywheel.models import PoolValidation
+from webapp.remote_calls import before_remote_call
 from webapp.store import services as store
 from webapp.store.models import (
     UNDECIDED_REVIEW_STATES,
@@ -87,8 +88,10 @@ def judge_trajectory(*, trajectory: Trajectory, config: PoolValidation) -> Judge
     except ValueError as exc:
         raise ValidationError(str(exc)) from exc
     notes = [f"Verifier reward: {trajectory.final_reward}", f"Status: {trajectory.status}"]
+    steps = trajectory_judge_steps(trajectory)
+    before_remote_call("the LLM judge")  # a model call: no transaction, the connection given back
     try:
-        verdict = judge.judge(trajectory.episode_instruction, trajectory_judge_steps(trajectory), notes)
+        verdict = judge.judge(trajectory.episode_instruction, steps, notes)
     except JudgeError as exc:
         raise ValidationError(f"judge at {config.judge_url} failed: {exc}") from exc
     finally:
@@ -132,11 +135,16 @@ def trajectory_validate_auto(*, trajectory: Trajectory, revalidate: bool = False
             "correct_prefix": verdict.correct_prefix,
             "reply": verdict.raw[:2000],
         }
-        Trajectory.objects.filter(pk=trajectory.pk).update(metadata={**trajectory.metadata, "judge": judged})
-        trajectory.metadata = {**trajectory.metadata, "judge": judged}
-        return store.trajectory_validate(
-            trajectory=trajectory, value=verdict.value, validator=f"judge:{config.judge_model}"
-        )
+        # Stored after the call, in its own short transaction; trajectory_validate reads the review
+        # state from the row then (a rejection made while the judge ran still wins).
+        with transaction.atomic():
+            Trajectory.objects.filter(pk=trajectory.pk).update(
+                metadata={**trajectory.metadata, "judge": judged}
+            )
+            trajectory.metadata = {**trajectory.metadata, "judge": judged}
+            return store.trajectory_validate(
+                trajectory=trajectory, value=verdict.value, validator=f"judge:{config.judge_model}"
+            )
     # Human: two agreeing reviewers decide (annotation.review.services.review_conclude records V(s)).
     if trajectory.review_state == ReviewState.APPROVED:
         return store.trajectory_validate(trajectory=trajectory, value=1, validator=HUMAN_VALIDATOR)
@@ -161,8 +169,7 @@ def validate_pending(
     counts = {"validated": 0, "v1": 0, "pending": 0, "errors": 0}
     for trajectory in qs.select_related("task__pool").iterator(chunk_size=200):
         try:
-            with transaction.atomic():
-                done = trajectory_validate_auto(trajectory=trajectory)
+            done = trajectory_validate_auto(trajectory=trajectory)  # no transaction around the judge
         except (ValidationError, store.StoreError):  # judge down, or reviewers decided meanwhile
             counts["errors"] += 1
             continue
