@@ -76,3 +76,35 @@ def test_human_mode_waits_for_two_reviewers(tasks) -> None:
     traj.refresh_from_db()
     done = trajectory_validate_auto(trajectory=traj)
     assert done is not None and (done.validation, done.validator) == (0, "human-review")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_judge_is_asked_with_no_transaction_open(tasks) -> None:
+    """STYLE 16: while the judge model answers, no connection of the test database is inside a
+    transaction, and validating several trajectories in a row still works (no cursor held)."""
+    import psycopg
+    from django.db import connection
+
+    from tests.chat_server import chat_server
+
+    params = connection.settings_dict
+    open_transactions: list[int] = []
+
+    def verdict(body: dict) -> str:
+        with psycopg.connect(
+            host=params["HOST"], port=params["PORT"], user=params["USER"], dbname="postgres"
+        ) as c:
+            row = c.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND state LIKE 'idle in transaction%%'",
+                [params["NAME"]],
+            ).fetchone()
+        open_transactions.append(int(row[0]) if row else -1)
+        return "V: 1"
+
+    with chat_server(verdict) as judge:
+        pool_validation_set(pool_id=tasks[0].pool_id, mode="judge", judge_url=str(judge.url), judge_model="j")
+        for reward in (1.0, 0.0, 1.0):
+            make_trajectory(tasks[0], reward=reward, steps=2)
+        counts = validate_pending(pool_id=tasks[0].pool_id)
+    assert counts == {"validated": 3, "v1": 3, "pending": 0, "errors": 0}
+    assert open_transactions == [0, 0, 0]

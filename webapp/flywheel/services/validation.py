@@ -4,7 +4,9 @@ reviewers, as the pool's `validation_mode` says. Every decision records its vali
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 
@@ -167,7 +169,7 @@ def validate_pending(
     if pool_id is not None:
         qs = qs.filter(task__pool_id=pool_id)
     counts = {"validated": 0, "v1": 0, "pending": 0, "errors": 0}
-    for trajectory in qs.select_related("task__pool").iterator(chunk_size=200):
+    for trajectory in _in_chunks(qs.select_related("task__pool"), 200):
         try:
             done = trajectory_validate_auto(trajectory=trajectory)  # no transaction around the judge
         except (ValidationError, store.StoreError):  # judge down, or reviewers decided meanwhile
@@ -179,3 +181,11 @@ def validate_pending(
             counts["validated"] += 1
             counts["v1"] += int(done.validation == 1)
     return counts
+
+
+def _in_chunks(qs: Any, size: int) -> Iterator[Trajectory]:
+    """The rows of `qs`, fetched `size` at a time by primary key: no server-side cursor stays open
+    across the judge's calls (which give the connection back)."""
+    ids = list(qs.order_by("pk").values_list("pk", flat=True))
+    for start in range(0, len(ids), size):
+        yield from list(qs.filter(pk__in=ids[start : start + size]).order_by("pk"))
