@@ -1,7 +1,7 @@
 """OpenAPI post-processing (drf-spectacular `POSTPROCESSING_HOOKS`): every operation documents the
-errors every endpoint can answer — 403 (not signed in, or the role may not) and, where a request
-body or query is validated, 400 — with the body the API sends: `{"detail": "why"}` or DRF's
-`{"field": ["message"]}`."""
+errors every endpoint can answer — 403 (not signed in, or the role may not), 503 (busy: no database
+connection free, with Retry-After; webapp/overload.py) and, where a request body or query is
+validated, 400 — with the body the API sends: `{"detail": "why"}` or DRF's `{"field": ["message"]}`."""
 
 from __future__ import annotations
 
@@ -36,4 +36,8 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any, pu
             has_query = any(p.get("in") == "query" for p in operation.get("parameters", []))
             if (method in _VALIDATING or has_query) and "400" not in responses:
                 responses["400"] = _error("Invalid input; nothing was changed.")
+            if "503" not in responses:
+                responses["503"] = _error(
+                    "Busy: no database connection was free; retry after Retry-After seconds."
+                )
     return result

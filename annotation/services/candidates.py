@@ -15,6 +15,7 @@ from django.db import transaction
 
 from annotation import events
 from annotation.models import AnnotationSession
+from webapp.remote_calls import before_remote_call
 from webapp.store.services import pg_safe
 from workers.actions.coords import action_to_screen, off_screen_error
 from workers.actions.types import Action, Convention
@@ -120,8 +121,10 @@ def candidates_propose(*, session_id: int, obs_version: int) -> bool:
     try:
         profile = profile_for(session.policy_profile)
         policy = OpenAIPolicy(base_url=session.policy_base_url, model=session.policy_model, profile=profile)
+        observation, history = _observation(session), _history(session, profile.max_screenshots - 1)
+        before_remote_call("the annotation model's candidates")
         proposed = policy.propose(
-            _observation(session), _history(session, profile.max_screenshots - 1), None,
+            observation, history, None,
             n=session.candidates_n, temperature=1.0,
         )  # fmt: skip
         records = [candidate_record(c, i, session) for i, c in enumerate(proposed)]
