@@ -32,6 +32,7 @@ class Answer:
     retry_after: str | None
     content_type: str
     body: str
+    seconds: float
 
 
 def drive(base_url: str, tokens: list[str], *, clients: int, gets_each: int) -> list[Answer]:
@@ -45,9 +46,10 @@ def drive(base_url: str, tokens: list[str], *, clients: int, gets_each: int) -> 
             start.wait()
             for k in range(gets_each):
                 path = ENDPOINTS[(n + k) % len(ENDPOINTS)]
+                t0 = time.perf_counter()
                 r = http.get(path)
                 got.append(Answer(path, r.status_code, r.headers.get("retry-after"),
-                                  r.headers.get("content-type", ""), r.text[:300]))  # fmt: skip
+                                  r.headers.get("content-type", ""), r.text[:300], time.perf_counter() - t0))  # fmt: skip
         return got
 
     with ThreadPoolExecutor(clients) as pool:

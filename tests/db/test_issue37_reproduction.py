@@ -39,7 +39,9 @@ def test_forty_api_clients_as_in_the_issue(users) -> None:
     statuses: dict[int, int] = {}
     for a in answers:
         statuses[a.status] = statuses.get(a.status, 0) + 1
-    figures = {"answers": len(answers), "statuses": statuses, "db_connections_before": before,
+    seconds = sorted(a.seconds for a in answers)
+    figures = {"answers": len(answers), "statuses": statuses,
+               "p50_ms": round(seconds[len(seconds) // 2] * 1000), "p95_ms": round(seconds[int(len(seconds) * 0.95)] * 1000), "db_connections_before": before,
                "db_connections_server_idle": idle, "db_connections_peak": sampler.peak,
                "db_connections_5s_after": after_5s, "wall_s": round(wall, 2)}  # fmt: skip
     print("\nissue37-reproduction " + json.dumps(figures))
