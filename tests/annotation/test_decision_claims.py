@@ -21,6 +21,7 @@ from annotation.services.common import session_lease
 from tests.factories import TaskFactory
 from webapp.fleet import services as fleet
 from webapp.remote_calls import TransactionHeld
+from webapp.settings.env import database_url
 from webapp.store.models import Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -63,10 +64,7 @@ def around_env_calls(monkeypatch) -> Iterator[Callable[[Callable[[str], None]], 
 
 def _row_lockable_elsewhere(session_id: int) -> bool:
     """Another connection can lock the session row at once (NOWAIT): nobody holds it."""
-    params = connection.settings_dict
-    with psycopg.connect(
-        host=params["HOST"], port=params["PORT"], user=params["USER"], dbname=params["NAME"]
-    ) as c:
+    with psycopg.connect(database_url(connection.settings_dict)) as c:
         try:
             c.execute(
                 "SELECT id FROM annotation_annotationsession WHERE id = %s FOR UPDATE NOWAIT", [session_id]

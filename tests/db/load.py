@@ -15,6 +15,8 @@ import httpx
 import psycopg
 from django.db import connection
 
+from webapp.settings.env import database_url
+
 ENDPOINTS = (
     "/api/annotation/assignments/",
     "/api/trajectories/",
@@ -58,10 +60,7 @@ def drive(base_url: str, tokens: list[str], *, clients: int, gets_each: int) -> 
 
 def _postgres() -> psycopg.Connection:
     """A connection of our own (outside the server's pool) to read pg_stat_activity."""
-    params = connection.settings_dict
-    return psycopg.connect(
-        host=params["HOST"], port=params["PORT"], user=params["USER"], dbname="postgres", autocommit=True
-    )
+    return psycopg.connect(database_url(connection.settings_dict, name="postgres"), autocommit=True)
 
 
 def server_connections(who: str, conn: psycopg.Connection | None = None) -> int:

@@ -86,14 +86,13 @@ def test_the_judge_is_asked_with_no_transaction_open(tasks) -> None:
     from django.db import connection
 
     from tests.chat_server import chat_server
+    from webapp.settings.env import database_url
 
     params = connection.settings_dict
     open_transactions: list[int] = []
 
     def verdict(body: dict) -> str:
-        with psycopg.connect(
-            host=params["HOST"], port=params["PORT"], user=params["USER"], dbname="postgres"
-        ) as c:
+        with psycopg.connect(database_url(params, name="postgres")) as c:
             row = c.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND state LIKE 'idle in transaction%%'",
                 [params["NAME"]],
