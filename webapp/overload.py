@@ -17,9 +17,10 @@ from psycopg_pool import PoolTimeout
 
 log = logging.getLogger(__name__)
 
-# SQLSTATEs of a server that cannot take another client: too_many_connections ("sorry, too many
-# clients already", "remaining connection slots are reserved"), cannot_connect_now (starting up).
-_REFUSED_SQLSTATES = {"53300", "57P03"}
+# SQLSTATEs of a server that cannot serve this request now: too_many_connections ("sorry, too many
+# clients already", "remaining connection slots are reserved"), cannot_connect_now (starting up),
+# admin_shutdown / crash_shutdown (the connection was terminated, e.g. pg_terminate_backend).
+_REFUSED_SQLSTATES = {"53300", "57P01", "57P02", "57P03"}
 
 
 def database_busy(exc: BaseException) -> bool:

@@ -337,7 +337,7 @@ CELERY_BEAT_SCHEDULE = {
 # 16): one call waits at most ANNOTATION_ENV_TIMEOUT_S (then 504); a decision's claim on a session
 # lapses after ANNOTATION_CLAIM_TTL_S (a web process that died between claim and store).
 ANNOTATION_ENV_TIMEOUT_S = env_float("ANNOTATION_ENV_TIMEOUT_S", 30.0)
-ANNOTATION_CLAIM_TTL_S = env_float("ANNOTATION_CLAIM_TTL_S", 300.0)
+ANNOTATION_CLAIM_TTL_S = env_float("ANNOTATION_CLAIM_TTL_S", 120.0)
 
 # Review (seed 000 §2.4.3): independent reviews per trajectory, click agreement radius, duplicate cut-off
 REVIEWS_PER_TRAJECTORY = env_int("REVIEWS_PER_TRAJECTORY", 2, minimum=1)

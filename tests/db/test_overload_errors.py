@@ -1,0 +1,45 @@
+"""Which database errors are "busy, retry" (503 with Retry-After) and which are not: a real pool's
+timeout, the server's refusals by SQLSTATE, each as Django wraps them."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from django.db import connection
+from django.db.utils import OperationalError, ProgrammingError
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from webapp.overload import database_busy, overload_response
+from webapp.settings.env import database_url
+
+
+def _wrapped(driver_error: Exception, django_class: type[Exception]) -> Exception:
+    """As Django raises it: its own class, the driver's error as the cause."""
+    try:
+        raise django_class(str(driver_error)) from driver_error
+    except django_class as exc:
+        return exc
+
+
+@pytest.mark.django_db
+def test_a_pool_that_has_no_connection_left_is_busy() -> None:
+    with ConnectionPool(database_url(connection.settings_dict), min_size=1, max_size=1, timeout=0.2) as pool:
+        with pool.connection():
+            with pytest.raises(PoolTimeout) as caught:
+                pool.getconn()
+    exc = _wrapped(caught.value, OperationalError)
+    assert database_busy(exc)
+    response = overload_response(exc)
+    assert response is not None and response.status_code == 503 and response["Retry-After"] == "2"
+
+
+@pytest.mark.parametrize("sqlstate", ["53300", "57P01", "57P02", "57P03"])
+def test_server_refusals_are_busy(sqlstate: str) -> None:
+    error = psycopg.errors.lookup(sqlstate)("refused")
+    assert database_busy(_wrapped(error, OperationalError))
+
+
+def test_other_database_errors_are_not_busy() -> None:
+    assert not database_busy(_wrapped(psycopg.errors.UndefinedTable("no such table"), ProgrammingError))
+    assert not database_busy(ValueError("not a database error"))
+    assert overload_response(ValueError("x")) is None
