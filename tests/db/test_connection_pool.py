@@ -11,19 +11,19 @@ import uuid
 import pytest
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore
-from rest_framework.authtoken.models import Token
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from tests.asgi_server import serve_asgi
 from tests.db.load import drive, sampling, settle
+from webapp.accounts.tokens import token_issue
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _tokens(users: dict) -> list[str]:
     roles = ("annotator", "reviewer", "researcher", "admin")
-    return [Token.objects.create(user=users[role]).key for role in roles]
+    return [token_issue(user=users[role])[1] for role in roles]
 
 
 def _pool_env(max_size: int, timeout_s: float) -> tuple[dict[str, str], str]:

@@ -14,18 +14,16 @@ import time
 import pytest
 from django.conf import settings
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
 from tests.asgi_server import serve_asgi
 from tests.db.load import drive, sampling, server_connections
+from webapp.accounts.tokens import token_issue
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def test_forty_api_clients_as_in_the_issue(users) -> None:
-    tokens = [
-        Token.objects.create(user=users[r]).key for r in ("annotator", "reviewer", "researcher", "admin")
-    ]
+    tokens = [token_issue(user=users[r])[1] for r in ("annotator", "reviewer", "researcher", "admin")]
     database = f"db:{connection.settings_dict['NAME']}"
     before = server_connections(database)
     with serve_asgi({"DB_POOL_ROLE": "web"}) as url:
