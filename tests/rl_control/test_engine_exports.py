@@ -16,9 +16,8 @@ from rl_control.models import RunAlert, RunMetric
 from tests.rl_control import test_engine as engine_tests
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-# The engine tests' stack and start checkpoint (fixtures are found by name in this module).
+# The engine tests' stack (found by name in this module); start_checkpoint comes from conftest.py.
 stack_factory = engine_tests.stack_factory
-start_checkpoint = engine_tests.start_checkpoint
 
 
 def test_a_real_run_fires_its_configured_alert_and_exports_its_rows(
