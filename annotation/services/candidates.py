@@ -1,5 +1,9 @@
 """The model's candidate actions for the current observation (seed 000 §2.4.2).
 
+What is shown is `workers.policy.proposals.propose_executable`'s: the greedy action first, then
+distinct executable samples by log-probability, each with its probability; an answer that does not
+parse, points off the screen or names no key is never shown.
+
 Candidates are requested the moment an observation becomes current and computed on a worker, so
 the annotator never waits on the model: the page shows a pending indicator and receives them over
 the websocket when ready. A candidate set is stored only if its observation is still current.
@@ -23,6 +27,7 @@ from workers.envs.base import Element, Observation
 from workers.policy.base import Candidate, HistoryItem, PolicyError
 from workers.policy.hf_vlm import profile_for as hf_vlm_profile
 from workers.policy.openai_client import EMBEDDED, UI_TARS_15, ModelProfile, OpenAIPolicy
+from workers.policy.proposals import probability, propose_executable
 
 PROFILES: dict[str, ModelProfile] = {
     "embedded": EMBEDDED,
@@ -78,9 +83,12 @@ def _history(session: AnnotationSession, max_screenshots: int) -> list[HistoryIt
     return items
 
 
-def candidate_record(candidate: Candidate, index: int, session: AnnotationSession) -> dict[str, Any]:
+def candidate_record(
+    candidate: Candidate, index: int, session: AnnotationSession, greedy: bool = False
+) -> dict[str, Any]:
     """What the workspace draws and what a decision stores: the model's own text and coordinates,
-    plus the same actions in screen pixels (for drawing and executing)."""
+    plus the same actions in screen pixels (for drawing and executing); `greedy`: the model's own
+    top answer."""
     model_w, model_h = candidate.image_size or (None, None)
     screen_actions: list[dict[str, Any]] = []
     clamped, off_screen = False, ""
@@ -105,10 +113,17 @@ def candidate_record(candidate: Candidate, index: int, session: AnnotationSessio
         "error": off_screen,  # accepting it is refused; the page draws it at the edge, marked
         "parse_error": candidate.parsed.error.message if candidate.parsed.error else "",
         "logprob": candidate.logprob_sum,
+        "probability": probability(candidate),
+        "greedy": greedy,
         "model_version": candidate.model_version,
         "convention": str(candidate.convention),
         "image_size": list(candidate.image_size) if candidate.image_size else None,
     }
+
+
+def _nothing_executable(drawn: int, rejected: dict[str, int]) -> str:
+    reasons = ", ".join(f"{count} {reason.replace('_', ' ')}" for reason, count in sorted(rejected.items()))
+    return f"none of the model's {drawn} answers can be executed here ({reasons})"
 
 
 def candidates_propose(*, session_id: int, obs_version: int) -> bool:
@@ -123,12 +138,12 @@ def candidates_propose(*, session_id: int, obs_version: int) -> bool:
         policy = OpenAIPolicy(base_url=session.policy_base_url, model=session.policy_model, profile=profile)
         observation, history = _observation(session), _history(session, profile.max_screenshots - 1)
         before_remote_call("the annotation model's candidates")
-        proposed = policy.propose(
-            observation, history, None,
-            n=session.candidates_n, temperature=1.0,
-        )  # fmt: skip
-        records = [candidate_record(c, i, session) for i, c in enumerate(proposed)]
-        status, error = "ready", ""
+        proposal = propose_executable(policy, observation, history, None, k=session.candidates_n)
+        records = [
+            candidate_record(c, i, session, greedy=proposal.greedy_first and i == 0)
+            for i, c in enumerate(proposal.candidates)
+        ]
+        status, error = "ready", "" if records else _nothing_executable(proposal.drawn, proposal.rejected)
     except Exception as exc:
         records, status, error = [], "failed", f"{type(exc).__name__}: {exc}"
     model_ms = round((time.perf_counter() - started) * 1000, 1)

@@ -86,14 +86,14 @@ class EnvstepBenchConfig:
 class PolicyBenchConfig:
     quick: bool
     threads: int = 2  # torch threads: the target machine's 2 cores
-    checkpoint: str | None = None  # a checkpoint directory; None: an untrained model (the worst case)
-    candidates: int = 4  # n of one proposal
-    temperature: float = 1.0
+    checkpoint: str | None = None  # a checkpoint directory; None: the starter (a fresh install's)
+    candidates: int = 4  # k of one proposal (candidates shown)
     repeats: int = 30
     width: int = 1280
     height: int = 800
     elements: int = 24  # widgets drawn on the screenshot and listed
-    goal_p50_ms: int = 500
+    goal_p50_ms: int = 300
+    validation_seeds: int = 5  # MiniWoB++ seeds per task for executable_share and top1_success
 
     @classmethod
     def for_run(cls, quick: bool) -> PolicyBenchConfig:
@@ -103,6 +103,7 @@ class PolicyBenchConfig:
             checkpoint=setting("BENCH_POLICY_CHECKPOINT", None, str),
             candidates=positive("POLICY_CANDIDATES", 4),
             repeats=positive("POLICY_REPEATS", 5 if quick else 30),
+            validation_seeds=positive("POLICY_VALIDATION_SEEDS", 2 if quick else 5),
         )
 
 

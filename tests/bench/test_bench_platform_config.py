@@ -38,7 +38,7 @@ QUICK: dict[Any, dict[str, Any]] = {
     EnvmanagerBenchConfig: {"throughput_s": 3.0, "reclaims": 5, "processes": 2, "reaper_period_s": 1.0},
     EnvstepBenchConfig: {"desktop_steps": 200, "settled_steps": 50, "desktop_boots": 3, "browser_steps": 40,
                          "browser_pages": 8, "episodes_per_page": 3},
-    PolicyBenchConfig: {"repeats": 5, "threads": 2, "candidates": 4, "checkpoint": None},
+    PolicyBenchConfig: {"repeats": 5, "threads": 2, "candidates": 4, "checkpoint": None, "validation_seeds": 2},
     AnnotateBenchConfig: {"decisions": 15},
     DashboardBenchConfig: {"series_names": ("policy/entropy",), "downsample_repeats": 5, "latency_samples": 60,
                            "sockets": 500, "series_points": 1_000_000},

@@ -176,25 +176,26 @@ def session_steps(stack: LiveStack, user: str, sid: int) -> list[dict[str, Any]]
 
 
 def annotate_miniwob(stack: LiveStack, page: Page, task: str, shots: Path) -> tuple[int, int, str]:
-    """The annotator works a MiniWoB++ episode in the browser: candidate 2 edited into a click in the
-    middle of the page (whatever the model proposed: an untrained model's points are mostly off this
-    160×210 screen), then Finish. Returns (session, trajectory, the edited step's label)."""
+    """The annotator works a MiniWoB++ episode in the browser: candidate 1 (the model's greedy answer
+    when it can run here; only executable candidates are shown, so there may be just one) edited
+    into a click in the middle of the page, then Finish. Returns (session, trajectory, the edited
+    step's label)."""
     page.goto(f"{stack.base_url}/workspace/")
     page.get_by_test_id(f"start-{task_id(stack, task)}").click()
     expect(page).to_have_url(re.compile(r"/workspace/\d+/$"), timeout=120_000)
     sid = int(page.url.rstrip("/").rsplit("/", 1)[1])
     state = wait_candidates(stack, "annotator", sid, page)
-    assert state["candidates"]["status"] == "ready" and len(state["candidates"]["items"]) >= 2, state[
+    assert state["candidates"]["status"] == "ready" and len(state["candidates"]["items"]) >= 1, state[
         "candidates"
     ]
-    page.get_by_test_id("candidate-1").get_by_role("button", name="Edit").click()
+    page.get_by_test_id("candidate-0").get_by_role("button", name="Edit").click()
     page.locator("#ws-thought").fill("The page has one thing to click; aim at its middle.")
-    convention = state["candidates"]["items"][1]["convention"]
+    convention = state["candidates"]["items"][0]["convention"]
     w, h = state["observation"]["width"], state["observation"]["height"]
     point = f"({w // 2},{h // 2})" if convention == "screen" else "(500,500)"
     page.locator("#ws-action").fill(f"click(start_box='{point}')")
     page.locator("#ws-action").press("Enter")
-    label = "edited 2"
+    label = "edited 1"
     expect(page.get_by_test_id("step-0")).to_contain_text(label, timeout=60_000)
     page.screenshot(path=str(shots / "review-workspace-edited.png"))
     if not session_state(stack, "annotator", sid)["observation"]["env_done"]:

@@ -37,7 +37,7 @@ SPEC_KEYS: dict[str, tuple[str, ...]] = {
     "export": ("steps", "steps_per_s", "peak_rss_mb"),
     "envstep": ("desktop_step_p50_ms", "desktop_step_p95_ms", "browser_step_p50_ms", "desktop_boot_p50_s"),
     "envmanager": ("lease_release_per_s", "reclaim_delay_s"),
-    "policy": ("propose_p50_ms", "n"),
+    "policy": ("propose_p50_ms", "n", "executable_share", "top1_success"),
     "annotate": ("roundtrip_p50_ms", "roundtrip_p95_ms", "model_p50_ms"),
     "asr": ("rtf", "wer", "alignment_accuracy"),
     "rollout": ("async_actions_per_min", "sync_actions_per_min", "async_over_sync", "async_env_utilization",

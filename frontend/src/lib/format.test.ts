@@ -1,11 +1,17 @@
 import { describe, expect, it } from "vitest";
-import { ago, decisionLabel, decisionNumber, measuredRate, percent, reward, stepNumber, truncate, validation } from "./format";
+import { ago, decisionLabel, decisionNumber, measuredRate, percent, probabilityText, reward, stepNumber, truncate, validation } from "./format";
 
 describe("format", () => {
   it("measuredRate: no figure before the first finished episode", () => {
     expect(measuredRate(0, 0)).toBe("—");
     expect(measuredRate(0, 3)).toBe("0 % of 3");
     expect(measuredRate(0.5, 12)).toBe("50 % of 12");
+  });
+
+  it("probabilityText: a candidate's probability in words a glance reads", () => {
+    expect(probabilityText(0.623)).toBe("p 62 %");
+    expect(probabilityText(0.004)).toBe("p 0.4 %");
+    expect(probabilityText(Math.exp(-171))).toBe("p < 0.1 %");
   });
 
   it("percent", () => {

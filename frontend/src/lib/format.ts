@@ -62,3 +62,11 @@ export function decisionLabel(step: Numbered): string {
   const what = step.decision ?? "";
   return (what === "accepted" || what === "edited") && n !== null ? `${what} ${n}` : what;
 }
+
+/** "p 62 %", "p 0.4 %", "p < 0.1 %": the model's probability of a candidate, readable at a glance. */
+export function probabilityText(p: number): string {
+  const percent = p * 100;
+  if (percent >= 10) return `p ${percent.toFixed(0)} %`;
+  if (percent >= 0.1) return `p ${percent.toFixed(1)} %`;
+  return "p < 0.1 %";
+}

@@ -1,7 +1,7 @@
 // The workspace's panels as DOM builders: the candidate cards, the timeline of steps, the header.
 
 import { badge, h, type Child } from "../lib/dom";
-import { decisionLabel, stepNumber } from "../lib/format";
+import { decisionLabel, probabilityText, stepNumber } from "../lib/format";
 import { formatReward } from "./outcome";
 import { colourOf } from "./overlay";
 import type { Candidate, Candidates, SessionState, StepRecord } from "./types";
@@ -30,7 +30,8 @@ function candidateCard(c: Candidate, handlers: CandidateHandlers, enabled: boole
       { class: "ws-cand-head" },
       h("span", { class: "ws-key", "aria-hidden": "true" }, key),
       h("strong", {}, `Candidate ${key}`),
-      c.logprob === null ? null : h("span", { class: "muted ws-logprob", title: "sum of token log-probabilities" }, `log p ${c.logprob.toFixed(1)}`),
+      c.greedy === true ? h("span", { class: "badge", title: "the model's own top answer (greedy decoding)", "data-testid": `greedy-${c.index}` }, "top") : null,
+      c.logprob === null ? null : h("span", { class: "muted ws-logprob", title: `the model's probability of this answer (log p ${c.logprob.toFixed(1)})`, "data-testid": `probability-${c.index}` }, probabilityText(c.probability ?? Math.exp(c.logprob))),
     ),
     c.thought !== "" ? h("p", { class: "ws-thought", title: c.thought }, c.thought) : h("p", { class: "ws-thought muted" }, "(no thought)"),
     h("code", { class: "ws-action-text" }, c.action_text || c.raw_text),
@@ -75,7 +76,7 @@ export function candidatesPanel(
     ];
   }
   if (cands.status === "none" || cands.items.length === 0) {
-    return [h("p", { class: "notice notice-empty" }, "No candidates for this screen.")];
+    return [h("p", { class: "notice notice-empty", "data-testid": "candidates-none" }, cands.error ? `No candidates for this screen: ${cands.error}.` : "No candidates for this screen.")];
   }
   return [
     h("ul", { class: "ws-cands", "data-testid": "candidates" }, ...cands.items.map((c) => candidateCard(c, handlers, enabled))),

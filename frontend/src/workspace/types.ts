@@ -23,6 +23,10 @@ export interface Candidate {
   error?: string;
   parse_error: string;
   logprob: number | null;
+  /** The model's probability of this answer (exp of `logprob`); absent on older records. */
+  probability?: number | null;
+  /** The model's own top (greedy) answer. */
+  greedy?: boolean;
   model_version: string;
   convention: string;
   image_size: [number, number] | null;

@@ -1,0 +1,164 @@
+"""Candidates an annotator can accept (issue 34 item 2): the greedy action first, then distinct,
+executable samples ordered by log-probability.
+
+`propose_executable` asks any `Policy` (the embedded model in-process, or `OpenAIPolicy` over a
+policy server or vLLM) for its greedy answer (temperature 0), then for rounds of samples at
+temperature 1, until `k` distinct executable actions are found, `max_rounds` rounds were drawn or
+`budget_s` has passed. A candidate is executable when its text parses, every point lies on the
+screen and every key is a key name (`executable_error`); nothing else is ever returned. Sampling at
+temperature 1 keeps every log-probability under the model's own distribution (the greedy's is
+reported under T = 1 too), so they rank the candidates and label each with its probability.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from workers.actions.coords import action_to_screen, off_screen_error
+from workers.actions.osworld import Unsupported, pyautogui_key
+from workers.actions.types import Action
+from workers.envs.base import Observation, TaskSpec
+from workers.policy.base import Candidate, HistoryItem
+
+SAMPLE_TEMPERATURE = 1.0
+DEFAULT_BUDGET_S = 1.5  # wall time after which no further round of samples is drawn
+DEFAULT_MAX_ROUNDS = 3  # rounds of samples at most (the greedy call is not counted)
+
+# Why a drawn answer is not shown (the keys of `Proposal.rejected`).
+UNPARSEABLE, OFF_SCREEN, UNKNOWN_KEY, EMPTY_TEXT, DUPLICATE = (
+    "unparseable", "off_screen", "unknown_key", "empty_text", "duplicate",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What `propose_executable` returns: the candidates to show (greedy first when executable, the
+    rest by log-probability), whether the first is the greedy answer, and what was drawn."""
+
+    candidates: list[Candidate]
+    greedy_first: bool
+    drawn: int
+    rounds: int
+    rejected: dict[str, int] = field(default_factory=dict)
+    elapsed_ms: float = 0.0
+
+
+def action_problem(action: Action, candidate: Candidate, screen_w: int, screen_h: int) -> tuple[str, str]:
+    """(reason key, message) why `action` cannot run on a screen_w × screen_h screen; ("", "") if it can."""
+    model_w, model_h = candidate.image_size or (None, None)
+    if action_to_screen(action, candidate.convention, screen_w, screen_h, model_w, model_h).clamped:
+        return OFF_SCREEN, off_screen_error(action, candidate.convention, screen_w, screen_h)
+    if action.kind == "hotkey":
+        for key in action.keys or ():
+            try:
+                pyautogui_key(key)
+            except Unsupported:
+                return UNKNOWN_KEY, f"unknown key {key[:40]!r}"
+    if action.kind == "type" and not action.text:
+        return EMPTY_TEXT, "type needs text"
+    return "", ""
+
+
+def executable_error(candidate: Candidate, screen_w: int, screen_h: int) -> tuple[str, str]:
+    """(reason key, message) why the candidate cannot be executed as it is; ("", "") if it can."""
+    parsed = candidate.parsed
+    if not parsed.ok:
+        return UNPARSEABLE, parsed.error.message if parsed.error else "no action"
+    for action in parsed.actions:
+        reason = action_problem(action, candidate, screen_w, screen_h)
+        if reason[0]:
+            return reason
+    return "", ""
+
+
+def screen_key(candidate: Candidate, screen_w: int, screen_h: int) -> str:
+    """Identifies what the candidate does on the screen (two texts doing the same are one action)."""
+    model_w, model_h = candidate.image_size or (None, None)
+    actions = [
+        action_to_screen(a, candidate.convention, screen_w, screen_h, model_w, model_h).action.to_json()
+        for a in candidate.parsed.actions
+    ]
+    return json.dumps(actions, sort_keys=True)
+
+
+def probability(candidate: Candidate) -> float | None:
+    """The model's probability of the candidate's whole answer (thought and action), or None."""
+    return math.exp(candidate.logprob_sum) if candidate.logprob_sum is not None else None
+
+
+class _Pool:
+    """Distinct executable candidates by screen action; the higher log-prob text of one action wins."""
+
+    def __init__(self, screen_w: int, screen_h: int) -> None:
+        self.size = (screen_w, screen_h)
+        self.by_key: dict[str, Candidate] = {}
+        self.rejected: Counter[str] = Counter()
+
+    def add(self, candidate: Candidate) -> str:
+        """The candidate's screen key when it is executable (kept or merged), else ""."""
+        reason, _ = executable_error(candidate, *self.size)
+        if reason:
+            self.rejected[reason] += 1
+            return ""
+        key = screen_key(candidate, *self.size)
+        held = self.by_key.get(key)
+        if held is None:
+            self.by_key[key] = candidate
+        else:
+            self.rejected[DUPLICATE] += 1
+            if _score(candidate) > _score(held):
+                self.by_key[key] = candidate
+        return key
+
+
+def _score(candidate: Candidate) -> float:
+    return candidate.logprob_sum if candidate.logprob_sum is not None else -math.inf
+
+
+def propose_executable(
+    policy: Any,
+    observation: Observation,
+    history: list[HistoryItem],
+    task: TaskSpec | None = None,
+    *,
+    k: int,
+    draw: int | None = None,
+    budget_s: float = DEFAULT_BUDGET_S,
+    max_rounds: int = DEFAULT_MAX_ROUNDS,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Proposal:
+    """Up to `k` distinct executable candidates for `observation` (precondition: k >= 1): the greedy
+    answer first when it is executable (its own text, even if a sample of the same action scored
+    higher), then the others by log-probability, highest first. `draw`: samples per round (default
+    2k). Raises what `policy.propose` raises (PolicyError)."""
+    started = clock()
+    pool = _Pool(observation.width, observation.height)
+    greedy = policy.propose(observation, history, task, n=1, temperature=0.0)
+    drawn = len(greedy)
+    greedy_key = pool.add(greedy[0]) if greedy else ""
+    if greedy_key:
+        pool.by_key[greedy_key] = greedy[0]  # the greedy text stays, whatever merges into its action
+    rounds = 0
+    while len(pool.by_key) < k and rounds < max_rounds and clock() - started < budget_s:
+        samples = policy.propose(observation, history, task, n=draw or 2 * k, temperature=SAMPLE_TEMPERATURE)
+        rounds, drawn = rounds + 1, drawn + len(samples)
+        for candidate in samples:
+            key = pool.add(candidate)
+            if key and key == greedy_key:
+                pool.by_key[greedy_key] = greedy[0]
+    others = sorted((c for key, c in pool.by_key.items() if key != greedy_key), key=_score, reverse=True)
+    first = [pool.by_key[greedy_key]] if greedy_key else []
+    return Proposal(
+        candidates=(first + others)[:k],
+        greedy_first=bool(greedy_key),
+        drawn=drawn,
+        rounds=rounds,
+        rejected=dict(pool.rejected),
+        elapsed_ms=round((clock() - started) * 1000, 1),
+    )
