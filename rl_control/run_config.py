@@ -35,6 +35,14 @@ EnvKindName = Literal["desktop", "browser", "game", "phone", "terminal", "mixed"
 MIXED_KIND = "mixed"  # env.kind of a run over tasks of several kinds: each rollout leases its task's kind
 
 
+def env_kind_for(kinds: list[str]) -> str | None:
+    """env.kind for tasks of these environment kinds: their one kind, "mixed" for several, None for none."""
+    distinct = sorted(set(kinds))
+    if not distinct:
+        return None
+    return distinct[0] if len(distinct) == 1 else MIXED_KIND
+
+
 @dataclass
 class EnvSettings(_Config):
     """Where rollouts run (SPEC §3)."""

@@ -33,17 +33,19 @@ from workers.policy.hf_vlm import VLM_MODEL_TYPES  # light: config.json only, no
 PREFLIGHT_INSPECT_S = 2.5
 
 
-def _run_tasks_of_kind(run: Run) -> Any:
-    """The run's enabled tasks of its env kind (of every kind for a "mixed" run)."""
-    kind = run.config["env"]["kind"]
-    tasks = Task.objects.filter(enabled=True)
-    if kind != MIXED_KIND:
-        tasks = tasks.filter(env_kind=kind)
+def _run_tasks(run: Run) -> Any:
+    """The run's task list, else its pool's tasks (any state, any kind)."""
     if run.config.get("task_ids"):
-        tasks = tasks.filter(pk__in=run.config["task_ids"])
-    elif run.pool_id is not None:
-        tasks = tasks.filter(pool_id=run.pool_id)
-    return tasks
+        return Task.objects.filter(pk__in=run.config["task_ids"])
+    return Task.objects.filter(pool_id=run.pool_id)
+
+
+def _run_tasks_of_kind(run: Run) -> Any:
+    """The tasks the run plays (rl_control.engine.data.run_tasks): enabled, supported, of its env
+    kind (of every kind for a "mixed" run)."""
+    kind = run.config["env"]["kind"]
+    tasks = _run_tasks(run).filter(enabled=True, supported=True)
+    return tasks if kind == MIXED_KIND else tasks.filter(env_kind=kind)
 
 
 def run_env_kinds(run: Run) -> list[str]:
@@ -56,17 +58,30 @@ def run_env_kinds(run: Run) -> list[str]:
 
 
 def _tasks_missing(run: Run) -> str | None:
-    kind = run.config["env"]["kind"]
+    """Why the run has no task to play, in words (None when it has one)."""
     if _run_tasks_of_kind(run).exists():
         return None
-    where = f"pool {run.pool.name}" if run.pool_id else "the listed tasks"
-    other = (
-        sorted(set(Task.objects.filter(pool_id=run.pool_id, enabled=True).values_list("env_kind", flat=True)))
-        if run.pool_id
-        else []
+    kind = run.config["env"]["kind"]
+    where = f"pool {run.pool.name}" if run.pool_id and not run.config.get("task_ids") else "the listed tasks"
+    tasks = _run_tasks(run)
+    total, enabled = tasks.count(), tasks.filter(enabled=True)
+    if total == 0:
+        return f"{where} holds no tasks: import tasks into the pool first"
+    if not enabled.exists():
+        return f"{where} has {total} task{'s' if total != 1 else ''}, none enabled: enable some on the Tasks page"
+    runnable = enabled.filter(supported=True)
+    if not runnable.exists():
+        reasons = sorted(
+            {r for rs in enabled.values_list("unsupported_reasons", flat=True) for r in rs or []}
+        )
+        why = f" ({'; '.join(reasons[:3])})" if reasons else ""
+        return f"none of the enabled tasks of {where} can run on this install{why}"
+    kinds = sorted(set(runnable.values_list("env_kind", flat=True)))
+    fit = kinds[0] if len(kinds) == 1 else MIXED_KIND
+    return (
+        f"{where} has no {kind} task it can run: its tasks are {', '.join(kinds)}; "
+        f"set Environment kind to {fit} (or leave it open: a new run takes it from the pool)"
     )
-    hint = f" (its enabled tasks are {', '.join(other)}: set env.kind to match)" if other else ""
-    return f"{where} has no enabled {kind} task{hint}"
 
 
 def _envs_missing(kind: str) -> str | None:

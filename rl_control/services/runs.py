@@ -36,10 +36,12 @@ from rl_control.run_config import (
     RunConfigError,
     ServingSettings,
     deep_merge,
+    env_kind_for,
     run_config_build,
 )
 from webapp.flywheel.selectors import rl_start_checkpoint
 from webapp.store.models import Checkpoint, Task, TaskPool
+from webapp.store.selectors import runnable_env_kinds
 
 
 class RunError(Exception):
@@ -144,9 +146,8 @@ def run_create(
         errors["mode"] = [f"must be one of {RunMode.values}"]
     full: dict[str, Any] = {}
     try:
-        full = run_config_build(
-            algorithm=algorithm, config=_with_host_defaults(deep_merge(base, config or {}))
-        )
+        merged = _with_pool_kind(deep_merge(base, config or {}), pool)
+        full = run_config_build(algorithm=algorithm, config=_with_host_defaults(merged))
     except RunConfigError as exc:
         errors.update(exc.errors)
     if full:
@@ -183,6 +184,22 @@ def _endpoint_errors(config: Mapping[str, Any]) -> dict[str, list[str]]:
     urls = ServingSettings.from_dict(config.get("serving") or {}).urls()
     problems = [p for url in urls if (p := platform_endpoint_problem(url))]
     return {"serving.endpoints": problems} if problems else {}
+
+
+def _with_pool_kind(config: Mapping[str, Any], pool: TaskPool | None) -> dict[str, Any]:
+    """`config` with env.kind, when it leaves it open, taken from the tasks the run would play (its
+    task_ids, else its pool's enabled, supported tasks): their kind, "mixed" when they mix."""
+    out = dict(config)
+    env = out.get("env", {})
+    task_ids = out.get("task_ids") or []
+    if not isinstance(env, Mapping) or "kind" in env or not isinstance(task_ids, list):
+        return out  # set by the caller (or malformed: run_config_build says so)
+    if not all(isinstance(t, int) and not isinstance(t, bool) for t in task_ids):
+        return out
+    kind = env_kind_for(runnable_env_kinds(pool_id=pool.pk if pool else None, task_ids=task_ids))
+    if kind is not None:
+        out["env"] = {**env, "kind": kind}
+    return out
 
 
 def _with_host_defaults(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -100,9 +100,12 @@ def test_nothing_in_place_names_everything_missing(api, isolated, pool, tmp_path
     (broken / "config.json").write_text('{"model_type": "flywheel_policy"}')
     (broken / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{}")
     Checkpoint.objects.create(version="broken", path=str(broken))
-    code, errors = _post(api, {"pool": desktop.pk, "start_checkpoint": "broken"})
+    code, errors = _post(
+        api, {"pool": desktop.pk, "start_checkpoint": "broken", "config": {"env": {"kind": "browser"}}}
+    )
     assert code == 400, errors
-    assert "no enabled browser task" in errors["pool"][0] and "desktop" in errors["pool"][0]
+    assert "no browser task it can run: its tasks are desktop" in errors["pool"][0]
+    assert "set Environment kind to desktop" in errors["pool"][0]
     assert "no browser environment can be leased" in errors["env.kind"][0]
     assert f"no trainer worker consumes queue '{isolated['RL_TRAIN_QUEUE']}'" in errors["serving"][0]
     assert "checkpoint broken does not load" in errors["start_checkpoint"][0]
@@ -202,3 +205,53 @@ def test_environments_in_parallel_default_to_what_the_host_holds(api, isolated, 
     assert shown()[0] == 8  # ten held: the default stays at eight
     bad = api("researcher").post("/api/rl/runs/", {**body, "config": {"env": "x"}}, format="json")
     assert bad.status_code == 400 and "env" in bad.json(), bad.json()
+
+
+def test_the_environment_kind_comes_from_the_pool_and_what_is_missing_is_said(api, isolated) -> None:
+    """An OSWorld-format pool (desktop tasks) on the basic form: env.kind is the pool's, so the only
+    thing missing is a desktop environment; a pool that mixes kinds runs "mixed"; a pool with nothing
+    to run says why in words."""
+    osworld = TaskPoolFactory(name="osworld-like")
+    TaskFactory.create_batch(2, pool=osworld, env_kind="desktop", source="osworld")
+    TaskFactory(pool=osworld, env_kind="browser", enabled=False)  # disabled: not played, not counted
+    code, errors = _post(api, {"pool": osworld.pk})
+    assert code == 400 and "pool" not in errors, errors
+    assert errors["env.kind"] == [
+        "no desktop environment can be leased: no env host has one up (start an env host with "
+        "FLEET_WARM_POOL including desktop=N, e.g. `make up` starts envhost1)"
+    ]
+    created = api("researcher").post("/api/rl/runs/", {"name": "k", "preset": "grpo-dart", "pool": osworld.pk},
+                                     format="json")  # fmt: skip
+    assert created.status_code == 201 and created.json()["config"]["env"]["kind"] == "desktop"
+
+    mixed = TaskPoolFactory(name="mixed-kinds")
+    TaskFactory(pool=mixed, env_kind="desktop")
+    TaskFactory(pool=mixed, env_kind="terminal")
+    code, errors = _post(api, {"pool": mixed.pk})
+    assert code == 400 and "pool" not in errors
+    assert [m.split(":")[0] for m in errors["env.kind"]] == [
+        "no desktop environment can be leased", "no terminal environment can be leased",
+    ]  # fmt: skip
+
+    empty = TaskPoolFactory(name="empty-pool")
+    assert "pool empty-pool holds no tasks" in _post(api, {"pool": empty.pk})[1]["pool"][0]
+    off = TaskPoolFactory(name="all-off")
+    TaskFactory.create_batch(3, pool=off, env_kind="browser", enabled=False)
+    assert "has 3 tasks, none enabled" in _post(api, {"pool": off.pk})[1]["pool"][0]
+    unsupported = TaskPoolFactory(name="unsupported")
+    TaskFactory(pool=unsupported, env_kind="desktop", supported=False, unsupported_reasons=["needs a VM"])
+    message = _post(api, {"pool": unsupported.pk})[1]["pool"][0]
+    assert "none of the enabled tasks of pool unsupported can run on this install (needs a VM)" in message
+
+
+def test_an_osworld_format_pool_launches_on_the_basic_form(api, workers) -> None:
+    osworld = TaskPoolFactory(name="osworld-launch")
+    TaskFactory.create_batch(2, pool=osworld, env_kind="desktop", source="osworld")
+    fleet.registry().register_env(
+        env_id=f"d{uuid.uuid4().hex[:6]}", kind="desktop", worker="hostpre", boot_s=0.1
+    )
+    fleet.registry().host_heartbeat(worker="hostpre", ttl_s=60)
+    code, body = _post(api, {"pool": osworld.pk})
+    assert code == 201, body
+    assert body["status"] == "running" and body["config"]["env"]["kind"] == "desktop"
+    services.run_stop(run=Run.objects.get(pk=body["id"]))

@@ -56,12 +56,17 @@ def test_create_reports_all_errors(users, pool) -> None:
     assert err.value.errors == {"pool": ["choose a task pool or list task_ids"]}
     desktop = TaskFactory(env_kind="desktop")
     with pytest.raises(RunConfigError) as err:
-        services.run_create(user=users["researcher"], name="x", config={"task_ids": [desktop.pk]})
+        services.run_create(
+            user=users["researcher"], name="x", config={"env": {"kind": "browser"}, "task_ids": [desktop.pk]}
+        )
     assert "env kind desktop" in err.value.errors["task_ids"][0]
     with pytest.raises(RunConfigError) as err:
         services.run_create(user=users["researcher"], name="x", preset="nope", pool=pool)
     assert list(err.value.errors) == ["preset"]
     assert not Run.objects.exists()
+    # env.kind left open: the kind of the listed tasks
+    run = services.run_create(user=users["researcher"], name="x", config={"task_ids": [desktop.pk]})
+    assert run.config["env"]["kind"] == "desktop"
 
 
 def test_full_lifecycle_publishes_status(make_run, published, django_capture_on_commit_callbacks) -> None:

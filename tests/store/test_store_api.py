@@ -8,7 +8,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from annotation.models import Assignment, Review
-from tests.factories import StepFactory, TaskFactory, TrajectoryFactory
+from tests.factories import StepFactory, TaskFactory, TaskPoolFactory, TrajectoryFactory
 from webapp.store import services
 from webapp.store.export.stream import aiter_sync, iter_jsonl_chunks
 from webapp.store.models import ExportJob, Trajectory
@@ -239,3 +239,16 @@ def test_sql_and_python_export_paths_agree(world) -> None:
         (record,) = [r for r in map(json.loads, lines) if r["id"] == traj.pk]
         assert type(record["final_reward"]) is float and record["final_reward"] == 1.0
         assert [type(s["reward"]) for s in record["steps"]] == [float, float]
+
+
+def test_pools_list_the_kinds_of_the_tasks_a_run_would_play(api, users) -> None:
+    """The launch form takes env.kind from these: enabled, supported tasks only; task_count is all."""
+    pool = TaskPoolFactory(name="kinds")
+    TaskFactory.create_batch(2, pool=pool, env_kind="desktop")
+    TaskFactory(pool=pool, env_kind="terminal")
+    TaskFactory(pool=pool, env_kind="browser", enabled=False)
+    TaskFactory(pool=pool, env_kind="phone", supported=False)
+    TaskPoolFactory(name="kinds-empty")
+    rows = {row["name"]: row for row in api("researcher").get("/api/pools/").json()["results"]}
+    assert rows["kinds"]["env_kinds"] == ["desktop", "terminal"] and rows["kinds"]["task_count"] == 5
+    assert rows["kinds-empty"]["env_kinds"] == [] and rows["kinds-empty"]["task_count"] == 0

@@ -80,3 +80,13 @@ def trajectory_judge_steps(trajectory: Trajectory, final_screen: bytes | None = 
         fmt = "png" if final_screen[:4] == b"\x89PNG" else "jpeg"
         out.append(JudgeStep(thought="", action="", screenshot=final_screen, image_format=fmt))
     return out
+
+
+def runnable_env_kinds(*, pool_id: int | None, task_ids: list[int] | None = None) -> list[str]:
+    """The environment kinds of the tasks a run over `task_ids` (else every task of the pool) would
+    play: enabled and supported ones (what rl_control.engine.data.run_tasks picks), sorted."""
+    tasks = Task.objects.filter(pk__in=task_ids) if task_ids else Task.objects.filter(pool_id=pool_id)
+    if not task_ids and pool_id is None:
+        return []
+    kinds = tasks.filter(enabled=True, supported=True).values_list("env_kind", flat=True).distinct()
+    return sorted(set(kinds))

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { applyMirrors, endpointsToConfig, endpointsToText, errorSlotFor, fieldLabel, layoutFields } from "./form";
+import { applyMirrors, endpointsToConfig, endpointsToText, errorSlotFor, fieldLabel, layoutFields, poolKind } from "./form";
 
 const keys = ["seed", "env.kind", "env.parallel_envs", "budget.max_updates", "grpo.lr", "grpo.rollouts_per_task", "curation.rollouts_max", "curation.step_cap"];
 const basic = ["env.parallel_envs", "curation.rollouts_max", "budget.max_updates", "serving.endpoints"];
@@ -37,5 +37,14 @@ describe("labels, mirrors, errors, endpoints", () => {
     expect(endpointsToConfig(" http://a:8000/v1\n\nhttp://b/v1 , http://c/v1\n")).toBe("http://a:8000/v1,http://b/v1,http://c/v1");
     expect(endpointsToText("http://a/v1,http://b/v1")).toBe("http://a/v1\nhttp://b/v1");
     expect(endpointsToText(null)).toBe("");
+  });
+});
+
+describe("poolKind", () => {
+  it("takes the environment kind from the pool's tasks, mixed when they mix", () => {
+    expect(poolKind(["desktop"]).kind).toBe("desktop");
+    expect(poolKind(["terminal", "desktop", "desktop"])).toEqual({ kind: "mixed", note: "Its tasks mix desktop, terminal: Environment kind mixed (each rollout leases its task's kind)." });
+    expect(poolKind([]).kind).toBeNull();
+    expect(poolKind([]).note).toContain("no enabled task");
   });
 });

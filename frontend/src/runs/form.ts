@@ -54,3 +54,22 @@ export function endpointsToConfig(text: string): string {
 export function endpointsToText(value: unknown): string {
   return typeof value === "string" ? value.split(",").map((u) => u.trim()).filter((u) => u !== "").join("\n") : "";
 }
+
+export interface PoolKind {
+  /** env.kind a run on the pool takes (the server infers the same), or null when it has no task to play. */
+  kind: string | null;
+  /** What the form says about it under the pool. */
+  note: string;
+}
+
+/** The environment kind of a pool's runnable (enabled, supported) task kinds: their one kind, "mixed"
+ * when they mix; null with a note in words when there is none. */
+export function poolKind(kinds: readonly string[]): PoolKind {
+  const distinct = [...new Set(kinds)].sort();
+  if (distinct.length === 0) return { kind: null, note: "This pool has no enabled task this install can run: enable or import tasks first." };
+  if (distinct.length === 1) {
+    const kind = distinct[0] ?? "";
+    return { kind, note: `Its tasks run in ${kind} environments: Environment kind ${kind}.` };
+  }
+  return { kind: "mixed", note: `Its tasks mix ${distinct.join(", ")}: Environment kind mixed (each rollout leases its task's kind).` };
+}

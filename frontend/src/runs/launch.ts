@@ -5,7 +5,7 @@
 
 import { api, ApiError, resultsOf } from "../lib/api";
 import { h, notice, render } from "../lib/dom";
-import { applyMirrors, endpointsToConfig, endpointsToText, errorSlotFor, fieldLabel, layoutFields } from "./form";
+import { applyMirrors, endpointsToConfig, endpointsToText, errorSlotFor, fieldLabel, layoutFields, poolKind } from "./form";
 import { fieldText, flattenConfig, overrides, parseField } from "./series";
 import type { CheckpointRow, Preset, RunDetail } from "./types";
 
@@ -13,6 +13,8 @@ interface Pool {
   id: number;
   name: string;
   task_count: number;
+  /** kinds of its enabled, supported tasks */
+  env_kinds?: string[];
 }
 
 const SECTION_TITLES: Record<string, string> = {
@@ -31,6 +33,7 @@ const SECTION_TITLES: Record<string, string> = {
 };
 
 const ENDPOINTS = "serving.endpoints";
+const ENV_KIND = "env.kind";
 
 /** Throws the server's field errors as {field: [messages]}. */
 class FieldErrors extends Error {
@@ -94,6 +97,7 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
   const name = h("input", { name: "name", id: "f-name", required: true, "data-testid": "field-name", value: parent ? `${parent.name} (fork)` : "" });
   const presetSel = h("select", { name: "preset", id: "f-preset", "data-testid": "field-preset", disabled: parent !== null }, ...presets.map((p) => h("option", { value: p.name, selected: parent?.preset === p.name }, p.title)));
   const presetDesc = h("p", { class: "muted", "data-testid": "preset-description" });
+  const poolNote = h("p", { class: "muted", "data-testid": "pool-kind" });
   const poolSel = h("select", { name: "pool", id: "f-pool", "data-testid": "field-pool", disabled: parent !== null }, h("option", { value: "" }, "— choose —"), ...pools.map((p) => h("option", { value: p.id, selected: parent?.pool === p.id }, `${p.name} (${p.task_count} tasks)`)));
   const ckptSel = h("select", { name: "checkpoint", id: "f-checkpoint", "data-testid": "field-checkpoint" }, h("option", { value: "" }, "newest checkpoint of the run"), ...checkpoints.map((c) => h("option", { value: c.version, selected: params.get("checkpoint") === c.version }, c.success_note ? `${c.version} — ${c.success_note}` : c.version)));
   // Which checkpoint a run starts from and how well it does on its pool, measured (the starter model).
@@ -150,6 +154,23 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
     );
   };
 
+  // env.kind follows the chosen pool's tasks (the server infers the same when it is left open): shown
+  // in the Advanced field and as the default, so only a kind the user picks is sent.
+  const applyPoolKind = (): void => {
+    const pool = pools.find((p) => String(p.id) === poolSel.value);
+    if (pool === undefined || parent !== null) {
+      poolNote.textContent = "";
+      return;
+    }
+    const { kind, note } = poolKind(pool.env_kinds ?? []);
+    poolNote.textContent = note;
+    const input = inputs.get(ENV_KIND);
+    if (kind === null || input === undefined) return;
+    if (input.value === fieldText(base.get(ENV_KIND))) input.value = kind;
+    base.set(ENV_KIND, kind);
+  };
+  poolSel.addEventListener("change", applyPoolKind);
+
   const currentPreset = (): Preset | undefined => presets.find((p) => p.name === presetSel.value);
   const onPreset = (): void => {
     const p = currentPreset();
@@ -157,6 +178,7 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
     algorithm = p.algorithm;
     presetDesc.textContent = `${p.description} Algorithm ${p.algorithm.toUpperCase()}, ${p.mode === "sync" ? "synchronous" : "asynchronous"}.`;
     fillSections(p.config);
+    applyPoolKind();
   };
   presetSel.addEventListener("change", onPreset);
   if (parent) {
@@ -190,7 +212,7 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
       h("h2", {}, "Basics"),
       row("Name", "f-name", name, "name"),
       row(parent ? "Preset (kept from the parent)" : "Preset", "f-preset", presetSel, "preset", presetDesc),
-      row("Task pool", "f-pool", poolSel, "pool"),
+      row("Task pool", "f-pool", poolSel, "pool", poolNote),
       parent ? row("Start from checkpoint", "f-checkpoint", ckptSel, "checkpoint") : row("Start from checkpoint", "f-start_checkpoint", startSel, "start_checkpoint"),
       basicFields,
       h("label", { class: "field field-check" }, launchNow, " Start it right away"),

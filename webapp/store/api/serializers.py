@@ -9,11 +9,14 @@ from webapp.store.models import Checkpoint, ExportJob, Step, Task, TaskPool, Tra
 
 class TaskPoolSerializer(serializers.ModelSerializer):
     task_count = serializers.IntegerField(read_only=True)
+    # the kinds of its enabled, supported tasks: what a run on the pool plays (the launch form's env.kind)
+    env_kinds = serializers.ListField(child=serializers.CharField(), read_only=True)
 
     class Meta:
         model = TaskPool
         fields = [
-            "id", "name", "description", "candidates_n", "validation_mode", "disk_mb", "task_count", "created_at",
+            "id", "name", "description", "candidates_n", "validation_mode", "disk_mb", "task_count", "env_kinds",
+            "created_at",
         ]  # fmt: skip
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, QuerySet
+from django.contrib.postgres.aggregates import ArrayAgg
+from django.db.models import Count, Q, QuerySet, Value
 from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -55,7 +56,15 @@ class PoolListView(generics.ListAPIView):
         # Meta.ordering is not applied to an aggregating query: order explicitly for stable pages.
         return (
             selectors.pools_visible_to(self.request.user)
-            .annotate(task_count=Count("tasks"))
+            .annotate(
+                task_count=Count("tasks"),
+                env_kinds=ArrayAgg(
+                    "tasks__env_kind",
+                    distinct=True,
+                    default=Value([]),
+                    filter=Q(tasks__enabled=True, tasks__supported=True),
+                ),
+            )
             .order_by("name", "pk")
         )
 
