@@ -51,6 +51,7 @@ METRICS: dict[str, str] = {
     "value/reward_corr": "correlation of V(s_0) with the episode's final reward",
     "value/mean": "mean predicted value over the batch",
     "value/pretraining": "1 while the critic is pretrained on a fixed policy, else 0",
+    "value/pretrain_updates": "critic warm-up updates done (of ppo.value_pretrain_max_updates at most)",
     # efficiency
     "efficiency/actions_per_min": "environment actions executed per minute across the fleet",
     "efficiency/episodes_per_min": "episodes finished per minute",

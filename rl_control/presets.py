@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any, Literal
 
-from rl_control.run_config import SECTIONS, run_config_build
+from rl_control.run_config import SECTIONS, deep_merge, run_config_build
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,8 @@ PRESETS: dict[str, Preset] = {
                     "lambda_critic": 1.0,
                     "lambda_policy": None,  # length-adaptive
                     "length_adaptive_alpha": 0.05,
-                    "value_pretrain_max_updates": 500,
+                    # bounded so the first policy update comes well within the 200-update budget
+                    "value_pretrain_max_updates": 20,
                 },
                 "curation": {"injection": "none", "staleness_bound": 1},
                 "env": {"context_screenshots": 5},
@@ -144,6 +145,50 @@ PRESETS: dict[str, Preset] = {
         ),
     ]
 }
+
+
+StartProfile = Literal["embedded", "hf_vlm", "endpoint"]
+START_PROFILES: tuple[str, ...] = ("embedded", "hf_vlm", "endpoint")
+START_PROFILE_TITLES = {
+    "embedded": "the embedded model (the starter)",
+    "hf_vlm": "a Hugging Face vision-language model",
+    "endpoint": "an external endpoint (vLLM)",
+}
+
+# The presets' values are the papers', for multi-billion-parameter VLMs (hf_vlm, endpoint). The
+# embedded model (a few million parameters, thought capped at 0) learns under the settings of
+# `bench learn` (docs/benchmarks.md, learn: lr 5e-4, temperature 0.5 with a near-greedy thought, no
+# KL, weight averaging 0.95, groups of 4, 6 steps per episode, 16 episodes per update).
+EMBEDDED_FIT: dict[str, dict[str, Any]] = {
+    "grpo": {
+        "grpo": {"lr": 5e-4, "beta_kl": 0.0, "temperature": 0.5, "thought_temperature": 0.05,
+                 "train_thought": False, "weight_ema": 0.95, "rollouts_per_task": 4},
+        "curation": {"rollouts_max": 4, "rollouts_min": 2, "step_cap": 6, "min_batch_trajectories": 16},
+        "entropulse": {"sft_lr": 1e-3},  # the starter's own SFT learning rate
+    },
+    "ppo": {
+        # the critic warm-up ends after a few updates: explained variance of sparse rewards on a
+        # small model stays far below the paper's 0.8 (measured ≈ 0 over 24 updates)
+        "ppo": {"lr_policy": 5e-4, "lr_value": 1e-3, "weight_ema": 0.95, "value_pretrain_max_updates": 5,
+                "value_pretrain_target_ev": 0.3, "value_pretrain_patience": 3},
+        "curation": {"step_cap": 6, "min_batch_trajectories": 16},
+    },
+}  # fmt: skip
+
+
+def preset_overrides(name: str, profile: str = "hf_vlm") -> dict[str, Any]:
+    """The overrides of preset `name` for a run starting from a model of `profile`: the paper's
+    values for large models, fitted to the embedded model (EMBEDDED_FIT) for it. A preset with a
+    fixed group size (rollouts_min = rollouts_max) keeps it fixed at the fitted size."""
+    preset = PRESETS[name]
+    if profile != "embedded":
+        return dict(preset.overrides)
+    fit = EMBEDDED_FIT[preset.algorithm]
+    out = deep_merge(preset.overrides, fit)
+    fixed = preset.overrides.get("curation", {})
+    if "rollouts_max" in fixed and fixed.get("rollouts_min") == fixed["rollouts_max"]:
+        out["curation"] = {**out["curation"], "rollouts_min": out["curation"]["rollouts_max"]}
+    return out
 
 
 # The launch form's label of every field, in words (a test checks every field has one). The help
@@ -265,12 +310,13 @@ BASIC_FIELDS: tuple[str, ...] = (
 MIRRORED_FIELDS: dict[str, str] = {"grpo.rollouts_per_task": "curation.rollouts_max"}
 
 
-def preset_get(name: str) -> dict[str, Any]:
-    """{name, title, description, algorithm, mode, config (full), help, choices, labels, basic,
-    mirrored}; KeyError when unknown."""
+def preset_get(name: str, profile: str = "hf_vlm") -> dict[str, Any]:
+    """{name, title, description, algorithm, mode, start_profile, config (full, for a start model of
+    `profile`), help, choices, labels, basic, mirrored}; KeyError when unknown."""
     preset = PRESETS[name]
-    config = run_config_build(algorithm=preset.algorithm, config=preset.overrides)
+    config = run_config_build(algorithm=preset.algorithm, config=preset_overrides(name, profile))
     return {
+        "start_profile": profile,
         "name": preset.name,
         "title": preset.title,
         "description": preset.description,
@@ -285,8 +331,8 @@ def preset_get(name: str) -> dict[str, Any]:
     }
 
 
-def preset_list() -> list[dict[str, Any]]:
-    return [preset_get(name) for name in PRESETS]
+def preset_list(profile: str = "hf_vlm") -> list[dict[str, Any]]:
+    return [preset_get(name, profile) for name in PRESETS]
 
 
 _FIELD_COMMENT = re.compile(r"^\s+(\w+):[^#\n]*#\s*(.+)$")

@@ -303,6 +303,24 @@ def run_config_build(*, algorithm: str, config: Mapping[str, Any]) -> dict[str, 
     elif len(set(task_ids)) != len(task_ids):
         errors["task_ids"] = ["lists a task twice"]
     out["task_ids"] = task_ids
+    if not errors:
+        errors.update(_budget_errors(algorithm, out))
     if errors:
         raise RunConfigError(errors)
     return out
+
+
+def _budget_errors(algorithm: str, config: Mapping[str, Any]) -> dict[str, list[str]]:
+    """PPO's critic warm-up must end within the update budget, or the policy never trains."""
+    max_updates = config["budget"]["max_updates"]
+    if algorithm != "ppo" or max_updates is None:
+        return {}
+    warmup = config["ppo"]["value_pretrain_max_updates"]
+    if warmup < max_updates:
+        return {}
+    return {
+        "ppo.value_pretrain_max_updates": [
+            f"the critic warm-up may take {warmup} updates, the budget stops the run after {max_updates}: "
+            f"the policy would never train (at most {max_updates - 1}; the preset takes a tenth)"
+        ]
+    }

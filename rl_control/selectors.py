@@ -15,7 +15,7 @@ from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
 from rl_control.models import Run, RunAlert, RunStatus
 from rl_control.presets import PRESETS, preset_list
 from webapp.accounts.roles import Role, has_role
-from webapp.store.models import Trajectory
+from webapp.store.models import Checkpoint, Trajectory
 from workers.rl.stats import downsample_minmax
 
 # x axis name → RunMetric column
@@ -452,12 +452,29 @@ def _owned_by_run(owner: str, run_id: int) -> bool:
     return owner == f"rl:{run_id}" or owner.startswith(f"rl:{run_id}:")
 
 
-def preset_list_for_host() -> list[dict[str, Any]]:
-    """The presets as the launch form shows them: each with this deployment's environments in
-    parallel (unless the preset names its own), its help saying where the number comes from."""
-    from rl_control.engine.preflight import host_parallel_envs
+def start_profile(checkpoint: Checkpoint | None, endpoints: str = "") -> str:
+    """What kind of model a run starts from (rl_control.presets.START_PROFILES): "endpoint" when it
+    samples from external servers, "hf_vlm" for a Hugging Face vision-language checkpoint, else
+    "embedded" (an embedded checkpoint, or the fresh model a run without one starts from)."""
+    from rl_control.engine.preflight import checkpoint_kind_of
+    from webapp.store.checkpoints import checkpoint_dir
 
-    out = preset_list()
+    if endpoints.strip() or (checkpoint is not None and checkpoint.endpoint_url):
+        return "endpoint"
+    if checkpoint is not None and checkpoint_kind_of(checkpoint_dir(checkpoint)) == "hf_vlm":
+        return "hf_vlm"
+    return "embedded"
+
+
+def preset_list_for_host(checkpoint: Checkpoint | None = None) -> list[dict[str, Any]]:
+    """The presets as the launch form shows them for a run starting from `checkpoint` (None: the
+    checkpoint promoted to RL start, else a fresh embedded model): each preset's defaults for that
+    model (presets.preset_overrides), with this deployment's environments in parallel (unless the
+    preset names its own), its help saying where the number comes from."""
+    from rl_control.engine.preflight import host_parallel_envs
+    from webapp.flywheel.selectors import rl_start_checkpoint
+
+    out = preset_list(start_profile(checkpoint or rl_start_checkpoint()))
     for preset in out:
         if "parallel_envs" in PRESETS[preset["name"]].overrides.get("env", {}):
             continue

@@ -237,6 +237,9 @@ class PresetSerializer(serializers.Serializer):
     description = serializers.CharField()
     algorithm = serializers.CharField()
     mode = serializers.CharField()
+    start_profile = serializers.CharField(
+        help_text="The start model these defaults are for: embedded, hf_vlm or endpoint."
+    )
     config = serializers.DictField()
     help = serializers.DictField(child=serializers.CharField())
     choices = serializers.DictField(

@@ -25,7 +25,7 @@ from rl_control.metric_names import metric_catalogue
 from rl_control.models import Run, RunAlert, RunAlgorithm, RunMode, RunStatus
 from rl_control.run_config import RunConfigError
 from webapp.accounts.permissions import IsResearcherOrAdmin
-from webapp.store.models import Trajectory
+from webapp.store.models import Checkpoint, Trajectory
 
 
 def _service_response(
@@ -265,9 +265,20 @@ class RunEpisodeListView(generics.ListAPIView):
 class PresetListView(APIView):
     permission_classes = [IsResearcherOrAdmin]
 
-    @extend_schema(responses=s.PresetSerializer(many=True))
+    @extend_schema(
+        parameters=[OpenApiParameter("start_checkpoint", str, description="version of the start checkpoint")],
+        responses=s.PresetSerializer(many=True),
+    )
     def get(self, request: Request) -> Response:
-        return Response(selectors.preset_list_for_host())
+        """Each preset's defaults for the chosen start model (?start_checkpoint=<version>; default the
+        checkpoint promoted to RL start)."""
+        version = request.query_params.get("start_checkpoint", "")
+        checkpoint = None
+        if version:
+            checkpoint = Checkpoint.objects.filter(version=version[:200]).first()
+            if checkpoint is None:
+                raise ValidationError({"start_checkpoint": [f"no checkpoint {version[:200]!r}"]})
+        return Response(selectors.preset_list_for_host(checkpoint))
 
 
 class MetricCatalogueView(APIView):

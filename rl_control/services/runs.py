@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from rl_control.events import RunStatusEvent, publish_run_status
 from rl_control.models import Run, RunMode, RunStatus
-from rl_control.presets import PRESETS
+from rl_control.presets import PRESETS, preset_overrides
 from rl_control.run_config import (
     MIXED_KIND,
     EnvSettings,
@@ -39,6 +39,7 @@ from rl_control.run_config import (
     env_kind_for,
     run_config_build,
 )
+from rl_control.selectors import start_profile
 from webapp.flywheel.selectors import rl_start_checkpoint
 from webapp.store.models import Checkpoint, Task, TaskPool
 from webapp.store.selectors import runnable_env_kinds
@@ -138,7 +139,10 @@ def run_create(
         chosen = PRESETS[preset]
         if algorithm and algorithm != chosen.algorithm:
             errors["algorithm"] = [f"preset {preset} is {chosen.algorithm}"]
-        base, algorithm, mode = chosen.overrides, chosen.algorithm, mode or chosen.mode
+        if start_checkpoint is None and parent is None:
+            start_checkpoint = rl_start_checkpoint()
+        profile = start_profile(start_checkpoint, _endpoints_of(config))
+        base, algorithm, mode = preset_overrides(preset, profile), chosen.algorithm, mode or chosen.mode
     algorithm, mode = algorithm or "grpo", mode or "async"
     if not name.strip():
         errors["name"] = ["must not be blank"]
@@ -184,6 +188,12 @@ def _endpoint_errors(config: Mapping[str, Any]) -> dict[str, list[str]]:
     urls = ServingSettings.from_dict(config.get("serving") or {}).urls()
     problems = [p for url in urls if (p := platform_endpoint_problem(url))]
     return {"serving.endpoints": problems} if problems else {}
+
+
+def _endpoints_of(config: Mapping[str, Any] | None) -> str:
+    serving = (config or {}).get("serving")
+    endpoints = serving.get("endpoints", "") if isinstance(serving, Mapping) else ""
+    return endpoints if isinstance(endpoints, str) else ""
 
 
 def _with_pool_kind(config: Mapping[str, Any], pool: TaskPool | None) -> dict[str, Any]:

@@ -248,12 +248,14 @@ def test_value_pretraining_trains_only_the_critic_until_done() -> None:
     steps = [t.steps[0] for t in batch]
     logprobs_before = trainer.recompute_logprobs(steps)
     losses, evs = [], []
+    counted = []
     while trainer.value_pretrain_done is None:
         metrics = trainer.pretrain_value(batch)
         losses.append(metrics["value/loss"])
         evs.append(metrics.get("value/explained_variance", 0.0))
+        counted.append(metrics["value/pretrain_updates"])  # the run page's "value pre-training 7/20"
     assert trainer.value_pretrain_done == "max_updates" and len(losses) == 20
-    assert metrics["value/pretraining"] == 0.0
+    assert metrics["value/pretraining"] == 0.0 and counted == [float(i) for i in range(1, 21)]
     assert losses[-1] < 0.6 * losses[0]
     assert evs[-1] > evs[0] + 0.05
     assert trainer.recompute_logprobs(steps) == logprobs_before  # the policy did not move

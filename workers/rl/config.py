@@ -149,7 +149,7 @@ class PPOConfig(_Config):
     epochs: int = 1  # optimisation passes over each batch
     minibatch_size: int = 8  # trajectories per gradient step
     max_grad_norm: float = 1.0  # global gradient-norm clip
-    value_pretrain_max_updates: int = 500  # value pretraining: hard stop in updates
+    value_pretrain_max_updates: int = 20  # value pretraining: hard stop in updates (≤ the budget)
     value_pretrain_target_ev: float = 0.8  # value pretraining stops once explained variance ≥ this
     value_pretrain_patience: int = 20  # … and value loss has not improved for this many updates
     is_cap: float | None = 1.0  # truncated IS min(π_train_old / π_rollout, C) for stale steps; null = off

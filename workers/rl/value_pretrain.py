@@ -22,7 +22,7 @@ class ValuePretrainMonitor:
         self,
         target_ev: float = 0.8,
         patience: int = 20,
-        max_updates: int = 500,
+        max_updates: int = 20,
         min_rel_improvement: float = 1e-3,
     ) -> None:
         if patience < 1 or max_updates < 0 or min_rel_improvement < 0:

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { applyMirrors, endpointsToConfig, endpointsToText, errorSlotFor, fieldLabel, layoutFields, poolKind } from "./form";
+import { applyMirrors, endpointsToConfig, endpointsToText, errorSlotFor, fieldLabel, layoutFields, poolKind, startProfileNote } from "./form";
 
 const keys = ["seed", "env.kind", "env.parallel_envs", "budget.max_updates", "grpo.lr", "grpo.rollouts_per_task", "curation.rollouts_max", "curation.step_cap"];
 const basic = ["env.parallel_envs", "curation.rollouts_max", "budget.max_updates", "serving.endpoints"];
@@ -46,5 +46,13 @@ describe("poolKind", () => {
     expect(poolKind(["terminal", "desktop", "desktop"])).toEqual({ kind: "mixed", note: "Its tasks mix desktop, terminal: Environment kind mixed (each rollout leases its task's kind)." });
     expect(poolKind([]).kind).toBeNull();
     expect(poolKind([]).note).toContain("no enabled task");
+  });
+});
+
+describe("startProfileNote", () => {
+  it("names the start model the defaults are for", () => {
+    expect(startProfileNote("embedded")).toContain("embedded model (the starter)");
+    expect(startProfileNote("hf_vlm")).toContain("paper's settings");
+    expect(startProfileNote(undefined)).toBe("");
   });
 });

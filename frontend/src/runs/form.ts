@@ -73,3 +73,15 @@ export function poolKind(kinds: readonly string[]): PoolKind {
   }
   return { kind: "mixed", note: `Its tasks mix ${distinct.join(", ")}: Environment kind mixed (each rollout leases its task's kind).` };
 }
+
+const START_PROFILE_WORDS: Record<string, string> = {
+  embedded: "the embedded model (the starter): the settings bench learn shows it learns under",
+  hf_vlm: "a Hugging Face vision-language model: the paper's settings",
+  endpoint: "an external endpoint (vLLM): the paper's settings",
+};
+
+/** "Defaults for <the start model>: …" under the preset, or "" when the server did not say. */
+export function startProfileNote(profile: string | undefined): string {
+  const words = profile === undefined ? undefined : START_PROFILE_WORDS[profile];
+  return words === undefined ? "" : `Defaults for ${words}.`;
+}

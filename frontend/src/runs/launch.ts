@@ -5,7 +5,7 @@
 
 import { api, ApiError, resultsOf } from "../lib/api";
 import { h, notice, render } from "../lib/dom";
-import { applyMirrors, endpointsToConfig, endpointsToText, errorSlotFor, fieldLabel, layoutFields, poolKind } from "./form";
+import { applyMirrors, endpointsToConfig, endpointsToText, errorSlotFor, fieldLabel, layoutFields, poolKind, startProfileNote } from "./form";
 import { fieldText, flattenConfig, overrides, parseField } from "./series";
 import type { CheckpointRow, Preset, RunDetail } from "./types";
 
@@ -69,11 +69,12 @@ function csrf(): string {
 export async function mountLaunch(root: HTMLElement): Promise<void> {
   const params = new URLSearchParams(window.location.search);
   const forkId = Number(params.get("fork") ?? "0");
-  const [presets, pools, parent] = await Promise.all([
+  const [initialPresets, pools, parent] = await Promise.all([
     api<Preset[]>("/api/rl/presets/"),
     api<Pool[] | { results: Pool[] }>("/api/pools/").then(resultsOf),
     forkId > 0 ? api<RunDetail>(`/api/rl/runs/${forkId}/`) : Promise.resolve(null),
   ]);
+  let presets = initialPresets;
   const checkpoints = parent ? await api<CheckpointRow[]>(`/api/rl/runs/${parent.id}/checkpoints/`) : [];
   // a new run starts from the checkpoint promoted to "RL start" unless another one is chosen
   const allCheckpoints = parent ? [] : await api<CheckpointRow[] | { results: CheckpointRow[] }>("/api/checkpoints/").then(resultsOf);
@@ -176,11 +177,20 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
     const p = currentPreset();
     if (p === undefined) return;
     algorithm = p.algorithm;
-    presetDesc.textContent = `${p.description} Algorithm ${p.algorithm.toUpperCase()}, ${p.mode === "sync" ? "synchronous" : "asynchronous"}.`;
+    presetDesc.textContent = `${p.description} Algorithm ${p.algorithm.toUpperCase()}, ${p.mode === "sync" ? "synchronous" : "asynchronous"}. ${startProfileNote(p.start_profile)}`;
     fillSections(p.config);
     applyPoolKind();
   };
   presetSel.addEventListener("change", onPreset);
+  // The defaults depend on the start model (embedded starter, HF VLM, external endpoint): a new start
+  // checkpoint reloads them (what was typed into the fields is replaced by that model's defaults).
+  startSel.addEventListener("change", () => {
+    const q = startSel.value ? `?${new URLSearchParams({ start_checkpoint: startSel.value }).toString()}` : "";
+    void api<Preset[]>(`/api/rl/presets/${q}`).then((fresh) => {
+      presets = fresh;
+      onPreset();
+    });
+  });
   if (parent) {
     presetDesc.textContent = `Fork of run #${parent.id} (${parent.name})${parentPreset ? `, preset ${parentPreset.title}` : ""}: its settings below, starting from the chosen checkpoint.`;
     fillSections(parent.config);

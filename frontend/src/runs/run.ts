@@ -13,7 +13,7 @@ import { badge, h, notice, render } from "../lib/dom";
 import { ago, percent } from "../lib/format";
 import { ChartHub, formatValue, MetricChart } from "./chart";
 import { progressBar } from "./list";
-import { chartSpecs, eventX, PHASE_METRIC, phaseBands, type ChartSpec } from "./series";
+import { chartSpecs, eventX, PHASE_METRIC, phaseBands, PRETRAIN_METRIC, PRETRAIN_UPDATES_METRIC, trainingPhase, type ChartSpec } from "./series";
 import { RunSocket } from "./socket";
 import {
   X_AXES,
@@ -70,6 +70,7 @@ class RunPage {
   private readonly chartOf = new Map<string, MetricChart>(); // metric name → chart
   private readonly refetchAt = new Map<string, number>();
   private catalogue = new Map<string, CatalogueRow>();
+  private pretrain: { on?: number | undefined; updates?: number | undefined } = {};
   private connectedOnce = false;
   private fleetTimer = 0;
   private fleetPoll = 0;
@@ -210,6 +211,7 @@ class RunPage {
       counter("policy version", String(run.policy_version), "version"),
       counter("samples", String(run.samples), "samples"),
       counter("verified success", percent(run.headline_success), "success"),
+      run.algorithm === "ppo" ? counter("phase", this.phaseText(), "phase") : null,
       h("div", { class: "rc-counter rc-progress" }, progressBar(progress), h("div", { class: "muted" }, "budget")),
     );
     if (this.episodesSeen >= 0 && run.episodes_done !== this.episodesSeen) this.scheduleEpisodes();
@@ -222,6 +224,19 @@ class RunPage {
     });
     const fork = h("a", { class: "btn btn-secondary", href: `/runs/new/?fork=${run.id}`, "data-testid": "action-fork" }, "Fork…");
     render(this.el.controls, ...buttons, fork);
+  }
+
+  private phaseText(): string {
+    const cap = (this.run.config.ppo as Record<string, number> | undefined)?.value_pretrain_max_updates;
+    return trainingPhase(this.run.algorithm, this.pretrain.on, this.pretrain.updates, cap);
+  }
+
+  /** PPO's critic warm-up from its metrics (the loaded series' last points, or a live event). */
+  private setPretrain(on: number | undefined, updates: number | undefined): void {
+    if (on === undefined) return;
+    this.pretrain = { on, updates: updates ?? this.pretrain.updates };
+    const el = this.el.counters.querySelector('[data-testid="counter-phase"]');
+    if (el) el.textContent = this.phaseText();
   }
 
   private async control(action: string): Promise<void> {
@@ -280,6 +295,8 @@ class RunPage {
     }
     const series = await fetchSeries(this.runId, names, this.axis);
     for (const s of series) this.chartOf.get(s.name)?.setSeries(s.name, s, s.total);
+    const last = (name: string): number | undefined => series.find((s) => s.name === name)?.last?.y;
+    this.setPretrain(last(PRETRAIN_METRIC), last(PRETRAIN_UPDATES_METRIC));
     this.updateBands();
   }
 
@@ -325,6 +342,7 @@ class RunPage {
       for (const name of fresh) this.chartOf.get(name)?.append(name, x, e.values[name] ?? 0);
     }
     if (PHASE_METRIC in e.values) this.updateBands();
+    this.setPretrain(e.values[PRETRAIN_METRIC], e.values[PRETRAIN_UPDATES_METRIC]);
     const success = e.values["outcome/verified_success_rate"];
     if (success !== undefined) {
       this.run.headline_success = success;

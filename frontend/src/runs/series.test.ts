@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { align, appendPoint, chartSpecs, eventX, fieldText, flattenConfig, overrides, parseField, phaseBands, smooth } from "./series";
+import { align, appendPoint, chartSpecs, eventX, fieldText, flattenConfig, overrides, parseField, phaseBands, smooth, trainingPhase } from "./series";
 import type { MetricsEvent } from "./types";
 
 describe("chartSpecs", () => {
@@ -73,5 +73,14 @@ describe("phaseBands", () => {
     ]);
     expect(phaseBands({ x: [10], y: [1] })).toEqual([{ from: 9, to: 10, label: "SFT 1" }]);
     expect(phaseBands({ x: [], y: [] })).toEqual([]);
+  });
+});
+
+describe("trainingPhase", () => {
+  it("says where a PPO run is: critic warm-up with its count, then policy updates", () => {
+    expect(trainingPhase("ppo", undefined, undefined, 5)).toBe("waiting for the first batch");
+    expect(trainingPhase("ppo", 1, 40, 100)).toBe("value pre-training 40/100");
+    expect(trainingPhase("ppo", 0, 5, 5)).toBe("policy updates");
+    expect(trainingPhase("grpo", undefined, undefined, undefined)).toBe("");
   });
 });

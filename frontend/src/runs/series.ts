@@ -181,3 +181,16 @@ export function phaseBands(points: Points): Band[] {
   }
   return bands;
 }
+
+export const PRETRAIN_METRIC = "value/pretraining";
+export const PRETRAIN_UPDATES_METRIC = "value/pretrain_updates";
+
+/** What a PPO run's trainer is doing, from its latest value/pretraining and value/pretrain_updates:
+ * "value pre-training 40/100" while the critic warms up on a fixed policy (the policy version stays),
+ * then "policy updates"; before the first update "waiting for the first batch". "" for GRPO. */
+export function trainingPhase(algorithm: string, pretraining: number | undefined, updates: number | undefined, cap: number | undefined): string {
+  if (algorithm !== "ppo") return "";
+  if (pretraining === undefined) return "waiting for the first batch";
+  if (pretraining >= 1) return `value pre-training ${String(updates ?? 0)}/${cap === undefined ? "?" : String(cap)}`;
+  return "policy updates";
+}

@@ -82,6 +82,8 @@ export interface Preset {
   description: string;
   algorithm: string;
   mode: string;
+  /** the start model these defaults are for: embedded, hf_vlm or endpoint */
+  start_profile?: string;
   config: Record<string, unknown>;
   help: Record<string, string>;
   choices: Record<string, unknown[]>; // allowed values of the fields that take one of a fixed set

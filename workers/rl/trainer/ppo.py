@@ -177,4 +177,5 @@ def pretrain_value(trainer: PolicyTrainer, trajectories: list[TrajectorySample])
     metrics["value/explained_variance"] = ev
     metrics["value/mean"] = float(old_values.mean())
     metrics["value/pretraining"] = 0.0 if trainer.value_pretrain_done else 1.0
+    metrics["value/pretrain_updates"] = float(trainer.value_monitor.updates)
     return {k: float(v) for k, v in metrics.items() if math.isfinite(v)}
