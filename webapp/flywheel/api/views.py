@@ -255,6 +255,8 @@ class PromoteView(APIView):
         data.is_valid(raise_exception=True)
         v = data.validated_data
         checkpoint = _checkpoint(v["checkpoint"])
+        if checkpoint is None:
+            raise ValidationError({"checkpoint": ["name the checkpoint to promote"]})
         try:
             rows = promotion.checkpoint_promote(
                 checkpoint=checkpoint,
@@ -264,4 +266,4 @@ class PromoteView(APIView):
             )
         except (CheckpointError, ValueError) as exc:
             raise ValidationError({"detail": str(exc)}) from exc
-        return Response({"checkpoint": checkpoint.version, "targets": [r.target for r in rows]})  # type: ignore[union-attr]
+        return Response({"checkpoint": checkpoint.version, "targets": [r.target for r in rows]})

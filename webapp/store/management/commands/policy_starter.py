@@ -30,13 +30,13 @@ class Command(BaseCommand):
 
         source, figures = cached_starter(Path(settings.FLYWHEEL_CACHE_DIR))
         checkpoint = checkpoint_install_starter(source=source, figures=figures, pool=DEMO_MINIWOB_POOL)
-        targets = []
+        targets: list[str] = []
         annotation = Checkpoint.objects.filter(is_annotation_model=True).first()
         # The untrained initial model (policy_init) gives way; a checkpoint a person promoted stays.
         if annotation is None or annotation.version == "init":
-            targets.append(PromotionTarget.ANNOTATION)
+            targets.append(str(PromotionTarget.ANNOTATION))
         if not Promotion.objects.filter(target=PromotionTarget.RL_START).exists():
-            targets.append(PromotionTarget.RL_START)
+            targets.append(str(PromotionTarget.RL_START))
         if targets:
             checkpoint_promote(checkpoint=checkpoint, targets=targets)
         self.stdout.write(json.dumps({"version": checkpoint.version, "promoted": targets,
