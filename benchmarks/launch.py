@@ -11,6 +11,11 @@ the window (from the POST). The run is stopped at the end. Last line: JSON with 
 run's checkpoints counted), `updates` (every update, also those whose batch had nothing to train on:
 every group without signal or stale, which close their groups and keep the version) and `window_s`.
 
+FLYWHEEL_BENCH_URL=local measures a stack the bench starts itself instead (`local_stack`: its own
+database `<name>_bench_launch` with the demo data and the starter model as `make up` loads them, an env
+host, rollout and trainer workers, uvicorn on a free port), for a machine without `make up` (the slow
+test tests/bench/test_bench_quick.py runs it so).
+
 Goals: first_metric_s ≤ 60 with --quick (2-minute window); ≥ 20 trained updates in the full 10-minute
 window. The settings are `benchmarks.harness.platform_config.LaunchBenchConfig`.
 """
@@ -18,16 +23,26 @@ window. The settings are `benchmarks.harness.platform_config.LaunchBenchConfig`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
+import socket
+import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 from django.conf import settings
 
+from benchmarks.harness.database import bench_database, free_port
 from benchmarks.harness.platform_config import LaunchBenchConfig
+
+LOCAL = "local"  # FLYWHEEL_BENCH_URL=local: a stack of the bench's own
 
 
 def _login(client: httpx.Client, username: str, password: str) -> None:
@@ -76,9 +91,53 @@ def _trained(run_id: int, checkpoints: Any) -> int:
     return sum(1 for c in rows if re.fullmatch(rf"run{run_id}-v[1-9]\d*", str(c.get("version", ""))))
 
 
+def _wait_for_port(port: int, proc: subprocess.Popen, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the bench's server did not start on port {port}") from None
+            time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def local_stack() -> Iterator[str]:
+    """A stack of the bench's own, loaded as `make up` loads one (migrated database, demo data, the
+    starter model promoted): an env host, rollout and trainer workers (rl_control.engine.stack) and
+    uvicorn on a free port. Yields its base URL; everything it started stops on the way out."""
+    from rl_control.engine.stack import LocalStack
+
+    db = bench_database("launch")
+    for command in (["demo_setup"], ["policy_starter"]):
+        subprocess.run([sys.executable, "manage.py", *command], env=db.env, check=True, capture_output=True,
+                       cwd=settings.BASE_DIR)  # fmt: skip
+    stack = LocalStack(
+        Path(tempfile.mkdtemp(prefix="bench-launch-")), db.url, settings_module="webapp.settings.dev"
+    )
+    port = free_port()
+    stack.start()
+    try:
+        web = stack.spawn([sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--host", "127.0.0.1",
+                           "--port", str(port), "--no-access-log"], DEBUG="false")  # fmt: skip
+        _wait_for_port(port, web, 120)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stack.stop()
+
+
 def run_launch(quick: bool) -> dict[str, Any]:
     config = LaunchBenchConfig.for_run(quick)
-    base = (config.base_url or settings.PUBLIC_BASE_URL).rstrip("/")
+    if config.base_url == LOCAL:
+        with local_stack() as base:
+            return _measure(config, base)
+    return _measure(config, (config.base_url or settings.PUBLIC_BASE_URL).rstrip("/"))
+
+
+def _measure(config: LaunchBenchConfig, base: str) -> dict[str, Any]:
+    quick = config.quick
     window_s = config.window_s
     client = httpx.Client(base_url=base, timeout=120, follow_redirects=True)
     _login(client, config.username, config.password)

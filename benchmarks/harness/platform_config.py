@@ -149,7 +149,7 @@ class DashboardBenchConfig:
 @dataclass(frozen=True)
 class LaunchBenchConfig:
     quick: bool
-    base_url: str | None = None  # the stack under test; None: settings.PUBLIC_BASE_URL (`make up`'s)
+    base_url: str | None = None  # the stack under test; None: PUBLIC_BASE_URL (`make up`'s); "local": its own
     username: str = "researcher"
     password: str = "researcher"  # not printed (`to_json`)
     preset: str = "grpo-dart"

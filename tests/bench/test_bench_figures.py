@@ -93,6 +93,16 @@ def test_every_bench_has_its_spec_keys_declared() -> None:
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("name", sorted(BENCHES))
+def test_every_registry_entry_imports_a_runner_that_takes_quick(name: str) -> None:
+    """`manage.py bench NAME` resolves: the module imports, the function exists and takes `quick`,
+    and SPEC §10 names keys for it (the slow tests/bench/test_bench_quick.py runs each one)."""
+    module, function = BENCHES[name].split(":")
+    runner = getattr(importlib.import_module(module), function)
+    assert "quick" in inspect.signature(runner).parameters
+    assert SPEC_KEYS[name]
+
+
 ASSEMBLED_FROM = {"envstep": ("benchmarks.envstep_desktop", "benchmarks.envstep_browser"),
                   "learn": ("benchmarks.learn",)}  # fmt: skip
 
