@@ -13,7 +13,7 @@
    — and, beside it, of the newest online weights. Every rate carries its Wilson 95 % interval.
 
 `run_learn(quick)` runs it in a child process on its own database (`<name>_bench_learn`). The settings
-are `benchmarks.harness.config.LearnBenchConfig`; their history is in docs/benchmarks.md.
+are `benchmarks.harness.config.LearnBenchConfig`; their history is in benchmarks/HISTORY.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Engine benchmarks (SPEC §10, issues 7 and 24). Both run the real engine: Celery rollout and
 trainer workers, an env host (Chromium + MiniWoB++, Xvfb desktops, games), the run's policy server,
 PostgreSQL, Redis, in a database of their own (`<name>_bench_rollout`, `<name>_bench_learn`). Their settings are
-`benchmarks.harness.config.RolloutBenchConfig` / `LearnBenchConfig`; history in docs/benchmarks.md.
+`benchmarks.harness.config.RolloutBenchConfig` / `LearnBenchConfig`; history in benchmarks/HISTORY.md.
 
 `run_rollout(quick)`: the same workload in async mode, then in sync mode, each for a fixed
 wall-clock window. The workload ("mix", the default) is a trained policy's episodes over three
@@ -75,7 +75,7 @@ def mix_pool(name: str) -> Any:
                     miniwob=list(ROLLOUT_TASKS))  # fmt: skip
     pool = TaskPool.objects.get(name=name)
     # The game's own instruction and parameters (workers.envs.games.env), in real time: virtual-time
-    # games starting at once in one Chromium hang (3 of 4 concurrent resets, docs/benchmarks.md).
+    # games starting at once in one Chromium hang (3 of 4 concurrent resets, benchmarks/HISTORY.md).
     for game in list_games():
         Task.objects.create(pool=pool, external_id=f"games/{game}", instruction="", env_kind="game",
                             source="game", setup={"game": game, "virtual_time": False})  # fmt: skip

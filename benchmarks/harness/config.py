@@ -1,7 +1,7 @@
 """The typed configuration of the engine and speech benchmarks: one frozen dataclass per benchmark,
 built by `for_run(quick)` from its defaults and the FLYWHEEL_* overrides of the environment.
 
-Why each default is what it is, and what else was measured, is in docs/benchmarks.md (the
+Why each default is what it is, and what else was measured, is in benchmarks/HISTORY.md (the
 measurement history lives there, not here). A setting set to "" in the environment means None
 where a field allows None (e.g. no thought cap).
 """

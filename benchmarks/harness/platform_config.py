@@ -3,7 +3,7 @@ dashboard, launch, vlm, flywheel, osworld): one frozen dataclass per benchmark, 
 `for_run(quick)` from its defaults and the FLYWHEEL_* overrides of the environment, as
 `benchmarks.harness.config` does for rollout, learn and asr.
 
-Every default is the value the benchmark's reported figures were measured with (docs/benchmarks.md
+Every default is the value the benchmark's reported figures were measured with (benchmarks/HISTORY.md
 holds why, and what else was measured); each bench prints its configuration under `config` in its
 JSON.
 """
@@ -220,7 +220,7 @@ class FlywheelBenchConfig:
     tasks: tuple[str, ...] = FLYWHEEL_FULL_TASKS
     iterations: int = 3
     k: int = 8  # rejection-sampling episodes per task and iteration
-    rs_temperature: float = 0.3  # docs/benchmarks.md, flywheel
+    rs_temperature: float = 0.3  # benchmarks/HISTORY.md, flywheel
     max_new_tokens: int = 64  # expert responses take ~40 tokens; an untrained model would write ~150 a step
     max_steps: int = 4
     demos_per_task: int = 20  # scripted-expert demonstrations (the annotation stand-ins)

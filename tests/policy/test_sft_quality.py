@@ -1,7 +1,7 @@
 """Slow: an embedded policy trained by SFT on scripted-expert MiniWoB++ demonstrations completes a
 clearly larger share of held-out episodes than the same untrained model (issue 4 "done when").
 
-Mirrors the measurement in docs/benchmarks.md (policy section): demonstrations from seeds 0..19,
+Mirrors the measurement in benchmarks/HISTORY.md (policy section): demonstrations from seeds 0..19,
 evaluation on seeds 10000..10004 (never seen in training), greedy decoding, 8 tasks. One torch thread:
 on a shared 2-core machine, two OpenMP threads per process spend most of their time waiting.
 """

