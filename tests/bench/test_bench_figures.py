@@ -158,6 +158,34 @@ def test_learn_figures_carry_the_spec_keys_and_intervals() -> None:
     assert figures["after_per_task"]["click-test"]["ci95"][0] > 0.39
 
 
+def test_learn_headline_is_the_sum_of_its_per_task_table() -> None:
+    """Issue 35 item 5: a reported "before" of 42.5 % whose per-task rates added up to 38.3 %. The
+    JSON's headline, its interval and the gain are recomputed from its own per-task counts."""
+    from benchmarks.learn import learn_figures
+    from workers.policy.evaluate import EpisodeResult, EvalReport
+
+    def report(wins: dict[str, int]) -> EvalReport:
+        return EvalReport([EpisodeResult(t, s, s < k, 1) for t, k in wins.items() for s in range(15)])
+
+    # the first set's reported per-task "before" (7, 3, 4, 13, 0, 7, 9, 3 of 15) and "after"
+    tasks = ["click-test", "click-button", "click-link", "focus-text", "enter-text", "click-dialog", "click-tab",
+             "click-checkboxes"]  # fmt: skip
+    before = report(dict(zip(tasks, [7, 3, 4, 13, 0, 7, 9, 3], strict=True)))
+    after = report(dict(zip(tasks, [15, 14, 11, 15, 0, 11, 15, 3], strict=True)))
+    figures = learn_figures(LearnBenchConfig(quick=False), before, after, after, True, [])
+    for side in ("before", "after"):
+        table = figures[f"{side}_per_task"].values()
+        k, n = sum(row["successes"] for row in table), sum(row["n"] for row in table)
+        assert figures[f"success_{side}"] == round(k / n, 4)
+        assert figures[f"success_{side}_ci95"] == [round(x, 4) for x in wilson_interval(k, n)]
+    assert figures["success_before"] == 0.3833 and figures["success_after"] == 0.7
+    assert (
+        figures["gain_points"]
+        == round(100 * (figures["success_after"] - figures["success_before"]), 1)
+        == 31.7
+    )
+
+
 def test_env_utilization_is_time_inside_episodes_over_the_window() -> None:
     from benchmarks.harness.figures import env_utilization
 
