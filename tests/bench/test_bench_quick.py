@@ -27,7 +27,7 @@ from benchmarks.harness.database import database_url
 from benchmarks.management.commands.bench import BENCHES, missing_keys
 
 # Minutes a quick run may take on a loaded 2-core machine (the engine benches train and run RL).
-MINUTES = {"rollout": 30, "learn": 40, "flywheel": 40, "launch": 30, "vlm": 30, "policy": 30}
+MINUTES = {"rollout": 40, "learn": 60, "flywheel": 60, "launch": 30, "vlm": 30, "policy": 30}
 
 
 def _minutes(name: str) -> int:
