@@ -191,10 +191,12 @@ def _sample_version(run: Run, served_by: str, current_version: int) -> int:
 
 @dataclass
 class _Acted:
-    """What executing one response did: the screen points that ran, the observation after them
-    (None when none ran), why the env refused one, a terminal action, the env's episode end."""
+    """What executing one response did: the actions that ran (the model's convention; a terminal one
+    included) and the screen points they touched, the observation after them (None when none ran),
+    why the env refused one, a terminal action, the env's episode end."""
 
     parsed_ok: bool
+    ran: list[Action] = field(default_factory=list)
     points: list[list[float]] = field(default_factory=list)  # screen pixels the executed actions touched
     next_obs: Observation | None = None
     env_error: str = ""
@@ -211,6 +213,7 @@ def _act(candidate: Any, obs: Observation, lease: Any) -> _Acted:
     for action in candidate.parsed.actions:
         if action.kind in TERMINAL_KINDS:
             acted.terminal = True
+            acted.ran.append(action)
             break
         screen, refusal = screen_action(action, candidate, obs)
         if screen is None:  # never execute (and train on) a corner the model did not mean
@@ -221,6 +224,7 @@ def _act(candidate: Any, obs: Observation, lease: Any) -> _Acted:
         except fleet.EnvCallFailed as exc:  # the env refused the action: a policy mistake
             acted.env_error, acted.parsed_ok = str(exc)[:500], False
             break
+        acted.ran.append(action)
         acted.points += [[p.x, p.y] for p in (screen.point, screen.end_point) if p is not None]
         acted.done = bool(result.get("done"))
         acted.next_obs = observation_from_wire(result["observation"])
@@ -278,12 +282,12 @@ def _store_step(
     version: int,
     acted: _Acted,
 ) -> None:
-    """One RL step as every trajectory stores it: `action` the response's parsed actions in the
-    model's coordinate convention (a terminal `finished` / `call_user` included; empty when the
-    response did not parse), `executed_points` the screen pixels that ran, `done` when the episode
+    """One RL step as every trajectory stores it: `action` the actions that ran, in the model's
+    coordinate convention (a terminal `finished` / `call_user` included; a refused one and those after
+    it left out, as in annotation steps: replaying `action` re-creates the episode; the whole response
+    stays in `raw_text`), `executed_points` the screen pixels that ran, `done` when the episode
     ended here (the final reward lands on the last step at close), the sample's tokens under `rl`."""
     env_error = acted.env_error
-    parsed = candidate.parsed.actions if candidate.parsed.error is None else []
     width, height = candidate.image_size or (None, None)
     store.step_append(
         trajectory=trajectory,
@@ -294,7 +298,7 @@ def _store_step(
             "raw_text": _text(candidate.raw_text),
             "thought": _text(candidate.thought),
             "action_text": _text(candidate.action_text),
-            "action": [a.to_json() for a in parsed],
+            "action": [a.to_json() for a in acted.ran],
             "executed_points": acted.points,
             "done": acted.terminal or acted.done,
             "parse_error": _text(candidate.parsed.error.message if candidate.parsed.error else env_error),

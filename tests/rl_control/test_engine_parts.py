@@ -324,3 +324,25 @@ def test_an_off_screen_policy_action_is_refused_not_clamped() -> None:
     near = candidate("click(start_box='(500,500)')", Convention.RELATIVE_1000)
     action, why = screen_action(near.parsed.actions[0], near, obs)
     assert why == "" and (action.point.x, action.point.y) == (80, 105)
+
+
+def test_a_step_stores_only_the_actions_that_ran() -> None:
+    """What a rollout step records as its `action`: a refused (off-screen) action and those after it
+    never ran, so they are not stored (a replay from the seed would run them); a terminal action is."""
+    from rl_control.engine.rollout import _act
+    from workers.actions.parse import parse_response
+    from workers.actions.types import Convention
+    from workers.envs.base import Observation
+    from workers.policy.base import Candidate
+
+    obs = Observation(screenshot=b"", width=160, height=210)
+
+    def candidate(text: str) -> Candidate:
+        parsed = parse_response(f"Thought: t\nAction: {text}", convention=Convention.SCREEN)
+        return Candidate(thought="t", action_text=text, parsed=parsed, logprob_sum=None, token_logprobs=None,
+                         model_version="1", raw_text=text, convention=Convention.SCREEN)  # fmt: skip
+
+    refused = _act(candidate("click(start_box='(5000,5000)')\n\nclick(start_box='(5,5)')"), obs, lease=None)
+    assert refused.ran == [] and not refused.parsed_ok and refused.env_error.startswith("off screen:")
+    finished = _act(candidate("finished(content='done')"), obs, lease=None)
+    assert [a.kind for a in finished.ran] == ["finished"] and finished.terminal

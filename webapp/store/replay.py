@@ -10,6 +10,7 @@ from typing import Any
 from webapp.store.export.archive import screen_actions
 from webapp.store.models import Trajectory, TrajectoryStatus
 from webapp.store.taskspec import task_spec_wire
+from workers.envs.base import EnvError
 from workers.envs.replay import replay_episode
 
 
@@ -51,6 +52,11 @@ def trajectory_replay_check(*, trajectory: Trajectory) -> ReplayResult:
     if isinstance(inputs, str):
         return ReplayResult(trajectory.pk, "skipped", stored=trajectory.final_reward, reason=inputs)
     task, seed, steps = inputs
-    replayed = replay_episode(task, seed, steps)
+    try:
+        replayed = replay_episode(task, seed, steps)
+    except EnvError as exc:  # a stored action the fresh environment refuses: the episode is not re-created
+        return ReplayResult(
+            trajectory.pk, "differs", trajectory.final_reward, None, f"replay refused: {exc}"[:300]
+        )
     same = abs(replayed - float(trajectory.final_reward)) < 1e-6
     return ReplayResult(trajectory.pk, "same" if same else "differs", trajectory.final_reward, replayed)
