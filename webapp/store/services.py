@@ -82,6 +82,36 @@ def task_record_outcome(*, task_id: int, success: bool) -> None:
     Task.objects.filter(pk=task_id, attempts__gt=0).update(success_rate=F("successes") * 1.0 / F("attempts"))
 
 
+def task_disable(*, task_id: int, reason: str) -> bool:
+    """Disable a task and mark it unsupported with `reason` (once: a reason already recorded is not
+    added again). Returns whether the task was enabled before."""
+    task = Task.objects.select_for_update().filter(pk=task_id).first()
+    if task is None:
+        return False
+    was_enabled = task.enabled
+    task.enabled = False
+    task.supported = False
+    if reason not in task.unsupported_reasons:
+        task.unsupported_reasons = [*task.unsupported_reasons, reason]
+    task.updated_at = timezone.now()
+    task.save(update_fields=["enabled", "supported", "unsupported_reasons", "updated_at"])
+    return was_enabled
+
+
+def _no_action_pass_found(trajectory: Trajectory, final_reward: float) -> None:
+    """An OSWorld task whose episode scored > 0 with no action passes without action: whatever the
+    no-action check said at import, it is disabled with the reason (issue 33)."""
+    if trajectory.num_steps != 0 or final_reward <= 0:
+        return
+    if not Task.objects.filter(pk=trajectory.task_id, source="osworld").exists():
+        return
+    with transaction.atomic():
+        task_disable(
+            task_id=trajectory.task_id,
+            reason=f"passes without action: scored {final_reward:g} with no action (trajectory {trajectory.pk})",
+        )
+
+
 # ---------------------------------------------------------------- trajectories and steps
 
 
@@ -235,6 +265,7 @@ def trajectory_finish(
         task_record_outcome(
             task_id=trajectory.task_id, success=bool(success if success is not None else final_reward > 0)
         )
+        _no_action_pass_found(trajectory, final_reward)
     return trajectory
 
 

@@ -1,6 +1,7 @@
 """The no-action check for imported OSWorld tasks (issue 22): each enabled, supported task is set up
 on a real desktop and evaluated with no action (`workers.envs.osworld.check`). One that already
-scores success is disabled as "passes without action"; one whose set-up fails is disabled with the
+scores more than 0 is disabled as "passes without action" (so is one whose episode later scores
+more than 0 with no action: `store.services.trajectory_finish`); one whose set-up fails is disabled with the
 error. Both are marked unsupported with the reason, so they cannot be enabled by mistake; importing
 the task again (after fixing its files or the host) clears the mark and the check can run again.
 """
@@ -12,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.db import transaction
-from django.utils import timezone
 
 from webapp.store.importers.osworld import osworld_task_json
 from webapp.store.models import Task
+from webapp.store.services import task_disable
 
 
 @dataclass(frozen=True)
@@ -41,15 +42,12 @@ def osworld_tasks_check(*, task_ids: Iterable[int]) -> list[TaskCheck]:
         if outcome.verdict == "ok":
             continue
         reason = (
-            "passes without action: the evaluator scores success right after set-up"
+            f"passes without action: the evaluator {outcome.detail} (the no-action check)"
             if outcome.verdict == "passes_without_action"
             else outcome.detail
         )
-        task.enabled = False
-        task.supported = False
-        task.unsupported_reasons = [*task.unsupported_reasons, reason]
-        task.updated_at = timezone.now()
-        task.save(update_fields=["enabled", "supported", "unsupported_reasons", "updated_at"])
+        with transaction.atomic():
+            task_disable(task_id=task.pk, reason=reason)
     return checks
 
 

@@ -15,6 +15,7 @@ from workers.envs.osworld import chrome, vlc, vocab
 from workers.envs.osworld.commands import _as_osworld_shell, _rewrite_command
 from workers.envs.osworld.common import INFEASIBLE, CommandRunner, OSWorldError, _as_list
 from workers.envs.osworld.files import _url_problems, local_copy
+from workers.envs.osworld.settle import settle
 from workers.envs.osworld.setup import run_setup
 from workers.envs.osworld.support import _evaluator_problems
 
@@ -51,7 +52,8 @@ def evaluate_report(
     if evaluator.get("func") == INFEASIBLE:
         score = 1.0 if last == "call_user" else 0.0
         return EvalReport(score, "and", [MetricOutcome(INFEASIBLE, score, result=str(last))])
-    run_setup(evaluator.get("postconfig", []) or [], runner, bundle_dir)
+    settle(runner)
+    run_setup(evaluator.get("postconfig", []) or [], runner, bundle_dir, postconfig=True)
     conj = evaluator.get("conj", "and")
     report = EvalReport(score=0.0, conj=conj)
     if last == "call_user":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import time
@@ -25,18 +26,74 @@ from workers.envs.osworld.files import (
 from workers.envs.osworld.support import _step_problems
 
 
-def run_setup(steps: list[dict[str, Any]], runner: CommandRunner, bundle_dir: Path | None = None) -> None:
+def run_setup(
+    steps: list[dict[str, Any]],
+    runner: CommandRunner,
+    bundle_dir: Path | None = None,
+    *,
+    postconfig: bool = False,
+) -> None:
     """Run set-up steps in order on `runner`; a failing step raises OSWorldError. Local files come
-    only from `bundle_dir` (see the module docstring)."""
-    # OSWorld's VM user has a ~/Desktop that many tasks write to.
-    from workers.envs.terminal.paths import open_beneath
-
-    os.close(open_beneath(runner.session_dir, "Desktop", os.O_RDONLY | os.O_DIRECTORY, make_parents=True))
+    only from `bundle_dir` (see the module docstring). A task's set-up (not an evaluator's
+    `postconfig`) first gives the home what OSWorld's VM has before any step runs (`prepare_home`)
+    and the evaluation waits for the apps it started (`workers.envs.osworld.settle`)."""
+    if not postconfig:
+        prepare_home(runner)
     for i, step in enumerate(steps):
         problems = _step_problems(step, bundle_dir)
         if problems:
             raise OSWorldError(f"step {i}: {problems[0]}")
         _run_step(step["type"], step.get("parameters", {}), runner, i, bundle_dir)
+
+
+# OSWorld's VM has run Chrome once: its profile exists before a task's set-up, and set-ups edit it
+# (3299584d puts `session.startup_urls` into Default/Preferences with jq, then launches Chrome). A
+# session without it lost that edit, and Chrome's own later write of a fresh profile made the task
+# pass with no action. Chromium fills in the rest of the profile when it starts.
+CHROME_PROFILE: dict[str, str] = {
+    ".config/google-chrome/Default/Preferences": json.dumps(
+        {
+            "browser": {"has_seen_welcome_page": True, "check_default_browser": False},
+            "profile": {"name": "Person 1", "exit_type": "Normal", "exited_cleanly": True},
+        }
+    ),
+    ".config/google-chrome/Local State": json.dumps(
+        {
+            "browser": {"enabled_labs_experiments": []},
+            "profile": {"info_cache": {"Default": {"name": "Person 1"}}},
+        }
+    ),
+    ".config/google-chrome/First Run": "",
+}
+
+
+def prepare_home(runner: CommandRunner) -> None:
+    """The home as OSWorld's VM user has it before a set-up: ~/Desktop, Chrome's profile (files the
+    session already has are kept)."""
+    from workers.envs.terminal.paths import open_beneath
+
+    os.close(open_beneath(runner.session_dir, "Desktop", os.O_RDONLY | os.O_DIRECTORY, make_parents=True))
+    for relative, content in CHROME_PROFILE.items():
+        _write_once(runner, relative, content)
+
+
+def _write_once(runner: CommandRunner, relative: str, content: str) -> bool:
+    """Write `relative` under the session's home, owned like it, unless it exists (False then)."""
+    from workers.envs.terminal.paths import open_beneath
+
+    try:
+        fd = open_beneath(
+            runner.session_dir, relative, os.O_WRONLY | os.O_CREAT | os.O_EXCL, make_parents=True
+        )
+    except EnvError as exc:
+        if isinstance(exc.__cause__, FileExistsError):
+            return False
+        raise
+    with os.fdopen(fd, "w") as out:
+        owner = runner.session_dir.stat()
+        os.fchown(out.fileno(), owner.st_uid, owner.st_gid)
+        out.write(content)
+    return True
 
 
 def _run_step(
@@ -54,6 +111,8 @@ def _run_step(
         command = _rewrite_command(params["command"], runner)
         _prepare_profile(runner, command)
         before = _window_ids(runner) if _has_window(command) else None
+        if _program(command) == "chromium":  # the evaluation waits for its profile write (settle)
+            runner.osworld_chrome_started_at = time.time()  # type: ignore[attr-defined]
         runner.spawn_command(command, shell=bool(params.get("shell", False)))
         if before is not None:
             _wait_for_new_window(runner, before)
@@ -156,20 +215,8 @@ def _prepare_profile(runner: CommandRunner, command: str | list[str]) -> None:
     if program not in _PROFILES:
         return
     relative, content = _PROFILES[program]
-    from workers.envs.terminal.paths import open_beneath
-
-    try:
-        fd = open_beneath(
-            runner.session_dir, relative, os.O_WRONLY | os.O_CREAT | os.O_EXCL, make_parents=True
-        )
-    except EnvError as exc:
-        if isinstance(exc.__cause__, FileExistsError):
-            return  # a second start (a postconfig restarting the app) keeps what the app wrote
-        raise
-    with os.fdopen(fd, "w") as out:
-        owner = runner.session_dir.stat()
-        os.fchown(out.fileno(), owner.st_uid, owner.st_gid)
-        out.write(content())
+    # a second start (a postconfig restarting the app) keeps what the app wrote
+    _write_once(runner, relative, content())
 
 
 def _wait_for_file_window(runner: CommandRunner, path: Path, timeout_s: float = 60.0) -> None:
@@ -195,6 +242,11 @@ _WINDOWED_PROGRAMS = frozenset(
 _WINDOW_TIMEOUT_S = 60.0
 # Ready = the screen drew nothing larger than a caret's blink for IDLE_QUIET_S (at most IDLE_MAX_S).
 IDLE_QUIET_S, IDLE_MAX_S, IDLE_MIN_AREA = 1.5, 30.0, 32 * 32
+
+
+def _program(command: str | list[str]) -> str:
+    words = command if isinstance(command, list) else command.split()
+    return Path(str(words[0])).name if words else ""
 
 
 def _has_window(command: str | list[str]) -> bool:
