@@ -16,7 +16,7 @@ from workers.envs.osworld.commands import _as_osworld_shell, _rewrite_command
 from workers.envs.osworld.common import INFEASIBLE, CommandRunner, OSWorldError, _as_list
 from workers.envs.osworld.files import _url_problems, local_copy
 from workers.envs.osworld.settle import settle
-from workers.envs.osworld.setup import run_setup
+from workers.envs.osworld.setup import restore_outputs, run_setup
 from workers.envs.osworld.support import _evaluator_problems
 
 
@@ -53,7 +53,17 @@ def evaluate_report(
         score = 1.0 if last == "call_user" else 0.0
         return EvalReport(score, "and", [MetricOutcome(INFEASIBLE, score, result=str(last))])
     settle(runner)
-    run_setup(evaluator.get("postconfig", []) or [], runner, bundle_dir, postconfig=True)
+    with tempfile.TemporaryDirectory(prefix="flywheel-osworld-eval-") as cache:
+        restore_outputs(runner, Path(cache))
+        run_setup(
+            evaluator.get("postconfig", []) or [], runner, bundle_dir, postconfig=True, cache_dir=Path(cache)
+        )
+        return _scored(evaluator, runner, bundle_dir, Path(cache), last)
+
+
+def _scored(
+    evaluator: dict[str, Any], runner: CommandRunner, bundle_dir: Path | None, cache: Path, last: Any
+) -> EvalReport:
     conj = evaluator.get("conj", "and")
     report = EvalReport(score=0.0, conj=conj)
     if last == "call_user":
@@ -64,16 +74,15 @@ def evaluate_report(
     expected = _as_list(evaluator.get("expected")) if evaluator.get("expected") else [None] * len(funcs)
     raw_options = evaluator.get("options")
     options = raw_options if isinstance(raw_options, list) else [raw_options or {}] * len(funcs)
-    with tempfile.TemporaryDirectory(prefix="flywheel-osworld-eval-") as cache:
-        adapter = vocab.SessionAdapter(runner, Path(cache))
-        for func, getter, exp, opts in zip(funcs, results, expected, options, strict=True):
-            outcome = _one_metric(func, getter, exp, opts or {}, runner, adapter, bundle_dir)
-            report.metrics.append(outcome)
-            if conj == "and" and outcome.score == 0.0:
-                return report
-            if conj == "or" and outcome.score == 1.0:
-                report.score = 1.0
-                return report
+    adapter = vocab.SessionAdapter(runner, cache)
+    for func, getter, exp, opts in zip(funcs, results, expected, options, strict=True):
+        outcome = _one_metric(func, getter, exp, opts or {}, runner, adapter, bundle_dir)
+        report.metrics.append(outcome)
+        if conj == "and" and outcome.score == 0.0:
+            return report
+        if conj == "or" and outcome.score == 1.0:
+            report.score = 1.0
+            return report
     scores = [m.score for m in report.metrics]
     report.score = sum(scores) / len(scores) if conj == "and" else max(scores)
     return report

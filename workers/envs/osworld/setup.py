@@ -32,18 +32,80 @@ def run_setup(
     bundle_dir: Path | None = None,
     *,
     postconfig: bool = False,
+    cache_dir: Path | None = None,
 ) -> None:
     """Run set-up steps in order on `runner`; a failing step raises OSWorldError. Local files come
-    only from `bundle_dir` (see the module docstring). A task's set-up (not an evaluator's
-    `postconfig`) first gives the home what OSWorld's VM has before any step runs (`prepare_home`)
-    and the evaluation waits for the apps it started (`workers.envs.osworld.settle`)."""
+        only from `bundle_dir` (see the module docstring). A task's set-up (not an evaluator's
+        `postconfig`) first gives the home what OSWorld's VM has before any step runs (`prepare_home`)
+        and the evaluation waits for the apps it started (`workers.envs.osworld.settle`). An `execute`'s
+    `stdout` / `stderr` file goes to `cache_dir` (the evaluator's cache, as desktop-env's controller
+    writes it) or, during a set-up, is kept on the runner until the evaluation's cache exists."""
     if not postconfig:
         prepare_home(runner)
+        runner.osworld_outputs = {}  # type: ignore[attr-defined]
     for i, step in enumerate(steps):
         problems = _step_problems(step, bundle_dir)
         if problems:
             raise OSWorldError(f"step {i}: {problems[0]}")
-        _run_step(step["type"], step.get("parameters", {}), runner, i, bundle_dir)
+        _run_step(step["type"], step.get("parameters", {}), runner, i, bundle_dir, cache_dir)
+
+
+def _execute(
+    params: dict[str, Any], runner: CommandRunner, index: int, kind: str, cache_dir: Path | None
+) -> None:
+    """desktop-env's controller `_execute_setup`: run the command (its `shell`), write its output to
+    the cache file named by `stdout` / `stderr`, and with `until` ({returncode|stdout|stderr})
+    run it again every 0.3 s until one holds (here at most `timeout` s, else the step fails by
+    name; OSWorld's would retry forever). Exit codes are otherwise ignored, as OSWorld does (`rm -f`
+    or `pkill` often 'fail')."""
+    command = _rewrite_command(params["command"], runner)
+    until = params.get("until") or {}
+    timeout_s = float(params.get("timeout", EXECUTE_TIMEOUT_S))
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = runner.run_command(
+            *_as_osworld_shell(command, params.get("shell")),
+            timeout_s=max(1.0, deadline - time.monotonic()),
+            separate_stderr=True,
+        )
+        if result.timed_out:
+            raise OSWorldError(f"step {index}: {kind} timed out after {timeout_s:g}s")
+        if not until or _until_holds(until, result):
+            break
+        if time.monotonic() + 0.3 >= deadline:
+            raise OSWorldError(f"step {index}: {kind}: 'until' {until} did not hold within {timeout_s:g}s")
+        time.sleep(0.3)
+    for key, text in (("stdout", result.output), ("stderr", result.stderr)):
+        name = params.get(key)
+        if name:
+            _keep_output(runner, str(name), text or "", cache_dir)
+
+
+EXECUTE_TIMEOUT_S = 60.0
+
+
+def _until_holds(until: dict[str, Any], result: Any) -> bool:
+    return bool(
+        ("returncode" in until and result.returncode == until["returncode"])
+        or ("stdout" in until and str(until["stdout"]) in (result.output or ""))
+        or ("stderr" in until and str(until["stderr"]) in (result.stderr or ""))
+    )
+
+
+def _keep_output(runner: CommandRunner, name: str, text: str, cache_dir: Path | None) -> None:
+    """`name` in the evaluator's cache (a plain file name: the support check refused others)."""
+    if cache_dir is not None:
+        (cache_dir / name).write_text(text)
+        return
+    kept: dict[str, str] = getattr(runner, "osworld_outputs", None) or {}
+    kept[name] = text
+    runner.osworld_outputs = kept  # type: ignore[attr-defined]
+
+
+def restore_outputs(runner: CommandRunner, cache_dir: Path) -> None:
+    """The set-up's `stdout` / `stderr` files into the evaluation's cache."""
+    for name, text in (getattr(runner, "osworld_outputs", None) or {}).items():
+        (cache_dir / name).write_text(text)
 
 
 # OSWorld's VM has run Chrome once: its profile exists before a task's set-up, and set-ups edit it
@@ -97,16 +159,17 @@ def _write_once(runner: CommandRunner, relative: str, content: str) -> bool:
 
 
 def _run_step(
-    kind: str, params: dict[str, Any], runner: CommandRunner, index: int, bundle_dir: Path | None
+    kind: str,
+    params: dict[str, Any],
+    runner: CommandRunner,
+    index: int,
+    bundle_dir: Path | None,
+    cache_dir: Path | None = None,
 ) -> None:
     if kind in {"execute", "command"} and _is_focus_click(params["command"]):
         return  # the VM's focusing click; sessions here start focused
     if kind in {"execute", "command"}:
-        command = _rewrite_command(params["command"], runner)
-        result = runner.run_command(*_as_osworld_shell(command, params.get("shell")), timeout_s=60.0)
-        if result.timed_out:
-            raise OSWorldError(f"step {index}: {kind} timed out")
-        # OSWorld ignores set-up exit codes (commands like `rm -f` or `pkill` often 'fail'); so do we.
+        _execute(params, runner, index, kind, cache_dir)
     elif kind == "launch":
         command = _rewrite_command(params["command"], runner)
         _prepare_profile(runner, command)

@@ -114,6 +114,8 @@ def _step_problems(step: Any, bundle_dir: Path | None = None) -> list[str]:
             return [f"{kind} needs a command"]
         if _is_focus_click(command):
             return []
+        if kind != "launch" and (bad := _execute_option_problems(params)):
+            return bad
         if "pyautogui" in str(command) and pyautogui_dir() is None:
             return [f"{kind} drives pyautogui, which is not installed for the sessions (make osworld-apps)"]
         return _session_limits(command) + _missing_tools(command)
@@ -150,6 +152,34 @@ def _step_problems(step: Any, bundle_dir: Path | None = None) -> list[str]:
             return [f"{kind} needs a window_name"]
         return _missing_tools(["wmctrl"])
     return []
+
+
+_MAX_EXECUTE_TIMEOUT_S = 600.0
+
+
+def _execute_option_problems(params: dict[str, Any]) -> list[str]:
+    """desktop-env's execute options: `stdout` / `stderr` (a file name in the evaluator's cache),
+    `until` ({returncode, stdout, stderr}), `timeout` (seconds), `shell`."""
+    problems = []
+    for key in ("stdout", "stderr"):
+        name = params.get(key)
+        if name not in (None, "") and (
+            not isinstance(name, str) or Path(name).name != name or name in {".", ".."}
+        ):
+            problems.append(f"{key} must name a file of the evaluator's cache, not {name!r}")
+    until = params.get("until")
+    if until is not None and (
+        not isinstance(until, dict) or not set(until) <= {"returncode", "stdout", "stderr"}
+    ):
+        problems.append("until must be an object of returncode / stdout / stderr")
+    timeout = params.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not 0 < timeout <= _MAX_EXECUTE_TIMEOUT_S
+    ):
+        problems.append(f"timeout must be seconds in (0, {_MAX_EXECUTE_TIMEOUT_S:g}]")
+    return problems
 
 
 def _evaluator_problems(evaluator: dict[str, Any], bundle_dir: Path | None = None) -> list[str]:
