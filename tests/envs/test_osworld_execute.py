@@ -88,7 +88,7 @@ def test_until_repeats_the_command_and_fails_by_name_when_it_never_holds(termina
         "type": "execute",
         "parameters": {"command": "false", "shell": True, "until": {"returncode": 0}, "timeout": 1},
     }
-    with pytest.raises(osworld.OSWorldError, match="'until'.*did not hold within 1s"):
+    with pytest.raises(osworld.OSWorldError, match=r"'until'.*did not hold within 1s"):
         osworld.run_setup([never], terminal)
 
 
