@@ -271,3 +271,41 @@ def test_a_folder_upload_names_files_by_their_path_inside_it(api: Any) -> None:
     )
     assert mismatch.status_code == 400 and "one path per file" in json.dumps(mismatch.json())
     assert Task.objects.filter(external_id="x").count() == 0
+
+
+def test_a_folder_of_more_than_a_hundred_files_imports_file_by_file(api: Any) -> None:
+    """Issue 33: the pools page's folder import of over 100 files answered "The request was not
+    valid" (Django's DATA_UPLOAD_MAX_NUMBER_FILES); now every file is read, each with its report."""
+    bad = osworld("bad")
+    bad["evaluator"].pop("func")
+    files = [_upload(f"t{i}.json", json.dumps(osworld(f"many-{i}")).encode()) for i in range(150)]
+    files.append(_upload("bad.json", json.dumps(bad).encode()))
+    paths = [f"suite/os/t{i}.json" for i in range(150)] + ["suite/os/bad.json"]
+    body = {"pool": "many", "create_pool": "true", "file": files, "path": paths}
+    response = api("admin").post(URL, body, format="multipart")
+    assert response.status_code == 201, response.content[:300]
+    reports = response.data["files"]
+    assert len(reports) == 151 and sum(r["ok"] for r in reports) == 150
+    assert Task.objects.filter(pool__name="many").count() == 150
+
+
+def test_an_archive_imports_file_by_file_and_names_windows_variants(api: Any) -> None:
+    """One bad file no longer refuses the archive; the Windows variants (same ids as the Linux
+    tasks) are skipped and named, not refused as duplicates."""
+    bad = osworld("bad")
+    bad["evaluator"].pop("func")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("examples/os/a.json", json.dumps(osworld("a")))
+        zf.writestr("examples/os/b.json", json.dumps(osworld("b")))
+        zf.writestr("examples/os/bad.json", json.dumps(bad))
+        zf.writestr("examples/Windows/os/a.json", json.dumps(osworld("a")))
+    body = {"pool": "zipped", "create_pool": "true", "file": [_upload("suite.zip", buf.getvalue())]}
+    response = api("admin").post(URL, body, format="multipart")
+    assert response.status_code == 201, response.content[:300]
+    by_file = {r["file"]: r for r in response.data["files"]}
+    assert by_file["suite.zip!examples/os/a.json"]["ok"] and by_file["suite.zip!examples/os/b.json"]["ok"]
+    assert not by_file["suite.zip!examples/os/bad.json"]["ok"]
+    windows = by_file["suite.zip!examples/Windows/os/a.json"]["issues"][0]["message"]
+    assert "Windows variant" in windows and "duplicate" not in windows
+    assert set(Task.objects.filter(pool__name="zipped").values_list("external_id", flat=True)) == {"a", "b"}

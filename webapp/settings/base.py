@@ -345,6 +345,14 @@ REVIEW_AGREEMENT_RADIUS_PX = env_float("REVIEW_AGREEMENT_RADIUS_PX", 14.0)
 REVIEW_DUPLICATE_THRESHOLD = env_float("REVIEW_DUPLICATE_THRESHOLD", 0.95)
 REVIEW_REPLAY_QUEUE = env_str("REVIEW_REPLAY_QUEUE", "default")
 
+# Task import uploads (the pools page sends a chosen folder's files in one request, each with its
+# path): Django's own caps (100 files, 1,000 fields) answered a folder of more than 100 files with
+# "The request was not valid". The bytes stay capped by TASK_IMPORT_MAX_UPLOAD_BYTES.
+DATA_UPLOAD_MAX_NUMBER_FILES = env_int("TASK_IMPORT_MAX_UPLOAD_FILES", 5000, minimum=1)
+DATA_UPLOAD_MAX_NUMBER_FIELDS = env_int(
+    "DATA_UPLOAD_MAX_NUMBER_FIELDS", 2 * DATA_UPLOAD_MAX_NUMBER_FILES + 100, minimum=100
+)
+
 # Export
 EXPORT_MAX_SYNC_STEPS = env_int("EXPORT_MAX_SYNC_STEPS", 10_000_000, minimum=1)
 EXPORT_CHUNK_SIZE = env_int("EXPORT_CHUNK_SIZE", 2000, minimum=1)

@@ -158,13 +158,42 @@ class FileReport:
         return not self.issues
 
 
+WINDOWS_SKIPPED = "skipped: a Windows variant of an OSWorld task (the sessions are Linux desktops)"
+
+
+def windows_variant(name: str) -> bool:
+    """A file under a `Windows/` (or `examples_windows/`) folder: OSWorld's Windows variants carry
+    the ids of the Linux tasks, so they are skipped and named, not refused as duplicates."""
+    parts = PurePosixPath(name.replace("\\", "/").replace("!", "/")).parts[:-1]
+    return any(p.lower() == "windows" or p.lower().startswith("examples_windows") for p in parts)
+
+
+def _members(uploads: Iterable[SourceFile], fmt: str, reports: list[FileReport]) -> Iterable[SourceFile]:
+    """Each upload, an archive's files one by one (an archive refused whole — unsafe, too large —
+    is reported in `reports`)."""
+    for upload in uploads:
+        if not is_archive(upload.name):
+            yield upload
+            continue
+        files, problems = read_archive(upload.name, upload.data, _wanted(fmt))
+        if problems or not files:
+            reason = "no task files of the chosen format found in this archive"
+            reports.append(FileReport(upload.name, issues=problems or [ImportIssue(upload.name, "", reason)]))
+            continue
+        yield from files
+
+
 def records_by_file(uploads: Iterable[SourceFile], fmt: str = "auto") -> list[FileReport]:
-    """Read and validate each upload on its own (a folder's or a multi-file upload's files): the good
-    files give their tasks, the bad ones their issues. An id already given by an earlier good file
-    refuses the later file (one task per id and pool)."""
+    """Read and validate each upload on its own (a folder's or a multi-file upload's files, an
+    archive's members): the good files give their tasks, the bad ones their issues; Windows variants
+    are skipped and named. An id already given by an earlier good file refuses the later file (one
+    task per id and pool)."""
     reports: list[FileReport] = []
     seen: dict[str, str] = {}
-    for upload in uploads:
+    for upload in _members(uploads, fmt, reports):
+        if windows_variant(upload.name):
+            reports.append(FileReport(upload.name, issues=[ImportIssue(upload.name, "", WINDOWS_SKIPPED)]))
+            continue
         try:
             records = records_collect(uploads=[upload], fmt=fmt)
         except TaskImportError as exc:
