@@ -5,7 +5,8 @@ no-action check; and our own tasks with scripted solutions, set up / evaluate / 
 Per domain: files, imported, supported, passes-without-action and set-up errors (over the supported
 tasks the no-action check ran on: all of them, or the first `checks_per_domain` (2) per domain with
 --quick). Figures: supported_share over the goal domains (os, chrome, libreoffice_*, gimp, vlc,
-thunderbird), passes_without_action (count), correct_share over the solved tasks this host can run
+thunderbird, multi_apps, vs_code), windows_variants_skipped (files under a Windows/ folder: not
+Linux tasks, not counted), passes_without_action (count), correct_share over the solved tasks this host can run
 (those it cannot, e.g. for want of an application, are listed under solved_skipped). The settings are
 `benchmarks.harness.platform_config.OsworldBenchConfig`.
 """
@@ -33,6 +34,7 @@ def run_osworld(quick: bool, examples: str | None = None) -> dict[str, Any]:
 
 def _run_osworld(config: OsworldBenchConfig, examples: str | None) -> dict[str, Any]:
     from webapp.store.importers.osworld import osworld_task_json, parse_osworld
+    from webapp.store.importers.services import windows_variant
     from webapp.store.importers.types import SourceFile
     from workers.envs import osworld
     from workers.envs.osworld.check import no_action_check
@@ -78,6 +80,8 @@ def _run_osworld(config: OsworldBenchConfig, examples: str | None) -> dict[str, 
                     row["setup_errors"] += 1
                     reasons.update([f"setup: {outcome.detail[:80]}"])
         domains[domain] = row
+    # OSWorld's Windows variants (same ids as the Linux tasks): skipped, and counted apart
+    windows = [p for p in sorted(root.rglob("*.json")) if windows_variant(p.relative_to(root).as_posix())]
     total = sum(r["imported"] for r in domains.values())
     supported = sum(r["supported"] for r in domains.values())
     mirrored = sum(r["supported_if_mirrored"] for r in domains.values())
@@ -87,6 +91,7 @@ def _run_osworld(config: OsworldBenchConfig, examples: str | None) -> dict[str, 
         "mode": "quick" if config.quick else "full",
         "domains": domains,
         "imported": total,
+        "windows_variants_skipped": len(windows),
         "supported": supported,
         "supported_share": round(supported / total, 4) if total else 0.0,
         # what would run once `manage.py osworld_mirror` filled OSWORLD_MIRROR_DIR (files only;

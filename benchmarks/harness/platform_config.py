@@ -252,7 +252,8 @@ class FlywheelBenchConfig:
 class OsworldBenchConfig:
     quick: bool
     goal_domains: tuple[str, ...] = ("os", "chrome", "libreoffice_calc", "libreoffice_writer",
-                                     "libreoffice_impress", "gimp", "vlc", "thunderbird")  # fmt: skip
+                                     "libreoffice_impress", "gimp", "vlc", "thunderbird",
+                                     "multi_apps", "vs_code")  # fmt: skip
     checks_per_domain: int | None = None  # no-action checks per domain; None: every supported task
     display_range: tuple[int, int] = (400, 450)  # X displays of the solved tasks' desktops
 

@@ -48,6 +48,13 @@ _APT_HINT = {
 }
 
 
+# Programs of OSWorld's VM that Debian does not package (no `make osworld-apps` domain installs them).
+_NOT_PACKAGED = {
+    "code": "needs 'code' (Visual Studio Code), which Debian does not package: the vs_code tasks are "
+    "unsupported here (VS Code or VSCodium would come from the vendor's own package, not Debian)",
+}
+
+
 def _missing_tools(command: str | list[str]) -> list[str]:
     """What `command` needs that this host lacks, by name: the programs it runs (every simple
     command of a shell line), the packages it installs, the GSettings schemas it reads."""
@@ -69,6 +76,9 @@ def _missing_tools(command: str | list[str]) -> list[str]:
     problems += install_problems(text)
     for tool in sorted(words - _INSTALLERS):
         if tool and shutil.which(_PROGRAM_ALIASES.get(tool, tool)) is None:
+            if tool in _NOT_PACKAGED:
+                problems.append(_NOT_PACKAGED[tool])
+                continue
             hint = _APT_HINT.get(tool)
             extra = f" (make osworld-apps DOMAINS={hint})" if hint else ""
             problems.append(f"needs {tool!r}, which is not installed here{extra}")

@@ -52,6 +52,7 @@ METRIC_MODULES = (
     "chrome",
     "pdf",
     "others",
+    "vscode",  # last, as desktop-env's metrics/__init__ imports it (its names win)
 )
 
 # getters of desktop-env that need only the adapter (files, python in the sandbox, window queries).
@@ -130,6 +131,7 @@ def _namespace(sub: str) -> str:
 FUNCTION_ONLY_IMPORTS = {
     "easyocr": "easyocr, which is not installed here (it needs torchvision; the registry has CUDA builds only)",
     "pydrive": "pydrive (Google Drive), which sessions cannot reach (no network)",
+    "PyPDF2": "PyPDF2 (pypdf's old name, vscode's compare_pdf_content), which is not installed here",
 }
 
 
