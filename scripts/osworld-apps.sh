@@ -5,7 +5,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 declare -A DOMAIN_DEBS=(
-  [os]="dbus-daemon dconf-service dconf-gsettings-backend libglib2.0-bin xdotool wmctrl xclip pulseaudio-utils python3-tk zsh at-spi2-core python3-pyatspi gnome-shell-common"
+  [os]="dbus-daemon dconf-service dconf-gsettings-backend libglib2.0-bin xdotool wmctrl xclip xsel sysstat pulseaudio-utils python3-tk zsh at-spi2-core python3-pyatspi gnome-shell-common"
   [libreoffice]="libreoffice-calc libreoffice-writer libreoffice-impress libreoffice-gtk3"
   [gimp]="gimp"
   [vlc]="vlc"

@@ -8,6 +8,9 @@ from rest_framework.test import APIClient
 from webapp.accounts.roles import Role
 from webapp.accounts.services import user_create
 
+# CI turns skips for a missing OSWorld application into failures (FLYWHEEL_REQUIRE_OSWORLD_APPS=1).
+pytest_plugins = ["tests.plugins.require_apps"]
+
 PASSWORD = "pw-for-tests-1"
 
 
