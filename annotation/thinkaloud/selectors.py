@@ -21,6 +21,37 @@ def session_steps(session: AnnotationSession) -> list[Step]:
     return list(Step.objects.filter(trajectory_id=session.trajectory_id).order_by("index"))
 
 
+def step_texts(step: Step) -> list[str]:
+    """What a step puts on screen or types: its element texts (the observation the annotator saw),
+    typed text and key combinations ("ctrl+shift+t" as "Ctrl+Shift+T")."""
+    texts: list[str] = []
+    for action in step.action if isinstance(step.action, list) else []:
+        if isinstance(action, dict):
+            if isinstance(action.get("text"), str):
+                texts.append(action["text"])
+            keys = action.get("keys")
+            if isinstance(keys, list) and len(keys) > 1 and all(isinstance(k, str) for k in keys):
+                texts.append("+".join(k[:1].upper() + k[1:] for k in keys))
+    elements = (step.rl or {}).get("elements") if isinstance(step.rl, dict) else None
+    for element in elements if isinstance(elements, list) else []:
+        if isinstance(element, dict) and isinstance(element.get("text"), str):
+            texts.append(element["text"][:200])
+    return texts
+
+
+def session_vocabulary(session: AnnotationSession, until_clock: float | None = None) -> list[str]:
+    """The words the annotator is likely to say (workers.asr.vocab.terms): the task instruction,
+    then the texts of the steps up to `until_clock` (all when None), most recent first."""
+    from workers.asr.vocab import terms
+
+    texts = [session.current_instruction or session.task.instruction]
+    for step in reversed(session_steps(session)):
+        begun = step.clock_start if step.clock_start is not None else step.clock_end
+        if until_clock is None or begun is None or begun <= until_clock:
+            texts.extend(step_texts(step))
+    return terms(texts)
+
+
 def step_speech(step: Step, meta: dict[str, Any]) -> dict[str, Any]:
     """One step's think-aloud: its words (session clock), verbatim and refined thought, provenance."""
     own = meta.get(str(step.index), {})
@@ -68,6 +99,14 @@ def thinkaloud_state(
         "audio_start_clock": recording.audio_start_clock if recording is not None else 0.0,
         "audio_s": recording.audio_s if recording is not None else 0.0,
         "model": transcript.get("model", ""),
+        # Speech regions decoded a second time because the first found nothing sure, those still
+        # empty after it (speech left out: the reviewer should listen), and words snapped to the
+        # task's vocabulary ({said, term}).
+        "retried_spans": transcript.get("retried_spans", 0),
+        "lost_spans": transcript.get("lost_spans", 0),
+        "snapped": transcript.get("snapped", []),
+        # Words of another, much quieter voice (workers.asr.speaker): not the annotator's thoughts.
+        "uncertain_words": transcript.get("uncertain_words", []),
         "processing_s": recording.processing_s if recording is not None else None,
         "final": {"verbatim": final["verbatim"], "words": final["words"]} if final else None,
         "steps": [step_speech(s, meta) for s in session_steps(session)],

@@ -36,10 +36,10 @@ from annotation.models import (
     ThinkAloudStatus,
 )
 from annotation.services.common import session_clock
-from annotation.thinkaloud.selectors import ALLOWED_TYPES, session_steps, thinkaloud_state
+from annotation.thinkaloud.selectors import ALLOWED_TYPES, session_steps, session_vocabulary, thinkaloud_state
 from webapp.store.models import Step
 from workers.asr.align import AlignmentError, StepSpeech, align_words, move_boundary
-from workers.asr.types import Word
+from workers.asr.types import Word, word_json, word_of
 
 log = logging.getLogger(__name__)
 
@@ -56,18 +56,6 @@ class ChunkRejected(ValueError):
 
 class ThinkAloudConflict(RuntimeError):
     """The request does not fit the recording's state (nothing recorded, no such step, ...)."""
-
-
-# ---------- words <-> JSON ----------
-
-
-def word_json(w: Word) -> dict[str, Any]:
-    """A word as Step.human_words stores it: {w, start, end, p}."""
-    return {"w": w.text, "start": round(w.start, 3), "end": round(w.end, 3), "p": round(w.probability, 4)}
-
-
-def word_of(d: dict[str, Any]) -> Word:
-    return Word(str(d["w"]), float(d["start"]), float(d["end"]), float(d.get("p", 1.0)))
 
 
 # ---------- upload ----------
@@ -98,7 +86,11 @@ def chunk_upload(
     upload after a lost response); different bytes at a used index are refused (409).
     Raises ChunkRejected with the HTTP status for anything that is not a usable chunk.
     """
-    from workers.asr.audio import AudioDecodeError, decode_chunk  # PyAV: only when audio arrives
+    from workers.asr.audio import (  # PyAV: only when audio arrives
+        AudioDecodeError,
+        decode_chunk,
+        probe_duration,
+    )
 
     if session.status not in UPLOAD_STATUSES:
         raise ChunkRejected(f"session is {session.status}: it takes no more audio", 409)
@@ -127,15 +119,17 @@ def chunk_upload(
         if existing.sha256 == digest:
             return existing, False
         raise ChunkRejected(f"chunk {index} was already uploaded with different audio", 409)
+    limit_s = settings.THINKALOUD_MAX_CHUNK_S
+    declared = probe_duration(data, limit_s)  # from the container, before any audio is decoded
+    if declared is not None and declared > limit_s:
+        raise ChunkRejected(f"chunk lasts {declared:.0f} s, more than {limit_s:.0f} s", 413)
     try:
         samples = decode_chunk(data)
     except AudioDecodeError as exc:
         raise ChunkRejected(f"not playable audio: {exc}") from exc
     duration = len(samples) / 16_000
-    if duration > settings.THINKALOUD_MAX_CHUNK_S:
-        raise ChunkRejected(
-            f"chunk lasts {duration:.0f} s, more than {settings.THINKALOUD_MAX_CHUNK_S:.0f} s", 413
-        )
+    if duration > limit_s:  # a container that understated its length
+        raise ChunkRejected(f"chunk lasts {duration:.0f} s, more than {limit_s:.0f} s", 413)
     ext = {"audio/webm": "webm", "audio/ogg": "ogg"}.get(kind, "wav")
     name = default_storage.save(
         f"thinkaloud/s{session.pk}/{index:05d}-{uuid.uuid4().hex[:6]}.{ext}", ContentFile(data)
@@ -255,6 +249,8 @@ def _store_steps(
 def chunk_transcribe(chunk_id: int) -> bool:
     """Live pass for one chunk: transcribe it alone, then re-align every live word to the steps."""
     from workers.asr.audio import AudioDecodeError, decode_chunk
+    from workers.asr.speaker import split_by_level
+    from workers.asr.vocab import hotwords, snap_words
 
     chunk = ThinkAloudChunk.objects.select_related("recording__session").filter(pk=chunk_id).first()
     if chunk is None:
@@ -263,8 +259,14 @@ def chunk_transcribe(chunk_id: int) -> bool:
         try:
             with chunk.file.open("rb") as fh:
                 samples = decode_chunk(fh.read())
-            result = transcriber().transcribe(samples, offset_s=chunk.start_clock)
-            chunk.words = [word_json(w) for w in result.words]
+            session = chunk.recording.session
+            vocabulary = session_vocabulary(session, until_clock=chunk.start_clock + len(samples) / 16_000)
+            result = transcriber().transcribe(
+                samples, offset_s=chunk.start_clock, hotwords=hotwords(vocabulary)
+            )
+            words, _snaps = snap_words(result.words, vocabulary)
+            words, _other_voice = split_by_level(words, samples, chunk.start_clock)
+            chunk.words = [word_json(w) for w in words]
             chunk.error = ""
         except AudioDecodeError as exc:
             chunk.words, chunk.error = [], str(exc)
@@ -331,6 +333,7 @@ def recording_transcribe(recording_id: int) -> bool:
     result = transcribe_timeline(
         timeline, action_times(steps), transcriber=transcriber(),
         lead_s=settings.THINKALOUD_LEAD_S, lag_s=settings.THINKALOUD_LAG_S,
+        vocabulary=session_vocabulary(session),
     )  # fmt: skip
     speech = list(result.steps)
     refined = _refine(speech, session.current_instruction or session.task.instruction)

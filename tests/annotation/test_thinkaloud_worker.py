@@ -123,7 +123,7 @@ def test_think_aloud_on_a_real_worker_survives_a_killed_process(api, users, asr_
     speech = [StepSpeech(s.index, s.clock_end, tuple(Word(w["w"], w["start"], w["end"], w["p"]) for w in s.human_words)) for s in steps]  # fmt: skip
     final = done.transcript["steps"][-1]
     assert final["final"] is True
-    speech.append(StepSpeech(len(steps), None, tuple(Word(w["text"], w["start"], w["end"], w["probability"]) for w in final["words"])))  # fmt: skip
+    speech.append(StepSpeech(len(steps), None, tuple(Word(w["w"], w["start"], w["end"], w["p"]) for w in final["words"])))  # fmt: skip
     score = score_alignment(speech, synth.reference_words())
     assert score.correct / score.total >= 0.85, (score, [s.human_thought_verbatim for s in steps])
 

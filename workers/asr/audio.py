@@ -70,6 +70,36 @@ class Timeline:
         return len(self.audio) / SAMPLE_RATE
 
 
+def probe_duration(data: bytes, limit_s: float) -> float | None:
+    """Length in seconds of an encoded chunk read from its container, without decoding any audio.
+
+    The container header's duration when it has one (wav, ogg, most files); otherwise (a live webm
+    from MediaRecorder has none) the audio packets' durations summed while demuxing, which stops
+    as soon as the sum passes `limit_s`. None when the data is not a readable container or carries
+    no timing at all (the caller decodes it, which reports why).
+    """
+    import av  # PyAV ships with faster-whisper
+
+    try:
+        with av.open(io.BytesIO(data), mode="r") as container:
+            if container.duration is not None and container.duration > 0:
+                return container.duration / 1_000_000  # av.time_base
+            if not container.streams.audio:
+                return None
+            stream = container.streams.audio[0]
+            if stream.duration is not None and stream.time_base is not None and stream.duration > 0:
+                return float(stream.duration * stream.time_base)
+            total = 0.0
+            for packet in container.demux(stream):
+                if packet.duration and packet.time_base is not None:
+                    total += float(packet.duration * packet.time_base)
+                    if total > limit_s:
+                        break
+            return total or None
+    except Exception:  # PyAV raises many error types; decoding reports the reason to the client
+        return None
+
+
 def decode_chunk(data: bytes | str | Path) -> np.ndarray:
     """Decode one encoded chunk (webm/opus, ogg, wav, ... anything PyAV reads) to float32 mono 16 kHz.
 

@@ -8,13 +8,15 @@ words, and the chunks that could not be decoded.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from workers.asr.align import StepSpeech, align_words
 from workers.asr.audio import AudioChunk, ChunkError, Timeline, build_timeline
+from workers.asr.speaker import split_by_level
 from workers.asr.transcribe import Transcriber
-from workers.asr.types import Transcript, Word
+from workers.asr.types import Transcript, Word, word_json
+from workers.asr.vocab import Snap, hotwords, snap_words
 
 
 @dataclass(frozen=True)
@@ -26,23 +28,21 @@ class RecordingResult:
     chunk_errors: tuple[ChunkError, ...]
     audio_start_clock: float
     audio_s: float
+    snaps: tuple[Snap, ...] = ()
+    uncertain: tuple[Word, ...] = ()  # much quieter than the annotator: another voice (workers.asr.speaker)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (times in session-clock seconds)."""
 
-        def word(w: Word) -> dict[str, Any]:
-            return {
-                "text": w.text,
-                "start": round(w.start, 3),
-                "end": round(w.end, 3),
-                "probability": round(w.probability, 4),
-            }
-
         return {
             "model": self.transcript.model,
             "verbatim": self.transcript.text,
-            "words": [word(w) for w in self.transcript.words],
+            "words": [word_json(w) for w in self.transcript.words],
             "dropped_words": self.transcript.dropped_words,
+            "retried_spans": self.transcript.retried_spans,
+            "lost_spans": self.transcript.lost_spans,
+            "uncertain_words": [word_json(w) for w in self.uncertain],
+            "snapped": [{"said": s.said, "term": s.term} for s in self.snaps],
             "audio_start_clock": self.audio_start_clock,
             "audio_s": round(self.audio_s, 3),
             "processing_s": round(self.transcript.processing_s, 3),
@@ -52,7 +52,7 @@ class RecordingResult:
                     "action_time": s.action_time,
                     "final": s.is_final,
                     "verbatim": s.text,
-                    "words": [word(w) for w in s.words],
+                    "words": [word_json(w) for w in s.words],
                 }
                 for s in self.steps
             ],
@@ -71,6 +71,7 @@ def transcribe_recording(
     lead_s: float = 0.5,
     lag_s: float = 1.5,
     trailing: Literal["final", "last"] = "final",
+    vocabulary: Sequence[str] = (),
 ) -> RecordingResult:
     """Decode `chunks` onto the session clock, transcribe, and align words to `action_times`.
 
@@ -79,7 +80,7 @@ def transcribe_recording(
     """
     return transcribe_timeline(
         build_timeline(chunks), action_times, transcriber=transcriber, lead_s=lead_s, lag_s=lag_s,
-        trailing=trailing,
+        trailing=trailing, vocabulary=vocabulary,
     )  # fmt: skip
 
 
@@ -91,10 +92,22 @@ def transcribe_timeline(
     lead_s: float = 0.5,
     lag_s: float = 1.5,
     trailing: Literal["final", "last"] = "final",
+    vocabulary: Sequence[str] = (),
 ) -> RecordingResult:
-    """`transcribe_recording` for an already decoded timeline (callers that also keep the audio)."""
-    transcript = transcriber.transcribe(timeline.audio, offset_s=timeline.start_clock)
+    """`transcribe_recording` for an already decoded timeline (callers that also keep the audio).
+
+    `vocabulary`: the task's terms (workers.asr.vocab): hotwords for the decoder, then low-confidence
+    near misses snapped to them (listed in `snapped`). Words far quieter than the session's main
+    speaker are not aligned to steps but kept apart as `uncertain` (workers.asr.speaker).
+    """
+    transcript = transcriber.transcribe(
+        timeline.audio, offset_s=timeline.start_clock, hotwords=hotwords(vocabulary)
+    )
+    words, snaps = snap_words(transcript.words, vocabulary)
+    words, uncertain = split_by_level(words, timeline.audio, timeline.start_clock)
+    transcript = replace(transcript, words=tuple(words))
     steps = align_words(transcript.words, action_times, lead_s=lead_s, lag_s=lag_s, trailing=trailing)
     return RecordingResult(
-        transcript, tuple(steps), timeline.errors, timeline.start_clock, timeline.duration_s
-    )
+        transcript, tuple(steps), timeline.errors, timeline.start_clock, timeline.duration_s, tuple(snaps),
+        tuple(uncertain),
+    )  # fmt: skip

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import json
 import random
 import subprocess
@@ -32,7 +33,7 @@ SPEEDS_WPM = (140, 155, 170, 185)
 # Speech sets: "generator" (the templates below, which the ASR settings were chosen on) and
 # "unscripted" (unlike them: technical words, pauses in the middle of sentences, slow and fast
 # speakers), for a figure on speech no decision was made on.
-SPEECH_SETS = ("generator", "unscripted")
+SPEECH_SETS = ("generator", "unscripted", "technical")
 UNSCRIPTED_SPEEDS_WPM = (110, 125, 215, 240)
 
 _TARGETS = ("settings menu", "search box", "file menu", "save button", "address bar", "login form",
@@ -92,11 +93,44 @@ _TECH = (
     "apparently the Docker container restarted twice",
     "let me grep the logs for the {k} field",
 )
+_BACKGROUND = (
+    "did you see the game last night",
+    "can you pass me the coffee please",
+    "we should order lunch soon",
+    "the meeting moved to three",
+    "my phone is almost out of battery",
+    "it is raining again outside",
+)
 _TECH_FINAL = (
     "alright the deploy went through",
     "great the build is green now",
     "fine that fixed the flaky test",
 )
+
+
+# Think-aloud around the names of a shipped task (its instruction's terms, workers.asr.vocab.terms).
+_TASK_TALK = (
+    "okay now I need {v} for this",
+    "so the task says {v} here",
+    "let me look for {v} first",
+    "I type {v} into the field",
+    "right {v} should be on the screen now",
+    "I think {v} is what it wants",
+)
+TASK_DIRS = ("workers/envs/osworld_examples", "tests/envs/osworld_tasks")
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_instructions() -> tuple[str, ...]:
+    """The instructions of the OSWorld-style tasks shipped in the repository, in file order."""
+    root = Path(__file__).resolve().parents[2]
+    found = []
+    for folder in TASK_DIRS:
+        for path in sorted((root / folder).glob("*.json")):
+            instruction = json.loads(path.read_text()).get("instruction", "")
+            if isinstance(instruction, str) and instruction:
+                found.append(instruction)
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -128,6 +162,8 @@ class SynthSession:
     sentences: tuple[SynthSentence, ...]
     voice: str
     speed_wpm: int
+    instruction: str = ""  # the task being narrated ("technical" set): its terms are the vocabulary
+    background: tuple[SynthSentence, ...] = ()  # another speaker in the room: not the annotator's thoughts
 
     @property
     def duration_s(self) -> float:
@@ -174,7 +210,11 @@ def trim_silence(samples: np.ndarray, threshold: float = 1e-3) -> np.ndarray:
     return samples[loud[0] : loud[-1] + 1] if loud.size else samples[:0]
 
 
-def _sentence(rng: random.Random, step_kind: str, speech_set: str = "generator") -> str:
+def _sentence(
+    rng: random.Random, step_kind: str, speech_set: str = "generator", vocabulary: tuple[str, ...] = ()
+) -> str:
+    if speech_set == "technical" and vocabulary:
+        return rng.choice(_TASK_TALK).format(v=rng.choice(vocabulary))
     if speech_set == "unscripted":
         return rng.choice(_TECH).format(f=rng.choice(_TECH_FIELDS), k=rng.choice(_TECH_KEYS))
     target, name, k = rng.choice(_TARGETS), rng.choice(_NAMES), rng.randint(2, 12)
@@ -204,6 +244,12 @@ def generate_session(
         raise ValueError(f"speech_set must be one of {SPEECH_SETS}, not {speech_set!r}")
     unscripted = speech_set == "unscripted"
     rng = random.Random(seed)
+    instruction, vocabulary = "", ()
+    if speech_set == "technical":
+        from workers.asr.vocab import terms  # the same extraction the pipeline uses for hotwords
+
+        instruction = rng.choice([i for i in shipped_instructions() if len(terms([i])) >= 2])
+        vocabulary = tuple(terms([instruction]))
     voice = voice or rng.choice(VOICES)
     speed_wpm = speed_wpm or rng.choice(UNSCRIPTED_SPEEDS_WPM if unscripted else SPEEDS_WPM)
     clips: list[tuple[float, np.ndarray]] = []  # (seconds from start, samples)
@@ -235,10 +281,10 @@ def generate_session(
         texts = (
             []
             if mode == "silent"
-            else [_sentence(rng, "straddle" if mode == "straddle" else kind, speech_set)]
+            else [_sentence(rng, "straddle" if mode == "straddle" else kind, speech_set, vocabulary)]
         )
         if mode == "after" and rng.random() < 0.3:
-            texts.insert(0, _sentence(rng, "plain", speech_set))
+            texts.insert(0, _sentence(rng, "plain", speech_set, vocabulary))
         end = tail_end = cursor
         for index, text in enumerate(texts):
             start = cursor if index == 0 else end + rng.uniform(0.5, 0.9)
@@ -276,8 +322,47 @@ def generate_session(
         begin = round(at * SAMPLE_RATE)
         audio[begin : begin + len(samples)] += samples
     return SynthSession(
-        audio, start_clock, tuple(sorted(actions, key=lambda a: a.time)), tuple(sentences), voice, speed_wpm
-    )
+        audio, start_clock, tuple(sorted(actions, key=lambda a: a.time)), tuple(sentences), voice, speed_wpm,
+        instruction,
+    )  # fmt: skip
+
+
+def add_noise(session: SynthSession, snr_db: float, seed: int) -> SynthSession:
+    """The session with white + pink noise (half the power each) at `snr_db` below the speech."""
+    rng = np.random.default_rng(seed)
+    n = len(session.audio)
+    white = rng.standard_normal(n)
+    spectrum = np.fft.rfft(rng.standard_normal(n))
+    spectrum /= np.sqrt(np.maximum(np.arange(len(spectrum)), 1))  # 1/f power
+    pink = np.fft.irfft(spectrum, n)
+    noise = white / white.std() + pink / pink.std()
+    speech = session.audio[np.abs(session.audio) > 1e-3]
+    power = float(np.mean(speech**2)) if speech.size else 1e-4
+    noise *= np.sqrt(power / 10 ** (snr_db / 10) / float(np.mean(noise**2)))
+    return dataclasses.replace(session, audio=(session.audio + noise).astype(np.float32))
+
+
+def add_background_speaker(session: SynthSession, level_db: float, seed: int, voice: str) -> SynthSession:
+    """Another person talking in the room at `level_db` relative to the annotator, in the annotator's
+    pauses of at least 1.2 s; their sentences are `session.background` (not part of the reference)."""
+    rng = random.Random(seed)
+    audio = session.audio.copy()
+    gain = 10 ** (level_db / 20)
+    spans = sorted((s.start - session.start_clock, s.end - session.start_clock) for s in session.sentences)
+    gaps = [(a_end, b_start) for (_, a_end), (b_start, _) in itertools.pairwise(spans)]
+    gaps.append((spans[-1][1] if spans else 0.0, session.duration_s))
+    said: list[SynthSentence] = []
+    for gap_start, gap_end in gaps:
+        at = gap_start + 0.3
+        text = rng.choice(_BACKGROUND)
+        samples = speak(text, voice, 170)
+        if gap_end - at - 0.3 < len(samples) / SAMPLE_RATE or gap_end - gap_start < 1.2:
+            continue
+        begin = round(at * SAMPLE_RATE)
+        audio[begin : begin + len(samples)] += gain * samples
+        end = at + len(samples) / SAMPLE_RATE
+        said.append(SynthSentence(text, -1, session.start_clock + at, session.start_clock + end))
+    return dataclasses.replace(session, audio=audio, background=tuple(said))
 
 
 def actions_desc(step: int) -> str:

@@ -26,7 +26,7 @@ from faster_whisper import WhisperModel
 from faster_whisper.vad import VadOptions, get_speech_timestamps
 
 from workers.asr.audio import SAMPLE_RATE
-from workers.asr.types import Transcript, Word
+from workers.asr.types import Transcript, Word, merge_pieces
 
 
 class TranscriptionError(ValueError):
@@ -64,6 +64,12 @@ class TranscriberConfig:
     min_word_probability: float = 0.5  # below this a word must overlap VAD speech to be kept
     no_speech_threshold: float = 0.6  # segment dropped if no_speech_prob above this ...
     segment_logprob_threshold: float = -1.0  # ... and its avg log-probability below this
+    # No lost speech: a VAD speech region at least this long that got no kept word (or only words
+    # below `min_word_probability`) is decoded again on its own, without the decoder's VAD, with
+    # `retry_beam_size` and temperature fallback; what that finds replaces the weak words.
+    retry_min_region_s: float = 0.6
+    retry_beam_size: int = 8
+    retry_temperatures: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6)
 
 
 _MODELS: dict[tuple[str, str, str, int], WhisperModel] = {}
@@ -122,6 +128,41 @@ def keep_word(word: Word, regions: list[tuple[float, float]], min_probability: f
     return word.probability >= min_probability or overlaps_any(word.start, word.end, regions)
 
 
+def _segment_words(segments: Any, cfg: TranscriberConfig, gate: bool = True) -> tuple[list[Word], int]:
+    """Words of decoded segments (pieces joined, clip time) and how many a non-speech segment lost
+    (`gate` False: Whisper's own non-speech verdict is not asked, the VAD already heard speech)."""
+    words: list[Word] = []
+    dropped = 0
+    for segment in segments:
+        seg_words = merge_pieces(
+            [(w.word, float(w.start), float(w.end), float(w.probability)) for w in segment.words or []]
+        )
+        if (
+            gate
+            and segment.no_speech_prob > cfg.no_speech_threshold
+            and segment.avg_logprob < cfg.segment_logprob_threshold
+        ):
+            dropped += len(seg_words)
+            continue
+        words.extend(seg_words)
+    return words, dropped
+
+
+def weak_regions(
+    words: list[Word], regions: list[tuple[float, float]], cfg: TranscriberConfig
+) -> list[tuple[float, float]]:
+    """VAD speech regions (long enough to hold a word) where the decoder kept no confident word."""
+    return [
+        (start, end)
+        for start, end in regions
+        if end - start >= cfg.retry_min_region_s
+        and not any(
+            w.probability >= cfg.min_word_probability and overlaps_any(w.start, w.end, [(start, end)])
+            for w in words
+        )
+    ]
+
+
 class Transcriber:
     """Transcribes 16 kHz mono float32 audio into words on the session clock."""
 
@@ -129,8 +170,11 @@ class Transcriber:
         self.config = config or TranscriberConfig()
         self.model = load_model(self.config)
 
-    def transcribe(self, audio: np.ndarray, offset_s: float = 0.0) -> Transcript:
+    def transcribe(self, audio: np.ndarray, offset_s: float = 0.0, hotwords: str | None = None) -> Transcript:
         """Words of `audio`, times shifted by `offset_s` (the session-clock second of sample 0).
+
+        `hotwords`: names the speaker is likely to say (the task's and the screen's vocabulary,
+        workers.asr.vocab), which bias Whisper's decoding towards them.
 
         Empty audio gives an empty transcript; bad arrays raise TranscriptionError.
         """
@@ -140,7 +184,7 @@ class Transcriber:
             return Transcript((), 0.0, 0.0, self.config.model_path)
         cfg = self.config
         regions = speech_regions(audio, cfg)
-        words: list[Word] = []
+        decoded: list[Word] = []
         dropped = 0
         if regions or not cfg.vad_filter:
             segments, _info = self.model.transcribe(
@@ -155,22 +199,50 @@ class Transcriber:
                 },
                 condition_on_previous_text=cfg.condition_on_previous_text,
                 initial_prompt=cfg.initial_prompt,
+                hotwords=hotwords or None,
             )
-            for segment in segments:
-                seg_words = [
-                    Word(w.word.strip(), float(w.start), float(w.end), float(w.probability))
-                    for w in segment.words or []
-                ]
-                if (
-                    segment.no_speech_prob > cfg.no_speech_threshold
-                    and segment.avg_logprob < cfg.segment_logprob_threshold
-                ):
-                    dropped += len(seg_words)
-                    continue
-                for word in seg_words:
-                    if word.text and keep_word(word, regions, cfg.min_word_probability):
-                        words.append(word.shifted(offset_s))
-                    else:
-                        dropped += 1
+            decoded, dropped = _segment_words(segments, cfg)
+        retried = recovered = 0
+        for start, end in weak_regions(decoded, regions, cfg) if cfg.vad_filter else []:
+            retried += 1
+            again = self._redecode(audio, start, end, hotwords)
+            if again:
+                recovered += 1
+                dropped += sum(1 for w in decoded if start <= w.midpoint <= end)
+                decoded = sorted(
+                    [w for w in decoded if not start <= w.midpoint <= end] + again, key=lambda w: w.start
+                )
+        words: list[Word] = []
+        for word in decoded:
+            if keep_word(word, regions, cfg.min_word_probability):
+                words.append(word.shifted(offset_s))
+            else:
+                dropped += 1
         elapsed = time.perf_counter() - started
-        return Transcript(tuple(words), audio.size / SAMPLE_RATE, elapsed, cfg.model_path, dropped)
+        return Transcript(
+            tuple(words), audio.size / SAMPLE_RATE, elapsed, cfg.model_path, dropped,
+            retried_spans=retried, lost_spans=retried - recovered,
+        )  # fmt: skip
+
+    def _redecode(self, audio: np.ndarray, start: float, end: float, hotwords: str | None) -> list[Word]:
+        """Words of one speech region decoded alone (no VAD, wider beam, temperature fallback), clip
+        time; none unless at least one is `min_word_probability` confident."""
+        cfg = self.config
+        pad = cfg.vad_speech_pad_ms / 1000.0
+        begin = max(0, round((start - pad) * SAMPLE_RATE))
+        clip = audio[begin : round((end + pad) * SAMPLE_RATE)]
+        segments, _info = self.model.transcribe(
+            clip,
+            language=cfg.language,
+            beam_size=cfg.retry_beam_size,
+            word_timestamps=True,
+            vad_filter=False,
+            temperature=list(cfg.retry_temperatures),
+            condition_on_previous_text=False,
+            hotwords=hotwords or None,
+        )
+        words, _ = _segment_words(segments, cfg, gate=False)
+        if not any(w.probability >= cfg.min_word_probability for w in words):
+            return []  # still nothing sure: the first pass's words (if any) stay
+        offset = begin / SAMPLE_RATE
+        return [w.shifted(offset) for w in words]

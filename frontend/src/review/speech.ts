@@ -93,12 +93,19 @@ export class SpeechPanel {
       thought = h("p", { class: "rv-speech-thought", "data-testid": "speech-thought" }, text, label ? h("span", { class: "muted" }, text ? ` — ${label}` : label) : null);
     }
     const status = state.status !== "done" ? h("p", { class: "muted" }, state.status === "failed" ? `Transcription failed: ${state.error}` : `Transcription ${state.status}; words may still change.`) : null;
+    const from = step.words[0]?.start ?? step.clock_start ?? -Infinity;
+    const to = step.clock_end ?? Infinity;
+    const others = (state.uncertain_words ?? []).filter((w) => w.start >= from - 5 && w.end <= to);
+    // Speech the recogniser heard but could not put into words even on a second decode: listen.
+    const lost = (state.lost_spans ?? 0) > 0 ? h("p", { class: "notice", "data-testid": "speech-lost" }, `${state.lost_spans} stretch${state.lost_spans === 1 ? "" : "es"} of speech gave no words even on a second decode: listen to the recording.`) : null;
     return h(
       "div",
       { class: "rv-speech", "data-testid": "speech" },
       h("div", { class: "rv-speech-head" }, h("strong", {}, "Think-aloud"), play, span !== null ? h("span", { class: "muted" }, `${span[0].toFixed(1)}–${span[1].toFixed(1)} s`) : null),
       status,
+      lost,
       step.words.length > 0 ? wordLine : null,
+      others.length > 0 ? h("p", { class: "muted rv-words-other", "data-testid": "speech-other-voice", title: "Much quieter than the annotator: another voice in the room, not a thought" }, `Another voice near this step (not counted): ${others.map((w) => w.w).join(" ")}`) : null,
       thought,
       this.error ? h("p", { class: "notice notice-error", role: "alert" }, this.error) : null,
       h("div", { class: "rv-speech-buttons" }, toPrev, toNext, this.editing ? null : edit),

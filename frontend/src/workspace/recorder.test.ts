@@ -16,6 +16,10 @@ function speechState(verbatim: string): ThinkAloudState {
     audio_s: 0,
     model: "",
     processing_s: null,
+    retried_spans: 0,
+    lost_spans: 0,
+    snapped: [],
+    uncertain_words: [],
     final: null,
     steps: [
       {

@@ -36,7 +36,11 @@ export interface ThinkAloudState {
   audio_s: number;
   model: string;
   processing_s: number | null;
-  final: { verbatim: string; words: { text: string; start: number; end: number; probability: number }[] } | null;
+  retried_spans: number;
+  lost_spans: number;
+  snapped: { said: string; term: string }[];
+  uncertain_words: SpokenWord[];
+  final: { verbatim: string; words: SpokenWord[] } | null;
   steps: StepSpeech[];
 }
 

@@ -1,0 +1,200 @@
+"""The task's own vocabulary for the recogniser: hotwords before decoding, snapping near misses after.
+
+Think-aloud names what is on the screen ("LibreOffice Calc", "B12", "Ctrl+Shift+T") and a small
+Whisper mishears it ("the office call", "beat well", "control plus shift plus D") although the task
+instruction and the screen spell it out. Two uses of that text:
+
+1. `terms(texts)`: the distinctive terms of the instruction, element names and typed text (words
+   with capitals inside, digits or symbols, runs of capitalised words); `hotwords(terms)` gives
+   them to faster-whisper's `hotwords`, which biases decoding towards them.
+2. `snap_words(words, terms)`: after decoding, a run of 1-4 words whose mean confidence is below
+   `max_probability` is replaced by a term when the two *sound* alike: both are spelled out as
+   spoken ("B12" -> "bee twelve", "Ctrl+Shift+T" -> "control plus shift plus tee", "3.14" -> "three
+   point one four") and compared letter by letter and by consonant skeleton (`likeness` >= `min_ratio`, 0.7). Confident words
+   are never touched, and only terms from the given texts can come out.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from workers.asr.types import Word
+
+RUN_BONUS = 0.03
+SHORT_TEXT_WORDS = 3
+MAX_TERMS = 40  # hotwords share Whisper's 224-token prompt; the rest of the list is ignored
+_ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
+_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+_LETTERS = dict(
+    zip(
+        "abcdefghijklmnopqrstuvwxyz",
+        "a bee see dee e ef gee aitch i jay kay el em en o pee queue ar es tee you vee doubleyou ex why zed".split(),
+        strict=True,
+    )
+)
+_KEYS = {"ctrl": "control", "alt": "alt", "del": "delete", "esc": "escape", "cmd": "command", "pgup": "page up",
+         "pgdn": "page down", "+": " plus ", "/": " slash ", "_": " underscore ", "@": " at ", "#": " hash ",
+         "&": " and ", "%": " percent ", "~": " tilde ", ":": " colon "}  # fmt: skip
+_CAPITALISED_RUN = re.compile(r"\b[A-Z][\w+.\-]*(?:\s+[A-Z][\w+.\-]*){0,2}")
+_DISTINCT = re.compile(r"\S*(?:\d|[a-z][A-Z]|[+/_@#.:]\w)\S*")
+_EDGE = ".,;:!?\"'()[]{}"
+
+
+def number_words(n: int) -> str:
+    """0..9999 spelled out ("480" -> "four hundred eighty"); larger numbers digit by digit."""
+    if n < 20:
+        return _ONES[n]
+    if n < 100:
+        return _TENS[n // 10] + ("" if n % 10 == 0 else " " + _ONES[n % 10])
+    if n < 1000:
+        return _ONES[n // 100] + " hundred" + ("" if n % 100 == 0 else " " + number_words(n % 100))
+    if n < 10000:
+        return _ONES[n // 1000] + " thousand" + ("" if n % 1000 == 0 else " " + number_words(n % 1000))
+    return " ".join(_ONES[int(d)] for d in str(n))
+
+
+def _spoken_token(token: str) -> str:
+    low = token.lower()
+    if low in _KEYS:
+        return _KEYS[low]
+    if re.fullmatch(r"\d+(\.\d+)+", low):  # 3.14 / 2.0.1: each part, "point" between
+        parts = low.split(".")
+        return " point ".join(
+            [number_words(int(parts[0]))] + [" ".join(_ONES[int(d)] for d in p) for p in parts[1:]]
+        )
+    if low.isdigit():
+        return number_words(int(low))
+    if len(low) == 1 and low in _LETTERS:
+        return _LETTERS[low]
+    if any(ch.isdigit() for ch in low):  # B12, A4: letters named, numbers spoken
+        return " ".join(_spoken_token(p) for p in re.findall(r"\d+|[a-z]+", low))
+    return low
+
+
+def spoken(text: str) -> str:
+    """How `text` sounds, as plain words: digits, key names and symbols spelled out."""
+    for symbol in "+/_@#&%~":
+        text = text.replace(symbol, f" {symbol} ")
+    text = re.sub(r"(?<=[a-zA-Z])(?=\d)|(?<=\d)(?=[a-zA-Z])", " ", text)
+    tokens = re.findall(r"\d+(?:\.\d+)+|[^\s]+", text)
+    return " ".join(_spoken_token(t.strip(_EDGE)) for t in tokens if t.strip(_EDGE))
+
+
+def _sound(text: str) -> str:
+    return re.sub(r"[^a-z]", "", spoken(text).lower())
+
+
+def terms(texts: Iterable[str]) -> list[str]:
+    """Distinctive terms of the given texts (first seen first, at most MAX_TERMS): a short text as a
+    whole (an element name, typed text), runs of capitalised words (a sentence's first word left
+    out), and words with digits, inner capitals or symbols."""
+    found: list[str] = []
+    seen: set[str] = set()
+    for text in texts:
+        if not text:
+            continue
+        candidates = [m.group(0) for m in _DISTINCT.finditer(text)]
+        if len(text.split()) <= SHORT_TEXT_WORDS and not re.search(r"[.!?]\s", text):
+            candidates.insert(0, text.strip())  # an element name or typed text is a term as a whole
+        for m in _CAPITALISED_RUN.finditer(text):
+            run = m.group(0)
+            sentence_start = m.start() == 0 or text[: m.start()].rstrip()[-1:] in ".!?:"
+            if sentence_start:  # "Open LibreOffice Calc": the first word is capitalised as a start
+                run = run.partition(" ")[2]
+            if run:
+                candidates.append(run)
+        for term in candidates:
+            term = term.strip(_EDGE)
+            if len(_sound(term)) >= 2 and term.lower() not in seen:
+                seen.add(term.lower())
+                found.append(term)
+    return found[:MAX_TERMS]
+
+
+def hotwords(vocabulary: Sequence[str]) -> str | None:
+    """The hotwords string for faster-whisper (None when there is no vocabulary)."""
+    return " ".join(vocabulary[:MAX_TERMS]) or None
+
+
+def _skeleton(sound: str) -> str:
+    """Consonants only, doubled letters once ("beatwell" -> "btwl"): what survives mishearing."""
+    return re.sub(r"(.)\1+", r"\1", re.sub(r"[aeiouy]", "", sound))
+
+
+def likeness(heard: str, term: str) -> float:
+    """How alike two texts sound, 0..1: the better of their spelled-out letters' and their
+    consonant skeletons' similarity (the latter only for skeletons of 4+ letters)."""
+    a, b = _sound(heard), _sound(term)
+    if not a or not b:
+        return 0.0
+    best = difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+    ka, kb = _skeleton(a), _skeleton(b)
+    if min(len(ka), len(kb)) >= 4:
+        best = max(best, difflib.SequenceMatcher(None, ka, kb, autojunk=False).ratio())
+    return best
+
+
+@dataclass(frozen=True)
+class Snap:
+    """One replacement: the words replaced (their text) and the term put in."""
+
+    said: str
+    term: str
+    ratio: float
+
+
+def snap_words(
+    words: Sequence[Word],
+    vocabulary: Sequence[str],
+    *,
+    max_probability: float = 0.75,
+    min_ratio: float = 0.7,
+    max_span: int = 5,
+) -> tuple[list[Word], list[Snap]]:
+    """Replace low-confidence runs of words that sound like a vocabulary term (module docstring).
+
+    The best-sounding match (plus RUN_BONUS per word of the run) anywhere is taken first, then the next best that
+    does not overlap it, and so on. A replacement keeps the run's first start, last end, mean
+    confidence and the last word's closing punctuation.
+    """
+    usable = [t for t in vocabulary if len(_sound(t)) >= 3]
+    found: list[tuple[float, int, int, str]] = []  # (ratio, run length, first word, term)
+    for i in range(len(words)):
+        for n in range(1, min(max_span, len(words) - i) + 1):
+            run = words[i : i + n]
+            if sum(w.probability for w in run) / n >= max_probability:
+                continue
+            said = " ".join(w.text for w in run)
+            for term in usable:
+                if said.strip(_EDGE).lower() == term.lower():
+                    continue
+                ratio = likeness(said, term)
+                if ratio >= min_ratio:
+                    found.append((ratio, n, i, term))
+    taken: dict[int, tuple[int, str, float]] = {}
+    used: set[int] = set()
+    # A run one word longer that sounds almost as alike is preferred ("control plus shift plus D"
+    # over "control plus shift plus" for Ctrl+Shift+T): the mishearing usually spans the whole term.
+    for ratio, n, i, term in sorted(found, key=lambda f: (-(f[0] + RUN_BONUS * f[1]), f[2])):
+        if used.isdisjoint(range(i, i + n)):
+            used.update(range(i, i + n))
+            taken[i] = (n, term, ratio)
+    out: list[Word] = []
+    snaps: list[Snap] = []
+    i = 0
+    while i < len(words):
+        if i not in taken:
+            out.append(words[i])
+            i += 1
+            continue
+        n, term, ratio = taken[i]
+        run = words[i : i + n]
+        tail = run[-1].text[len(run[-1].text.rstrip(".,;:!?")) :]
+        mean_p = sum(w.probability for w in run) / n
+        out.append(Word(term + tail, run[0].start, run[-1].end, mean_p))
+        snaps.append(Snap(" ".join(w.text for w in run), term, round(ratio, 3)))
+        i += n
+    return out, snaps
