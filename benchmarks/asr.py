@@ -31,6 +31,7 @@ Figures:
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,8 +44,20 @@ from benchmarks.harness.stats import bootstrap_ratio_interval
 from workers.asr.align import StepSpeech, align_words
 from workers.asr.audio import SAMPLE_RATE, build_timeline, decode_chunk
 from workers.asr.models import model_path
-from workers.asr.synth import SPEEDS_WPM, UNSCRIPTED_SPEEDS_WPM, VOICES, generate_session, split_into_chunks
+from workers.asr.pipeline import transcribe_timeline
+from workers.asr.synth import (
+    SPEEDS_WPM,
+    UNSCRIPTED_SPEEDS_WPM,
+    VOICES,
+    SynthSentence,
+    SynthSession,
+    add_background_speaker,
+    add_noise,
+    generate_session,
+    split_into_chunks,
+)
 from workers.asr.transcribe import Transcriber, TranscriberConfig
+from workers.asr.vocab import terms
 from workers.asr.wer import align_tokens, normalize_words, word_error_counts
 
 CHUNK_FORMATS = ("webm", "ogg", "wav")
@@ -92,6 +105,8 @@ def silence_words(transcriber: Transcriber) -> int:
 def run_asr(quick: bool) -> dict[str, Any]:
     """Run the benchmark: ~3 sessions when quick (under a minute), 20 otherwise."""
     config = AsrBenchConfig.for_run(quick)
+    if config.speech_set == "hard":
+        return run_hard(config)
     n_sessions = config.sessions
     speeds = UNSCRIPTED_SPEEDS_WPM if config.speech_set == "unscripted" else SPEEDS_WPM
     started = time.perf_counter()
@@ -161,4 +176,112 @@ def run_asr(quick: bool) -> dict[str, Any]:
         "live_chunk_cpu_s_mean": round(float(np.mean(live_cpu)), 3),
         "model_load_s": round(load_s, 2),
         "total_s": round(time.perf_counter() - started, 1),
+    }
+
+
+# ---------- the hard set (issue 32) ----------
+
+HARD_CONDITIONS = ("fast", "noisy", "background", "technical")
+HARD_VOICES = ("en-us+f3", "en-gb-scotland", "en-029", "en-gb-x-gbclan")  # none of VOICES
+HARD_SEED_SHIFT = 500  # the hard set's seeds sit apart from the other sets' in each split's range
+
+
+def hard_session(config: AsrBenchConfig, k: int) -> tuple[str, SynthSession]:
+    """Session k of the hard set: its condition (cycling) and the degraded audio with ground truth.
+
+    fast: another voice at 205-240 wpm; noisy: white + pink noise at 10-20 dB SNR; background: a
+    second espeak voice 12 dB down talking in the annotator's pauses; technical: think-aloud around
+    the terms of a shipped task's instruction (which the pipeline gets as its vocabulary).
+    """
+    seed = config.session_seed(k) + HARD_SEED_SHIFT
+    condition = HARD_CONDITIONS[k % len(HARD_CONDITIONS)]
+    rng = random.Random(seed)
+    voice = HARD_VOICES[(k // len(HARD_CONDITIONS)) % len(HARD_VOICES)]
+    speed = rng.randint(205, 240) if condition == "fast" else rng.randint(150, 185)
+    session = generate_session(seed=seed, n_steps=7, voice=voice, speed_wpm=speed, start_clock=500.0 + k,
+                               speech_set="technical" if condition == "technical" else "generator")  # fmt: skip
+    if condition == "noisy":
+        session = add_noise(session, rng.uniform(10.0, 20.0), seed)
+    if condition == "background":
+        other = next(v for v in (*HARD_VOICES, *VOICES) if v != voice)
+        session = add_background_speaker(session, -12.0, seed, other)
+    return condition, session
+
+
+def background_filed(steps: Sequence[StepSpeech], session: SynthSession) -> int:
+    """Words aligned to any step (or the trailing bucket) that lie in the background speaker's
+    sentences and outside the annotator's."""
+
+    def inside(t: float, spans: Sequence[SynthSentence]) -> bool:
+        return any(s.start - 0.2 <= t <= s.end + 0.2 for s in spans)
+
+    return sum(
+        1
+        for s in steps
+        for w in s.words
+        if inside(w.midpoint, session.background) and not inside(w.midpoint, session.sentences)
+    )
+
+
+def run_hard(config: AsrBenchConfig) -> dict[str, Any]:
+    """The hard set through the whole pipeline (chunks -> timeline -> transcribe_timeline with the
+    task's vocabulary -> alignment): WER and alignment per condition, background words filed, RTF."""
+    started = time.perf_counter()
+    transcriber = Transcriber(
+        TranscriberConfig(model_path=model_path(config.model), compute_type=config.compute_type)
+    )
+    load_s = time.perf_counter() - started
+    per: dict[str, dict[str, float]] = {
+        c: dict.fromkeys(("errors", "ref", "correct", "total", "audio", "proc"), 0.0) for c in HARD_CONDITIONS
+    }
+    filed = main_words = retried = lost = snapped = 0
+    for k in range(config.sessions):
+        condition, session = hard_session(config, k)
+        timeline = build_timeline(split_into_chunks(session, 10.0, CHUNK_FORMATS))
+        vocabulary = terms([session.instruction]) if session.instruction else []
+        result = transcribe_timeline(
+            timeline, session.action_times, transcriber=transcriber, vocabulary=vocabulary
+        )
+        reference = session.reference_words()
+        counts = word_error_counts([t for t, _ in reference], [t for t, _ in hypothesis_tokens(result.steps)])
+        score = score_alignment(result.steps, reference)
+        row = per[condition]
+        row["errors"] += counts.errors
+        row["ref"] += counts.ref_words
+        row["correct"] += score.correct
+        row["total"] += score.total
+        row["audio"] += result.transcript.audio_s
+        row["proc"] += result.transcript.processing_s
+        if condition == "background":
+            filed += background_filed(result.steps, session)
+            main_words += counts.ref_words
+        retried += result.transcript.retried_spans
+        lost += result.transcript.lost_spans
+        snapped += len(result.snaps)
+    done = {c: r for c, r in per.items() if r["ref"]}
+    audio = sum(r["audio"] for r in done.values())
+    return {
+        "speech_set": "hard",
+        "split": config.split,
+        "seeds": [
+            config.session_seed(0) + HARD_SEED_SHIFT,
+            config.session_seed(config.sessions - 1) + HARD_SEED_SHIFT,
+        ],
+        "sessions": config.sessions,
+        "model": config.model,
+        "wer_by_condition": {c: round(r["errors"] / r["ref"], 4) for c, r in done.items()},
+        "alignment_by_condition": {c: round(r["correct"] / r["total"], 4) for c, r in done.items()},
+        "alignment_accuracy": round(
+            sum(r["correct"] for r in done.values()) / sum(r["total"] for r in done.values()), 4
+        ),
+        "background_filed_share": round(filed / main_words, 4) if main_words else None,
+        "background_filed_words": filed,
+        "rtf": round(sum(r["proc"] for r in done.values()) / audio, 4),
+        "audio_s": round(audio, 1),
+        "retried_spans": retried,
+        "lost_spans": lost,
+        "snapped_words": snapped,
+        "model_load_s": round(load_s, 2),
+        "total_s": round(time.perf_counter() - started, 1),
+        "config": config.to_json(),
     }

@@ -245,9 +245,10 @@ class AsrBenchConfig:
     @classmethod
     def for_run(cls, quick: bool) -> AsrBenchConfig:
         speech_set = setting("ASR_SPEECH_SET", "generator")
-        if speech_set not in ("generator", "unscripted"):
-            raise ValueError("FLYWHEEL_ASR_SPEECH_SET must be generator or unscripted")
-        return cls(quick=quick, sessions=setting("ASR_SESSIONS", 3 if quick else 20), split=report_split(quick),
+        if speech_set not in ("generator", "unscripted", "hard"):
+            raise ValueError("FLYWHEEL_ASR_SPEECH_SET must be generator, unscripted or hard")
+        default_sessions = (4 if quick else 20) if speech_set == "hard" else (3 if quick else 20)
+        return cls(quick=quick, sessions=setting("ASR_SESSIONS", default_sessions), split=report_split(quick),
                    speech_set=speech_set, model=setting("ASR_MODEL", "tiny.en"),
                    compute_type=setting("ASR_COMPUTE_TYPE", "int8"))  # fmt: skip
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import json
 import random
 import subprocess
@@ -343,26 +342,48 @@ def add_noise(session: SynthSession, snr_db: float, seed: int) -> SynthSession:
 
 
 def add_background_speaker(session: SynthSession, level_db: float, seed: int, voice: str) -> SynthSession:
-    """Another person talking in the room at `level_db` relative to the annotator, in the annotator's
-    pauses of at least 1.2 s; their sentences are `session.background` (not part of the reference)."""
+    """Another person talking in the room at `level_db` relative to the annotator, in pauses after
+    about half of the annotator's sentences (the pause is lengthened to hold it, later times move
+    on); their sentences are `session.background`, not part of the reference."""
     rng = random.Random(seed)
-    audio = session.audio.copy()
     gain = 10 ** (level_db / 20)
-    spans = sorted((s.start - session.start_clock, s.end - session.start_clock) for s in session.sentences)
-    gaps = [(a_end, b_start) for (_, a_end), (b_start, _) in itertools.pairwise(spans)]
-    gaps.append((spans[-1][1] if spans else 0.0, session.duration_s))
+    origin = session.start_clock
+    ends = sorted(s.end - origin for s in session.sentences)
+    pieces: list[np.ndarray] = []
+    inserts: list[tuple[float, float]] = []  # (original second, inserted seconds)
     said: list[SynthSentence] = []
-    for gap_start, gap_end in gaps:
-        at = gap_start + 0.3
+    cursor = 0
+    shift = 0.0
+    for end in ends:
+        if rng.random() >= 0.6:
+            continue
         text = rng.choice(_BACKGROUND)
         samples = speak(text, voice, 170)
-        if gap_end - at - 0.3 < len(samples) / SAMPLE_RATE or gap_end - gap_start < 1.2:
-            continue
-        begin = round(at * SAMPLE_RATE)
-        audio[begin : begin + len(samples)] += gain * samples
-        end = at + len(samples) / SAMPLE_RATE
-        said.append(SynthSentence(text, -1, session.start_clock + at, session.start_clock + end))
-    return dataclasses.replace(session, audio=audio, background=tuple(said))
+        at = end + 0.15
+        cut = min(round(at * SAMPLE_RATE), len(session.audio))
+        pieces.append(session.audio[cursor:cut])
+        block = np.zeros(len(samples) + round(0.9 * SAMPLE_RATE), dtype=np.float32)
+        block[round(0.45 * SAMPLE_RATE) : round(0.45 * SAMPLE_RATE) + len(samples)] = gain * samples
+        pieces.append(block)
+        start = origin + at + shift + 0.45
+        said.append(SynthSentence(text, -1, start, start + len(samples) / SAMPLE_RATE))
+        cursor = cut
+        inserts.append((at, len(block) / SAMPLE_RATE))
+        shift += len(block) / SAMPLE_RATE
+    pieces.append(session.audio[cursor:])
+
+    def moved(t: float) -> float:
+        return t + sum(d for at, d in inserts if origin + at <= t)
+
+    return dataclasses.replace(
+        session,
+        audio=np.concatenate(pieces).astype(np.float32),
+        actions=tuple(dataclasses.replace(a, time=moved(a.time)) for a in session.actions),
+        sentences=tuple(
+            dataclasses.replace(x, start=moved(x.start), end=moved(x.end)) for x in session.sentences
+        ),
+        background=tuple(said),
+    )
 
 
 def actions_desc(step: int) -> str:
