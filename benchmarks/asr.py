@@ -23,6 +23,13 @@ Figures:
   Deleted reference words count as wrong, so recognition errors lower this figure too;
   `alignment_accuracy_matched` divides by paired tokens only (alignment quality alone).
 - `silence_words`: words returned for 10 s of silence plus 10 s of white noise (should be 0).
+- The hard set (FLYWHEEL_ASR_SPEECH_SET=hard, issue 32; `run_hard`): four conditions in turn —
+  fast (voices not in the other sets, 205-240 wpm), noisy (white + pink noise, 10-20 dB SNR),
+  background (a second voice 12 dB down in the annotator's pauses), technical (think-aloud around
+  a shipped task's instruction terms, which the pipeline gets as vocabulary) — through
+  `transcribe_timeline` as the full pass runs it: `wer_by_condition`, `alignment_by_condition`,
+  `background_filed_share` (background words aligned to any step / the annotator's reference
+  words), `rtf`. Seeds: the split's range + HARD_SEED_SHIFT (quick: 4 validation sessions).
 - `live_chunk_s_p50` / `_max` (wall) and `live_chunk_cpu_s_mean`: the live pass of the workspace
   (annotation/thinkaloud) transcribes each uploaded chunk alone as it arrives; this is the time to
   decode and transcribe one 10 s chunk, i.e. how long after a decision its words can show (plus

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from benchmarks.asr import run_asr, score_alignment
@@ -32,3 +33,27 @@ def test_quick_benchmark_meets_its_goals_roughly() -> None:
     assert figures["alignment_accuracy"] >= 0.9
     assert 0 < figures["rtf_cpu"] < 0.5
     assert 0 < figures["live_chunk_cpu_s_mean"] < 10  # one 10 s chunk of the live pass
+
+
+def test_hard_set_sessions_have_their_conditions() -> None:
+    """The hard set's generation (espeak-ng, no model): each condition is what it says."""
+    from benchmarks.asr import HARD_CONDITIONS, hard_session
+    from benchmarks.harness.config import AsrBenchConfig
+    from workers.asr.synth import VOICES, shipped_instructions
+    from workers.asr.vocab import terms
+
+    config = AsrBenchConfig(quick=True, sessions=4, split="validation", speech_set="hard")
+    made = dict(hard_session(config, k) for k in range(4))
+    assert set(made) == set(HARD_CONDITIONS)
+    assert all(s.voice not in VOICES for s in made.values())
+    assert made["fast"].speed_wpm >= 205
+    assert (
+        made["background"].background
+        and made["background"].actions[-1].time > made["background"].sentences[0].end
+    )
+    tech = made["technical"]
+    assert tech.instruction in shipped_instructions()
+    assert any(term in tech.transcript for term in terms([tech.instruction]))
+    clean = [s for s in made.values() if s is not made["noisy"]]
+    quiet = min(float(np.mean(s.audio[:4000] ** 2)) for s in clean)
+    assert float(np.mean(made["noisy"].audio[:4000] ** 2)) > quiet  # noise before the first word

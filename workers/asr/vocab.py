@@ -76,11 +76,14 @@ def _spoken_token(token: str) -> str:
 
 def spoken(text: str) -> str:
     """How `text` sounds, as plain words: digits, key names and symbols spelled out."""
-    for symbol in "+/_@#&%~":
+    for symbol in "+/_@#&%~:":
         text = text.replace(symbol, f" {symbol} ")
+    text = re.sub(r"(?<=[a-zA-Z])\.(?=[a-zA-Z])", " dot ", text)  # notes.txt, org.gnome
     text = re.sub(r"(?<=[a-zA-Z])(?=\d)|(?<=\d)(?=[a-zA-Z])", " ", text)
     tokens = re.findall(r"\d+(?:\.\d+)+|[^\s]+", text)
-    return " ".join(_spoken_token(t.strip(_EDGE)) for t in tokens if t.strip(_EDGE))
+    return " ".join(
+        _spoken_token(t if t in _KEYS else t.strip(_EDGE)) for t in tokens if t.strip(_EDGE) or t in _KEYS
+    )
 
 
 def _sound(text: str) -> str:
@@ -137,6 +140,15 @@ def likeness(heard: str, term: str) -> float:
     return best
 
 
+def _loose_edge(run: Sequence[Word], term: str, ratio: float) -> bool:
+    """True when the run's first or last word is not part of the term: the run without it sounds
+    clearly more like the term ("I type B5" is not B5; "type" and "I" stay)."""
+    if len(run) < 2:
+        return False
+    trimmed = (run[1:], run[:-1])
+    return any(likeness(" ".join(w.text for w in part), term) > ratio + RUN_BONUS for part in trimmed)
+
+
 @dataclass(frozen=True)
 class Snap:
     """One replacement: the words replaced (their text) and the term put in."""
@@ -172,7 +184,7 @@ def snap_words(
                 if said.strip(_EDGE).lower() == term.lower():
                     continue
                 ratio = likeness(said, term)
-                if ratio >= min_ratio:
+                if ratio >= min_ratio and not _loose_edge(run, term, ratio):
                     found.append((ratio, n, i, term))
     taken: dict[int, tuple[int, str, float]] = {}
     used: set[int] = set()
