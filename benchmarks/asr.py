@@ -242,6 +242,7 @@ def run_hard(config: AsrBenchConfig) -> dict[str, Any]:
         c: dict.fromkeys(("errors", "ref", "correct", "total", "audio", "proc"), 0.0) for c in HARD_CONDITIONS
     }
     filed = main_words = retried = lost = snapped = 0
+    cpu_s = 0.0
     for k in range(config.sessions):
         condition, session = hard_session(config, k)
         timeline = build_timeline(split_into_chunks(session, 10.0, CHUNK_FORMATS))
@@ -284,6 +285,7 @@ def run_hard(config: AsrBenchConfig) -> dict[str, Any]:
         "background_filed_share": round(filed / main_words, 4) if main_words else None,
         "background_filed_words": filed,
         "rtf": round(sum(r["proc"] for r in done.values()) / audio, 4),
+        "rtf_cpu": round(cpu_s / audio, 4),
         "audio_s": round(audio, 1),
         "retried_spans": retried,
         "lost_spans": lost,

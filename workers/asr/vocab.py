@@ -25,6 +25,7 @@ from workers.asr.types import Word
 
 RUN_BONUS = 0.03
 SHORT_TEXT_WORDS = 3
+MIN_LENGTH_RATIO = 0.75
 MAX_TERMS = 40  # hotwords share Whisper's 224-token prompt; the rest of the list is ignored
 _ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
 _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
@@ -129,10 +130,11 @@ def _skeleton(sound: str) -> str:
 
 def likeness(heard: str, term: str) -> float:
     """How alike two texts sound, 0..1: the better of their spelled-out letters' and their
-    consonant skeletons' similarity (the latter only for skeletons of 4+ letters)."""
+    consonant skeletons' similarity (the latter only for skeletons of 4+ letters); 0 when one is
+    much longer than the other when spelled out."""
     a, b = _sound(heard), _sound(term)
-    if not a or not b:
-        return 0.0
+    if not a or not b or min(len(a), len(b)) / max(len(a), len(b)) < MIN_LENGTH_RATIO:
+        return 0.0  # a part of the term, or the term plus other words, is no near miss
     best = difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
     ka, kb = _skeleton(a), _skeleton(b)
     if min(len(ka), len(kb)) >= 4:
@@ -181,8 +183,8 @@ def snap_words(
                 continue
             said = " ".join(w.text for w in run)
             for term in usable:
-                if said.strip(_EDGE).lower() == term.lower():
-                    continue
+                if any(w.text.strip(_EDGE).lower() == term.lower() for w in run):
+                    continue  # the term was heard right
                 ratio = likeness(said, term)
                 if ratio >= min_ratio and not _loose_edge(run, term, ratio):
                     found.append((ratio, n, i, term))
