@@ -247,9 +247,11 @@ def run_hard(config: AsrBenchConfig) -> dict[str, Any]:
         condition, session = hard_session(config, k)
         timeline = build_timeline(split_into_chunks(session, 10.0, CHUNK_FORMATS))
         vocabulary = terms([session.instruction]) if session.instruction else []
+        cpu = time.process_time()
         result = transcribe_timeline(
             timeline, session.action_times, transcriber=transcriber, vocabulary=vocabulary
         )
+        cpu_s += time.process_time() - cpu
         reference = session.reference_words()
         counts = word_error_counts([t for t, _ in reference], [t for t, _ in hypothesis_tokens(result.steps)])
         score = score_alignment(result.steps, reference)

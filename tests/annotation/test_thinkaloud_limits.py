@@ -78,7 +78,7 @@ def test_old_transcripts_are_migrated_to_the_one_word_format(users) -> None:
             "steps": [{"step_index": 0, "final": True, "verbatim": "done", "words": [old]}],
         },
     )
-    migration = importlib.import_module("annotation.migrations.0006_thinkaloud_word_format")
+    migration = importlib.import_module("annotation.migrations.0007_thinkaloud_word_format")
     migration.forwards(apps, None)
     recording.refresh_from_db()
     new = {"w": "done", "start": 9.0, "end": 9.4, "p": 0.8}

@@ -93,11 +93,12 @@ export class SpeechPanel {
       thought = h("p", { class: "rv-speech-thought", "data-testid": "speech-thought" }, text, label ? h("span", { class: "muted" }, text ? ` — ${label}` : label) : null);
     }
     const status = state.status !== "done" ? h("p", { class: "muted" }, state.status === "failed" ? `Transcription failed: ${state.error}` : `Transcription ${state.status}; words may still change.`) : null;
-    const from = step.words[0]?.start ?? step.clock_start ?? -Infinity;
+    // The other voice's words in this step's window (after the previous action, up to this one).
+    const from = pos > 0 ? (state.steps[pos - 1]?.clock_end ?? -Infinity) : -Infinity;
     const to = step.clock_end ?? Infinity;
-    const others = (state.uncertain_words ?? []).filter((w) => w.start >= from - 5 && w.end <= to);
+    const others = state.uncertain_words.filter((w) => w.start > from && w.start <= to);
     // Speech the recogniser heard but could not put into words even on a second decode: listen.
-    const lost = (state.lost_spans ?? 0) > 0 ? h("p", { class: "notice", "data-testid": "speech-lost" }, `${state.lost_spans} stretch${state.lost_spans === 1 ? "" : "es"} of speech gave no words even on a second decode: listen to the recording.`) : null;
+    const lost = state.lost_spans > 0 ? h("p", { class: "notice", "data-testid": "speech-lost" }, `${state.lost_spans} stretch${state.lost_spans === 1 ? "" : "es"} of speech gave no words even on a second decode: listen to the recording.`) : null;
     return h(
       "div",
       { class: "rv-speech", "data-testid": "speech" },

@@ -30,6 +30,6 @@ def forwards(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("annotation", "0005_review_round")]
+    dependencies = [("annotation", "0006_decision_claim")]
 
     operations = [migrations.RunPython(forwards, migrations.RunPython.noop)]
