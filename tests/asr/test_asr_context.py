@@ -53,6 +53,8 @@ def test_a_spoken_version_number_is_stored_joined(transcriber: Transcriber) -> N
     assert "2.0.1" in transcript.text, transcript.text
     assert not re.search(r"\d \.\d", transcript.text)
     assert any(w.text == "2.0.1" for w in transcript.words)
+    decimal = transcriber.transcribe(said("now I type 3.14 into the cell"))
+    assert "3.14" in decimal.text and not re.search(r"\d \.\d", decimal.text), decimal.text
 
 
 def test_terms_of_an_instruction_and_how_they_sound() -> None:
