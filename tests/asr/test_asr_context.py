@@ -9,12 +9,12 @@ import re
 
 import numpy as np
 
-from workers.asr.audio import SAMPLE_RATE, AudioChunk, build_timeline, encode_audio
+from workers.asr.audio import SAMPLE_RATE, AudioChunk, build_timeline, decode_chunk, encode_audio
 from workers.asr.pipeline import transcribe_timeline
-from workers.asr.synth import speak
+from workers.asr.synth import generate_session, speak, split_into_chunks
 from workers.asr.transcribe import Transcriber
 from workers.asr.types import Word, join_words, merge_pieces
-from workers.asr.vocab import snap_words, spoken, terms
+from workers.asr.vocab import hotwords, snap_words, spoken, terms
 from workers.asr.wer import word_error_rate
 
 INSTRUCTION = (
@@ -126,3 +126,14 @@ def test_speech_the_first_decode_lost_is_decoded_again(transcriber: Transcriber)
     # Silence and noise are not retried into invented words.
     noise = (np.random.default_rng(1).standard_normal(6 * SAMPLE_RATE) * 0.05).astype(np.float32)
     assert losing.transcribe(noise).words == ()
+
+
+def test_hotwords_keep_whispers_punctuation(transcriber: Transcriber) -> None:
+    """A bare hotword ("8", from "Click the button number 8") made tiny.en drop every full stop on
+    this session, so its sentences became one phrase and landed on one step; the punctuated list
+    keeps them apart."""
+    session = generate_session(seed=5, n_steps=3, voice="en-us", speed_wpm=160, start_clock=5.0)
+    [chunk] = split_into_chunks(session, session.duration_s + 1, ("webm",))
+    audio = decode_chunk(chunk.data)
+    text = transcriber.transcribe(audio, hotwords=hotwords(terms(["Click the button number 8"]))).text
+    assert text.count(".") >= 3, text

@@ -119,8 +119,10 @@ def terms(texts: Iterable[str]) -> list[str]:
 
 
 def hotwords(vocabulary: Sequence[str]) -> str | None:
-    """The hotwords string for faster-whisper (None when there is no vocabulary)."""
-    return " ".join(vocabulary[:MAX_TERMS]) or None
+    """The hotwords string for faster-whisper (None when there is no vocabulary): a punctuated list
+    ("B12, Ctrl+Shift+T."): Whisper copies its prompt's style, and a bare "8" made it drop every
+    full stop, which the step alignment splits phrases on."""
+    return ", ".join(vocabulary[:MAX_TERMS]) + "." if vocabulary else None
 
 
 def _skeleton(sound: str) -> str:
