@@ -30,6 +30,7 @@ BENCHES: dict[str, str] = {
     "osworld": "benchmarks.osworld:run_osworld",
     "vlm": "benchmarks.vlm:run_vlm",
     "launch": "benchmarks.launch:run_launch",
+    "team": "benchmarks.team:run_team",
 }
 
 # SPEC §10: the keys each benchmark's JSON carries at least (more are welcome).
@@ -49,6 +50,8 @@ SPEC_KEYS: dict[str, tuple[str, ...]] = {
     "launch": ("first_metric_s", "updates", "window_s"),
     "osworld": ("domains", "supported_share", "passes_without_action", "correct_share"),
     "vlm": ("propose_p50_ms", "update_s", "logprob_max_abs_diff", "sync_s"),
+    "team": ("http_5xx", "ws_errors", "lost_steps", "db_connections_max", "db_pool_max", "decide_p95_ms",
+             "second_run_first_episode_s", "asr_lag_p95_s", "annotators", "runs", "load_avg"),
 }  # fmt: skip
 
 

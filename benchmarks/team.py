@@ -1,0 +1,459 @@
+"""`bench team [--quick]` (issue 37): a team on one install, as `make up` starts it.
+
+The stack is `make up`'s processes, on free ports, in a database of its own (`<name>_bench_team`) and
+a Redis database of its own (FLYWHEEL_TEAM_REDIS_URL, default DB 11, flushed first), owned by the
+bench: uvicorn (the ASGI app), Celery workers for the default+export, env, asr, rollout and train
+queues with `make up`'s concurrency, beat, one env host (threads, MiniWoB++ in Chromium) and the
+annotation model's policy server. On it, the actors of benchmarks/team_load.py work for the window:
+N annotators (some thinking aloud), reviewers, researchers watching run pages and exporting, and
+runs launched through the API (the second once the first has episodes, i.e. while it trains).
+
+Figures: `http_5xx` (answers ≥ 500, by endpoint in `http_5xx_by_endpoint`), `ws_errors`,
+`lost_steps` (decisions answered 200 whose step is not in the database exactly once with that
+screen version, checked after the stack stopped), `db_connections_max` (pg_stat_activity of the
+bench's database, sampled every 0.5 s), `db_pool_max` (the connection bound the settings give the
+stack; None when nothing bounds it), `decide_p95_ms` (the decide endpoint's answer time, which holds
+no model time: candidates come later on the socket), `second_run_first_episode_s` (from the second
+run's launch to its first finished episode; None when it had none in the window),
+`asr_lag_p95_s` (chunk upload answered → its live transcript on the socket), `load_avg`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import psycopg
+import redis
+from django.conf import settings
+
+from benchmarks import team_load as load
+from benchmarks.harness.config import setting
+from benchmarks.harness.database import BenchDatabase, bench_database, free_port
+from benchmarks.harness.platform_config import positive
+
+PASSWORD = "team-bench-pass-1"
+TASKS = ("click-test", "click-button", "focus-text", "click-link")
+GOALS = {"http_5xx": 0, "http_no_answer": 0, "ws_errors": 0, "lost_steps": 0, "db_connections_max": "≤ db_pool_max",
+         "decide_p95_ms": 500, "second_run_first_episode_s": 60, "asr_lag_p95_s": 15}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TeamBenchConfig:
+    quick: bool
+    annotators: int = 20
+    reviewers: int = 4
+    dashboards: int = 5
+    runs: int = 2
+    window_s: float = 600.0
+    thinkaloud_every: int = 4  # annotators 0, 4, 8, … think aloud
+    think_s: tuple[float, float] = (1.0, 4.0)  # an annotator's pause before each decision
+    steps: tuple[int, int] = (2, 5)  # decisions per episode before Finish
+    candidates_wait_s: float = 20.0  # then the annotator overrides without them
+    chunk_s: float = 5.0  # think-aloud chunk length (MediaRecorder timeslice)
+    transcripts_wait_s: float = 60.0  # after an episode, for its chunks' live transcripts
+    export_every_s: float = 90.0  # per dashboard
+    run_envs: int = 2  # each run's parallel environments
+    second_run_after_s: float = 20.0  # after the first run's first finished episode …
+    second_run_by: float = 0.4  # … or this share of the window after the first launch, if sooner
+    task_copies: int = 40  # per MiniWoB++ task: a finished episode closes its assignment
+    redis_url: str = "redis://127.0.0.1:6379/11"
+    ready_s: float = 420.0  # for the stack to come up (migrations, browsers, workers)
+
+    @classmethod
+    def for_run(cls, quick: bool, **overrides: Any) -> TeamBenchConfig:
+        shape = (
+            {"annotators": 8, "reviewers": 2, "dashboards": 2, "runs": 2, "window_s": 180.0} if quick else {}
+        )
+        config = cls(
+            quick=quick, **shape, redis_url=setting("TEAM_REDIS_URL", cls.redis_url) or cls.redis_url
+        )
+        config = replace(config, **overrides)
+        return replace(
+            config,
+            annotators=positive("TEAM_ANNOTATORS", config.annotators),
+            runs=positive("TEAM_RUNS", config.runs),
+            window_s=positive("TEAM_WINDOW_S", config.window_s),
+        )
+
+    @property
+    def browsers(self) -> int:
+        """Browsers the env host may hold: one per annotator and per run environment, and two spare."""
+        return self.annotators + self.runs * self.run_envs + 2
+
+
+def run_config(config: TeamBenchConfig) -> dict[str, Any]:
+    """The runs' `config` (the grpo-dart preset's values for the rest): short episodes, small groups."""
+    return {
+        "env": {"parallel_envs": config.run_envs},
+        "grpo": {"rollouts_per_task": 2},
+        "curation": {"rollouts_max": 2, "step_cap": 4, "min_batch_trajectories": 4},
+        "budget": {"max_updates": 10_000, "max_minutes": config.window_s / 60 + 5},
+    }
+
+
+_SETUP = """
+import json, sys
+from annotation.models import Assignment
+from webapp.accounts.roles import Role
+from webapp.accounts.services import user_create
+from webapp.store.models import Task, TaskPool
+p = json.loads(PARAMS)
+pool = TaskPool.objects.create(name="team")
+tasks = [Task.objects.create(pool=pool, external_id=f"{name}-{i}", instruction="", env_kind="browser",
+                             source="miniwob", setup={"task": name})
+         for i in range(p["copies"]) for name in p["tasks"]]
+people = {"ann": Role.ANNOTATOR, "rev": Role.REVIEWER, "res": Role.RESEARCHER}
+for prefix, role in people.items():
+    for i in range(p[prefix]):
+        user = user_create(username=f"{prefix}{i}", password=p["password"], roles=[role])
+        if role == Role.ANNOTATOR:
+            Assignment.objects.bulk_create([Assignment(user=user, task=t) for t in tasks])
+print(json.dumps({"pool": pool.pk}))
+"""
+
+
+class TeamStack:
+    """`make up`'s processes for the bench (see the module docstring); `stop()` ends them all."""
+
+    def __init__(self, config: TeamBenchConfig, db: BenchDatabase) -> None:
+        self.config, self.db = config, db
+        self.tmp = Path(tempfile.mkdtemp(prefix="flywheel-bench-team-"))
+        self.port, self.policy_port = free_port(), free_port()
+        self.host = f"team{uuid.uuid4().hex[:6]}"
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.env = {
+            **db.env,
+            "REDIS_URL": config.redis_url,
+            "MEDIA_ROOT": str(self.tmp / "media"),
+            "FLEET_REDIS_PREFIX": f"bench:fleet:{self.host}",
+            "RL_REDIS_PREFIX": f"bench:rl:{self.host}",
+            "RL_CHECKPOINT_ROOT": str(self.tmp / "rl"),
+            "POLICY_BASE_URL": f"http://127.0.0.1:{self.policy_port}/v1",
+            "PUBLIC_BASE_URL": self.base,
+        }
+
+    def manage(self, *args: str, **extra: str) -> str:
+        out = subprocess.run([sys.executable, "manage.py", *args], env={**self.env, **extra},
+                             cwd=settings.BASE_DIR, check=True, capture_output=True, text=True)  # fmt: skip
+        return out.stdout
+
+    def spawn(self, name: str, *cmd: str, **extra: str) -> None:
+        log = open(self.tmp / f"{name}.log", "wb")
+        self.procs.append(subprocess.Popen(list(cmd), env={**self.env, **extra}, cwd=settings.BASE_DIR,
+                                           stdout=log, stderr=subprocess.STDOUT))  # fmt: skip
+
+    def start(self) -> int:
+        """Set up the people and tasks, start the processes; returns the pool's id."""
+        redis.Redis.from_url(self.config.redis_url).flushdb()
+        self.manage("policy_init", "--promote")
+        c = self.config
+        params = {"copies": c.task_copies, "tasks": list(TASKS), "ann": c.annotators, "rev": c.reviewers,
+                  "res": c.dashboards + 1, "password": PASSWORD}  # fmt: skip
+        out = self.manage("shell", "-c", f"PARAMS = {json.dumps(params)!r}\n{_SETUP}")
+        pool = int(json.loads(out.strip().splitlines()[-1])["pool"])
+        celery = [sys.executable, "-m", "celery", "-A", "webapp"]
+        worker = [*celery, "worker", "-l", "warning"]
+        self.spawn("web", sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port),
+                   "--no-access-log", "webapp.asgi:application")  # fmt: skip
+        for name, queues, concurrency in (("default", "default,export", 2), ("env", "env", 2), ("asr", "asr", 1),
+                                          ("rollout", "rollout", 2), ("train", "train", 1)):  # fmt: skip
+            self.spawn(
+                f"worker-{name}",
+                *worker,
+                "-n",
+                f"{name}-{self.host}@%h",
+                "-Q",
+                queues,
+                "-c",
+                str(concurrency),
+            )
+        self.spawn("beat", *celery, "beat", "-l", "warning", "--schedule", str(self.tmp / "beat-schedule"))
+        self.spawn("envhost", *worker, "-n", f"{self.host}@%h", "-Q", f"env.{self.host}", "-P", "threads",
+                   "-c", "8", FLYWHEEL_ENV_HOST=self.host, FLEET_WARM_POOL=f"browser={min(c.browsers, 4)}",
+                   FLEET_CAPACITY=f"browser={c.browsers}")  # fmt: skip
+        self.spawn("policy", sys.executable, "manage.py", "serve_policy", "--port", str(self.policy_port))
+        return pool
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    def logs(self, lines: int = 20) -> str:
+        return "\n".join(f"--- {p.name}\n" + "".join(p.read_text(errors="replace").splitlines(True)[-lines:])
+                         for p in sorted(self.tmp.glob("*.log")))  # fmt: skip
+
+    def error_lines(self) -> dict[str, int]:
+        """Tracebacks in each process's log (a server-side failure the client may not see)."""
+        return {p.stem: n for p in sorted(self.tmp.glob("*.log"))
+                if (n := p.read_text(errors="replace").count("Traceback (most recent call last)"))}  # fmt: skip
+
+
+async def _ready(stack: TeamStack, deadline: float) -> None:
+    """Wait until the web server, the policy server and the env host's warm browsers answer."""
+    warm = min(stack.config.browsers, 4)
+    async with httpx.AsyncClient(timeout=10) as client:
+        while True:
+            try:
+                web = (await client.get(f"{stack.base}/login/")).status_code == 200
+                model = (await client.get(f"{stack.env['POLICY_BASE_URL']}/models")).status_code == 200
+            except httpx.HTTPError:
+                web = model = False
+            if web and model:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the stack did not come up\n{stack.logs()}")
+            await asyncio.sleep(1.0)
+    person = load.Person(stack.base, "res0", PASSWORD, load.Tally())
+    await person.login()
+    while ((await person.client.get("/api/fleet/")).json().get("counts") or {}).get("idle", 0) < warm:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the env host's browsers did not boot\n{stack.logs()}")
+        await asyncio.sleep(2.0)
+    await person.close()
+
+
+def _speech(chunk_s: float) -> list[bytes]:
+    """A few think-aloud chunks (espeak-ng speech padded to `chunk_s`, WebM/Opus as a browser sends)."""
+    import numpy as np
+
+    from workers.asr.audio import SAMPLE_RATE, encode_audio
+    from workers.asr.synth import speak
+
+    out = []
+    for text in ("I click the button in the middle of the page", "now I look for the link at the top",
+                 "this field should get the focus so I click it"):  # fmt: skip
+        samples = np.zeros(int(chunk_s * SAMPLE_RATE), dtype=np.float32)
+        voice = speak(text, "en-us", 170)[: samples.size]
+        samples[: voice.size] = voice
+        out.append(encode_audio(samples, "webm"))
+    return out
+
+
+async def _drive(stack: TeamStack, pool: int, tally: load.Tally, phases: dict[str, float]) -> None:
+    """Sign everyone in and run the actors for the window; `phases` gets the stack's start-up time
+    (`ready_s`) and the window's own length with the actors' wind-down (`window_s`)."""
+    c = stack.config
+    t0 = time.monotonic()
+    await _ready(stack, time.monotonic() + c.ready_s)
+    phases["ready_s"] = time.monotonic() - t0
+    names = ([("ann", i) for i in range(c.annotators)] + [("rev", i) for i in range(c.reviewers)]
+             + [("res", i) for i in range(c.dashboards + 1)])  # fmt: skip
+    people = {f"{p}{i}": load.Person(stack.base, f"{p}{i}", PASSWORD, tally) for p, i in names}
+    await asyncio.gather(*(p.login() for p in people.values()))
+    speech = _speech(c.chunk_s)
+    plan = load.AnnotatorPlan(think_s=c.think_s, steps=c.steps, candidates_wait_s=c.candidates_wait_s,
+                              chunk_s=c.chunk_s, transcripts_wait_s=c.transcripts_wait_s)  # fmt: skip
+    stop_at = time.monotonic() + c.window_s
+    t0 = time.monotonic()
+    actors = [
+        load.launch_runs(
+            people["res0"],
+            c.runs,
+            pool,
+            run_config(c),
+            stop_at,
+            c.second_run_after_s,
+            c.second_run_by * c.window_s,
+        )
+    ]
+    actors += [load.annotator(people[f"ann{i}"], plan, stop_at, speech if i % c.thinkaloud_every == 0 else None, i)
+               for i in range(c.annotators)]  # fmt: skip
+    actors += [load.reviewer(people[f"rev{i}"], stop_at, 1000 + i) for i in range(c.reviewers)]
+    actors += [
+        load.dashboard(people[f"res{i + 1}"], stop_at, i, c.export_every_s) for i in range(c.dashboards)
+    ]
+    try:
+        await asyncio.gather(*actors)
+    finally:
+        for run in tally.runs:
+            await people["res0"].call("POST", f"/api/rl/runs/{run['id']}/stop/")
+        await asyncio.gather(*(p.close() for p in people.values()))
+        phases["window_s"] = time.monotonic() - t0
+
+
+class Sampler:
+    """pg_stat_activity of the bench's database and the load average, every `every_s` in a thread."""
+
+    def __init__(self, db: BenchDatabase, pids: list[int], every_s: float = 0.5) -> None:
+        self.db, self.pids, self.every_s = db, pids, every_s
+        self.connections: list[int] = []
+        self.load: list[float] = []
+        self.processes: list[int] = []  # Python processes of the stack (web, workers and their children, …)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with psycopg.connect(database_url_of(self.db, "postgres"), autocommit=True) as conn:
+            while not self.stopping.wait(self.every_s):
+                row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [self.db.name])
+                self.connections.append(int(row.fetchone()[0]))  # type: ignore[index]
+                self.load.append(os.getloadavg()[0])
+                self.processes.append(_python_processes(self.pids))
+
+    def __enter__(self) -> Sampler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=10)
+
+
+def _python_processes(pids: list[int]) -> int:
+    count = 0
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            parent = psutil.Process(pid)
+            count += sum(1 for p in [parent, *parent.children(recursive=True)] if "python" in p.name())
+    return count
+
+
+def database_url_of(db: BenchDatabase, name: str | None = None) -> str:
+    url = db.url.replace("postgres://", "postgresql://", 1)
+    return url if name is None else url.rsplit("/", 1)[0] + f"/{name}"
+
+
+def lost_steps(db: BenchDatabase, decisions: list[tuple[int, int, int]]) -> int:
+    """Decisions answered 200 whose step is not stored exactly once, at its index, for its screen."""
+    if not decisions:
+        return 0
+    with psycopg.connect(database_url_of(db)) as conn:
+        rows = conn.execute(
+            "SELECT s.trajectory_id, s.index, (s.decision_meta->>'obs_version')::int, count(*)"
+            " FROM store_step s WHERE s.trajectory_id = ANY(%s) GROUP BY 1, 2, 3",
+            [sorted({t for t, _, _ in decisions})],
+        ).fetchall()
+    stored = {(t, i, v): n for t, i, v, n in rows}
+    return sum(1 for d in decisions if stored.get(d, 0) != 1)
+
+
+def db_pool_max(processes: int) -> int | None:
+    """The connections the settings allow the stack in all: Django's psycopg pool `max_size` (per
+    process) × the stack's processes; None when nothing bounds them (persistent connections, one
+    per thread, as `CONN_MAX_AGE` gives)."""
+    pool = (settings.DATABASES["default"].get("OPTIONS") or {}).get("pool")
+    if isinstance(pool, dict) and pool.get("max_size"):
+        return int(pool["max_size"]) * processes
+    return None
+
+
+def _p95(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+def figures(config: TeamBenchConfig, tally: load.Tally, sampler: Sampler, lost: int,
+            server_errors: dict[str, int]) -> dict[str, Any]:  # fmt: skip
+    runs = tally.runs
+    decide = _p95(tally.decide_ms)
+    asr = _p95(tally.asr_lag_s)
+    out: dict[str, Any] = {
+        "http_5xx": tally.http_5xx,
+        "http_no_answer": sum(tally.transport_errors.values()),
+        "ws_errors": sum(tally.ws_errors.values()),
+        "lost_steps": lost,
+        "db_connections_max": max(sampler.connections, default=0),
+        "db_pool_max": db_pool_max(max(sampler.processes, default=0)),
+        "decide_p95_ms": round(decide, 1) if decide is not None else None,
+        "second_run_first_episode_s": runs[1]["first_episode_s"] if len(runs) > 1 else None,
+        "asr_lag_p95_s": round(asr, 2) if asr is not None else None,
+        "annotators": config.annotators,
+        "runs": config.runs,
+        "load_avg": {
+            "max": round(max(sampler.load, default=0.0), 2),
+            "mean": round(sum(sampler.load) / len(sampler.load), 2) if sampler.load else None,
+            "cores": os.cpu_count(),
+        },
+    }
+    out["goals"] = GOALS
+    out["met"] = met(out)
+    return {
+        **out,
+        "http_5xx_by_endpoint": {k: n for k, n in sorted(tally.http.items()) if k.startswith("5")},
+        "http_answers": sum(tally.http.values()),
+        "transport_errors": dict(tally.transport_errors),
+        "ws_error_kinds": dict(tally.ws_errors),
+        "server_tracebacks": server_errors,
+        "decisions": len(tally.decisions),
+        "decide_p50_ms": round(sorted(tally.decide_ms)[len(tally.decide_ms) // 2], 1) if tally.decide_ms else None,
+        "asr_lag_p50_s": round(sorted(tally.asr_lag_s)[len(tally.asr_lag_s) // 2], 2) if tally.asr_lag_s else None,
+        "asr_chunks_transcribed": len(tally.asr_lag_s),
+        "asr_chunks_without_transcript": tally.asr_pending,
+        "runs_at_end": runs,  # first_episode_s from launch; waited_s: launch to the window's end
+        "counts": dict(tally.kinds),
+        "http_by_status": dict(Counter(key.split(" ", 1)[0] for key in tally.http.elements())),
+        "db_connections_mean": round(sum(sampler.connections) / len(sampler.connections), 1)
+        if sampler.connections else None,
+        "config": asdict(config),
+    }  # fmt: skip
+
+
+def met(out: dict[str, Any]) -> dict[str, bool]:
+    """Each goal against its figure (a figure that could not be measured does not meet its goal)."""
+
+    def at_most(key: str, bound: float | None) -> bool:
+        return out[key] is not None and bound is not None and out[key] <= bound
+
+    return {
+        "http_5xx": out["http_5xx"] == 0,
+        "http_no_answer": out["http_no_answer"] == 0,
+        "ws_errors": out["ws_errors"] == 0,
+        "lost_steps": out["lost_steps"] == 0,
+        "db_connections_max": at_most("db_connections_max", out["db_pool_max"]),
+        "decide_p95_ms": at_most("decide_p95_ms", GOALS["decide_p95_ms"]),
+        "second_run_first_episode_s": at_most("second_run_first_episode_s", GOALS["second_run_first_episode_s"])
+        if out["runs"] > 1 else True,
+        "asr_lag_p95_s": at_most("asr_lag_p95_s", GOALS["asr_lag_p95_s"]),
+    }  # fmt: skip
+
+
+def team_figures(config: TeamBenchConfig) -> dict[str, Any]:
+    """Start the stack, drive the team for the window, stop the stack, check the database."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
+    phases: dict[str, float] = {}
+    t0 = time.monotonic()
+    db = bench_database("team")
+    stack = TeamStack(config, db)
+    tally = load.Tally()
+    try:
+        pool = stack.start()
+        phases["setup_s"] = time.monotonic() - t0
+        with Sampler(db, [p.pid for p in stack.procs]) as sampler:
+            asyncio.run(_drive(stack, pool, tally, phases))
+    except Exception as exc:
+        raise RuntimeError(f"bench team failed: {exc}\n{stack.logs()}") from exc
+    finally:
+        t1 = time.monotonic()
+        stack.stop()
+        phases["stop_s"] = time.monotonic() - t1
+    out = figures(config, tally, sampler, lost_steps(db, tally.decisions), stack.error_lines())
+    return {**out, "phases_s": {k: round(v, 1) for k, v in phases.items()}, "logs": str(stack.tmp)}
+
+
+def run_team(quick: bool) -> dict[str, Any]:
+    return team_figures(TeamBenchConfig.for_run(quick))
