@@ -299,6 +299,7 @@ class Sampler:
 
     def __init__(self, db: BenchDatabase, pids: list[int], every_s: float = 0.5) -> None:
         self.db, self.pids, self.every_s = db, pids, every_s
+        self.load_before = os.getloadavg()[0]  # set by the caller to the load before the stack started
         self.connections: list[int] = []
         self.load: list[float] = []
         self.processes: list[int] = []  # Python processes of the stack (web, workers and their children, …)
@@ -385,6 +386,7 @@ def figures(config: TeamBenchConfig, tally: load.Tally, sampler: Sampler, lost: 
         "annotators": config.annotators,
         "runs": config.runs,
         "load_avg": {
+            "before": round(sampler.load_before, 2),
             "max": round(max(sampler.load, default=0.0), 2),
             "mean": round(sum(sampler.load) / len(sampler.load), 2) if sampler.load else None,
             "cores": os.cpu_count(),
@@ -436,7 +438,7 @@ def team_figures(config: TeamBenchConfig) -> dict[str, Any]:
     """Start the stack, drive the team for the window, stop the stack, check the database."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
     phases: dict[str, float] = {}
-    t0 = time.monotonic()
+    t0, load_before = time.monotonic(), os.getloadavg()[0]  # the machine's load without the stack
     db = bench_database("team")
     stack = TeamStack(config, db)
     tally = load.Tally()
@@ -444,6 +446,7 @@ def team_figures(config: TeamBenchConfig) -> dict[str, Any]:
         pool = stack.start()
         phases["setup_s"] = time.monotonic() - t0
         with Sampler(db, [p.pid for p in stack.procs]) as sampler:
+            sampler.load_before = load_before
             asyncio.run(_drive(stack, pool, tally, phases))
     except Exception as exc:
         raise RuntimeError(f"bench team failed: {exc}\n{stack.logs()}") from exc
