@@ -239,7 +239,7 @@ def _rollout_start(config: RolloutBenchConfig, workdir: Path) -> Any:
     from workers.policy.embedded.policy import load_checkpoint, new_model
     from workers.policy.starter import cached_starter
 
-    if config.workload in ("mix", "starter"):
+    if config.workload in ("mix", "starter", "remote"):
         directory, _ = cached_starter(Path(settings.FLYWHEEL_CACHE_DIR))
         model, _ = load_checkpoint(directory)
         return start_checkpoint(workdir, model)
@@ -266,6 +266,12 @@ def workload_text(config: RolloutBenchConfig, kinds: dict[str, list[str]] | None
         )
     if config.workload == "starter":
         return f"starter model (trained, T {config.temperature:g}) on {len(ROLLOUT_TASKS)} MiniWoB++ tasks, {common}"
+    if config.workload == "remote":
+        from benchmarks.remote_vm import RemoteLatency
+
+        return (f"environments like remote VMs (not CPU-bound): starter model (trained, T {config.temperature:g}) "
+                f"on {len(ROLLOUT_TASKS)} MiniWoB++ tasks, each call answered after a {RemoteLatency().describe()}; "
+                f"{common.replace('the environments' + chr(39) + ' own transition times', 'those waits')}")  # fmt: skip
     return (f"untrained model, PPO, hand-picked step budgets {sorted(ROLLOUT_BUDGETS.values())}, "
             f"transition pause {config.transition_pause_ms} ms")  # fmt: skip
 
@@ -324,9 +330,10 @@ def drive_rollout(quick: bool) -> dict[str, Any]:
     stack = LocalStack(workdir, database_url(db),
                        settings_module="webapp.settings.dev", envs=config.envs, slot_timeout_s=120.0,
                        updates_per_chunk=1000, warm_pool={k: config.envs for k in kinds_up},
-                       host_per_kind=True)  # fmt: skip
+                       host_per_kind=True,
+                       host_module="benchmarks.remote_vm" if config.workload == "remote" else None)  # fmt: skip
     checkpoint = _rollout_start(config, workdir)
-    if config.workload == "starter":
+    if config.workload in ("starter", "remote"):
         tasks: list[tuple[str, int | None]] = [(t, None) for t in ROLLOUT_TASKS]
     else:
         tasks = list(ROLLOUT_BUDGETS.items())

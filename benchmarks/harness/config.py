@@ -162,7 +162,7 @@ ROLLOUT_SEEDS = SeedRanges(
     tuning=range(0, 1000), validation=range(5000, 5100), final_test=range(80_000, 80_100)
 )
 
-RolloutWorkload = Literal["mix", "starter", "budgets"]
+RolloutWorkload = Literal["mix", "starter", "budgets", "remote"]
 
 
 @dataclass(frozen=True)
@@ -196,14 +196,14 @@ class RolloutBenchConfig:
     @classmethod
     def for_run(cls, quick: bool) -> RolloutBenchConfig:
         workload = setting("ROLLOUT_WORKLOAD", "mix")
-        if workload not in ("mix", "starter", "budgets"):
-            raise ValueError("FLYWHEEL_ROLLOUT_WORKLOAD must be mix, starter or budgets")
+        if workload not in ("mix", "starter", "budgets", "remote"):
+            raise ValueError("FLYWHEEL_ROLLOUT_WORKLOAD must be mix, starter, budgets or remote")
         envs = setting("ROLLOUT_ENVS", 4 if quick else 8)
         group_size = 4 if envs >= 4 else 2
         budgets = workload == "budgets"
         return cls(
             quick=quick, workload=workload, split=report_split(quick),  # type: ignore[arg-type]
-            envs=envs, window_s=setting("ROLLOUT_WINDOW_S", 120.0 if quick else 300.0),
+            envs=envs, window_s=setting("ROLLOUT_WINDOW_S", _window_s(workload, quick)),
             algorithm="ppo" if budgets else "grpo", group_size=1 if budgets else group_size,
             batch_groups=envs if budgets else max(1, envs // group_size),
             step_cap=20 if budgets else setting("ROLLOUT_STEP_CAP", 8),
@@ -216,6 +216,13 @@ class RolloutBenchConfig:
         out = {k: v for k, v in asdict(self).items() if k != "seeds"}
         out["seed"] = self.seed
         return out
+
+
+def _window_s(workload: str, quick: bool) -> float:
+    """Each mode's window: remote-VM episodes last ~10× longer (resets of 5–20 s), so a longer one."""
+    if workload == "remote":
+        return 240.0 if quick else 900.0
+    return 120.0 if quick else 300.0
 
 
 # The "budgets" workload of the figures before 2026-11-26 (kept to compare against): the untrained

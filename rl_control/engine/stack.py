@@ -58,6 +58,7 @@ class LocalStack:
         extra_env: dict[str, str] | None = None,
         warm_pool: dict[str, int] | None = None,
         host_per_kind: bool = False,
+        host_module: str | None = None,
     ) -> None:
         self.name = f"e{uuid.uuid4().hex[:8]}"
         self.workdir = workdir
@@ -65,6 +66,9 @@ class LocalStack:
         self.envs = envs
         self.warm_pool = warm_pool or {"browser": envs}  # environments the env host keeps idle, by kind
         self.host_per_kind = host_per_kind
+        # The env host's worker: `celery -A webapp worker`, or `python -m <host_module> worker` (a
+        # module that sets the host up, then runs the same worker: benchmarks.remote_vm)
+        self.host_worker = CELERY if host_module is None else [sys.executable, "-m", host_module, *CELERY[5:]]
         self.procs: list[subprocess.Popen] = []
         self.env = {
             **os.environ,
@@ -113,7 +117,7 @@ class LocalStack:
         )
         for suffix, pool in pools:
             host = f"{self.name}{suffix}"
-            self.spawn([*CELERY, "-n", f"h{host}@%h", "-Q", f"env.{host}", "-P", "threads",
+            self.spawn([*self.host_worker, "-n", f"h{host}@%h", "-Q", f"env.{host}", "-P", "threads",
                         "-c", str(2 * self.envs)], FLYWHEEL_ENV_HOST=host,
                        FLEET_WARM_POOL=",".join(f"{k}={n}" for k, n in pool.items()),
                        FLEET_HOST_PERIOD_S="0.5")  # fmt: skip
