@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -44,58 +44,13 @@ import redis
 from django.conf import settings
 
 from benchmarks import team_load as load
-from benchmarks.harness.config import setting
 from benchmarks.harness.database import BenchDatabase, bench_database, free_port
-from benchmarks.harness.platform_config import positive
+from benchmarks.harness.platform_config import TeamBenchConfig
 
 PASSWORD = "team-bench-pass-1"
 TASKS = ("click-test", "click-button", "focus-text", "click-link")
 GOALS = {"http_5xx": 0, "http_no_answer": 0, "ws_errors": 0, "lost_steps": 0, "db_connections_max": "≤ db_pool_max",
          "decide_p95_ms": 500, "second_run_first_episode_s": 60, "asr_lag_p95_s": 15}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class TeamBenchConfig:
-    quick: bool
-    annotators: int = 20
-    reviewers: int = 4
-    dashboards: int = 5
-    runs: int = 2
-    window_s: float = 600.0
-    thinkaloud_every: int = 4  # annotators 0, 4, 8, … think aloud
-    think_s: tuple[float, float] = (1.0, 4.0)  # an annotator's pause before each decision
-    steps: tuple[int, int] = (2, 5)  # decisions per episode before Finish
-    candidates_wait_s: float = 20.0  # then the annotator overrides without them
-    chunk_s: float = 5.0  # think-aloud chunk length (MediaRecorder timeslice)
-    transcripts_wait_s: float = 60.0  # after an episode, for its chunks' live transcripts
-    export_every_s: float = 90.0  # per dashboard
-    run_envs: int = 2  # each run's parallel environments
-    second_run_after_s: float = 20.0  # after the first run's first finished episode …
-    second_run_by: float = 0.4  # … or this share of the window after the first launch, if sooner
-    task_copies: int = 40  # per MiniWoB++ task: a finished episode closes its assignment
-    redis_url: str = "redis://127.0.0.1:6379/11"
-    ready_s: float = 420.0  # for the stack to come up (migrations, browsers, workers)
-
-    @classmethod
-    def for_run(cls, quick: bool, **overrides: Any) -> TeamBenchConfig:
-        shape = (
-            {"annotators": 8, "reviewers": 2, "dashboards": 2, "runs": 2, "window_s": 180.0} if quick else {}
-        )
-        config = cls(
-            quick=quick, **shape, redis_url=setting("TEAM_REDIS_URL", cls.redis_url) or cls.redis_url
-        )
-        config = replace(config, **overrides)
-        return replace(
-            config,
-            annotators=positive("TEAM_ANNOTATORS", config.annotators),
-            runs=positive("TEAM_RUNS", config.runs),
-            window_s=positive("TEAM_WINDOW_S", config.window_s),
-        )
-
-    @property
-    def browsers(self) -> int:
-        """Browsers the env host may hold: one per annotator and per run environment, and two spare."""
-        return self.annotators + self.runs * self.run_envs + 2
 
 
 def run_config(config: TeamBenchConfig) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The typed configuration of the platform benchmarks (export, envmanager, envstep, policy, annotate,
-dashboard, launch, vlm, flywheel, osworld): one frozen dataclass per benchmark, built by
+dashboard, launch, vlm, flywheel, osworld, team): one frozen dataclass per benchmark, built by
 `for_run(quick)` from its defaults and the FLYWHEEL_* overrides of the environment, as
 `benchmarks.harness.config` does for rollout, learn and asr.
 
@@ -10,7 +10,7 @@ JSON.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeVar
 
 from benchmarks.harness.config import setting
@@ -260,3 +260,47 @@ class OsworldBenchConfig:
     @classmethod
     def for_run(cls, quick: bool) -> OsworldBenchConfig:
         return cls(quick=quick, checks_per_domain=positive("OSWORLD_QUICK_CHECKS", 2) if quick else None)
+
+
+@dataclass(frozen=True)
+class TeamBenchConfig:
+    quick: bool
+    annotators: int = 20
+    reviewers: int = 4
+    dashboards: int = 5
+    runs: int = 2
+    window_s: float = 600.0
+    thinkaloud_every: int = 4  # annotators 0, 4, 8, … think aloud
+    think_s: tuple[float, float] = (1.0, 4.0)  # an annotator's pause before each decision
+    steps: tuple[int, int] = (2, 5)  # decisions per episode before Finish
+    candidates_wait_s: float = 20.0  # then the annotator overrides without them
+    chunk_s: float = 5.0  # think-aloud chunk length (MediaRecorder timeslice)
+    transcripts_wait_s: float = 60.0  # after an episode, for its chunks' live transcripts
+    export_every_s: float = 90.0  # per dashboard
+    run_envs: int = 2  # each run's parallel environments
+    second_run_after_s: float = 20.0  # after the first run's first finished episode …
+    second_run_by: float = 0.4  # … or this share of the window after the first launch, if sooner
+    task_copies: int = 40  # per MiniWoB++ task: a finished episode closes its assignment
+    redis_url: str = "redis://127.0.0.1:6379/11"
+    ready_s: float = 420.0  # for the stack to come up (migrations, browsers, workers)
+
+    @classmethod
+    def for_run(cls, quick: bool, **overrides: Any) -> TeamBenchConfig:
+        shape = (
+            {"annotators": 8, "reviewers": 2, "dashboards": 2, "runs": 2, "window_s": 180.0} if quick else {}
+        )
+        config = cls(
+            quick=quick, **shape, redis_url=setting("TEAM_REDIS_URL", cls.redis_url) or cls.redis_url
+        )
+        config = replace(config, **overrides)
+        return replace(
+            config,
+            annotators=positive("TEAM_ANNOTATORS", config.annotators),
+            runs=positive("TEAM_RUNS", config.runs),
+            window_s=positive("TEAM_WINDOW_S", config.window_s),
+        )
+
+    @property
+    def browsers(self) -> int:
+        """Browsers the env host may hold: one per annotator and per run environment, and two spare."""
+        return self.annotators + self.runs * self.run_envs + 2

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
+from benchmarks.harness.config import RolloutBenchConfig
 from benchmarks.remote_vm import RemoteLatency, RemoteVM, wrap_factories
 from workers.actions.types import Action, Point
-from workers.benchkit.config import RolloutBenchConfig
 from workers.envs.base import TaskSpec
 from workers.envs.browser.miniwob import MiniWoBEnv
 from workers.envs.factory import FACTORIES, shutdown_shared
