@@ -1,6 +1,6 @@
 """`bench team` (benchmarks/team.py, issue 37): its figures from what the actors saw and what the
-database holds, and the benchmark itself on a real stack (slow: the stack's start-up alone takes
-minutes on the 2-core machine, see docs/benchmarks.md)."""
+database holds, and the benchmark itself on a real stack (slow: on the shared 2-core machine the
+stack's set-up and start-up alone took 3–4.5 minutes, the 1-minute smoke 400 s in all)."""
 
 from __future__ import annotations
 
@@ -102,7 +102,8 @@ def _bench(monkeypatch: pytest.MonkeyPatch, **shape: object) -> dict[str, object
 @pytest.mark.timeout(900)
 def test_smoke_four_annotators_and_a_run_lose_nothing_and_get_no_5xx(monkeypatch: pytest.MonkeyPatch) -> None:
     """The 1-minute smoke (4 annotators, a reviewer, a dashboard, one run). Slow, not in the default
-    suite: starting the stack (database, workers, browsers, models) takes 1.5–3 minutes here."""
+    suite: setting up and starting the stack (database, workers, browsers, models) takes 3–4.5 minutes
+    here (400 s in all at load 19)."""
     out = _bench(monkeypatch, annotators=4, reviewers=1, dashboards=1, runs=1, window_s=60.0)
     assert out["decisions"] and out["counts"]["sessions"] >= 4, out  # type: ignore[index]
     assert out["http_5xx"] == 0 and out["http_no_answer"] == 0, out
