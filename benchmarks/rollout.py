@@ -52,6 +52,7 @@ from benchmarks.harness.cpu import CpuWindow, cpu_ceiling
 from benchmarks.harness.engine import bench_user, child_main, run_in_child, start_checkpoint, task_pool
 from benchmarks.harness.figures import env_utilization, episode_summary, kind_figures, sync_phases
 from benchmarks.harness.stats import bootstrap_sum_ratio_interval
+from benchmarks.remote_vm import RemoteLatency
 from webapp.settings.env import database_url
 
 
@@ -267,11 +268,9 @@ def workload_text(config: RolloutBenchConfig, kinds: dict[str, list[str]] | None
     if config.workload == "starter":
         return f"starter model (trained, T {config.temperature:g}) on {len(ROLLOUT_TASKS)} MiniWoB++ tasks, {common}"
     if config.workload == "remote":
-        from benchmarks.remote_vm import RemoteLatency
-
         return (f"environments like remote VMs (not CPU-bound): starter model (trained, T {config.temperature:g}) "
                 f"on {len(ROLLOUT_TASKS)} MiniWoB++ tasks, each call answered after a {RemoteLatency().describe()}; "
-                f"{common.replace('the environments' + chr(39) + ' own transition times', 'those waits')}")  # fmt: skip
+                f"{common}, plus those waits")  # fmt: skip
     return (f"untrained model, PPO, hand-picked step budgets {sorted(ROLLOUT_BUDGETS.values())}, "
             f"transition pause {config.transition_pause_ms} ms")  # fmt: skip
 
