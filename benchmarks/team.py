@@ -1,8 +1,8 @@
 """`bench team [--quick]` (issue 37): a team on one install, as `make up` starts it.
 
-The stack is `make up`'s processes, on free ports, in a database of its own (`<name>_bench_team`) and
-a Redis database of its own (FLYWHEEL_TEAM_REDIS_URL, default DB 11, flushed first), owned by the
-bench: uvicorn (the ASGI app), Celery workers for the default+export, env, asr, rollout and train
+The stack is `make up`'s processes, on free ports, in a database of its own (`<name>_bench_team`)
+and a Redis database of its own (FLYWHEEL_TEAM_REDIS_DB of the configured Redis, default 11, flushed
+first), owned by the bench: uvicorn (the ASGI app), Celery workers for the default+export, env, asr, rollout and train
 queues with `make up`'s concurrency, beat, one env host (threads, MiniWoB++ in Chromium) and the
 annotation model's policy server. On it, the actors of benchmarks/team_load.py work for the window:
 N annotators (some thinking aloud), reviewers, researchers watching run pages and exporting, and
@@ -44,7 +44,7 @@ import redis
 from django.conf import settings
 
 from benchmarks import team_load as load
-from benchmarks.harness.database import BenchDatabase, bench_database, free_port
+from benchmarks.harness.database import BenchDatabase, bench_database, free_port, redis_url
 from benchmarks.harness.platform_config import TeamBenchConfig
 
 PASSWORD = "team-bench-pass-1"
@@ -96,7 +96,7 @@ class TeamStack:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.env = {
             **db.env,
-            "REDIS_URL": config.redis_url,
+            "REDIS_URL": redis_url(config.redis_db),
             "MEDIA_ROOT": str(self.tmp / "media"),
             "FLEET_REDIS_PREFIX": f"bench:fleet:{self.host}",
             "RL_REDIS_PREFIX": f"bench:rl:{self.host}",
@@ -117,7 +117,7 @@ class TeamStack:
 
     def start(self) -> int:
         """Set up the people and tasks, start the processes; returns the pool's id."""
-        redis.Redis.from_url(self.config.redis_url).flushdb()
+        redis.Redis.from_url(self.env["REDIS_URL"]).flushdb()
         self.manage("policy_init", "--promote")
         c = self.config
         params = {"copies": c.task_copies, "tasks": list(TASKS), "ann": c.annotators, "rev": c.reviewers,

@@ -281,7 +281,7 @@ class TeamBenchConfig:
     second_run_after_s: float = 20.0  # after the first run's first finished episode …
     second_run_by: float = 0.4  # … or this share of the window after the first launch, if sooner
     task_copies: int = 40  # per MiniWoB++ task: a finished episode closes its assignment
-    redis_url: str = "redis://127.0.0.1:6379/11"
+    redis_db: int = 11  # of the configured Redis; flushed at the start
     ready_s: float = 420.0  # for the stack to come up (migrations, browsers, workers)
 
     @classmethod
@@ -289,9 +289,7 @@ class TeamBenchConfig:
         shape = (
             {"annotators": 8, "reviewers": 2, "dashboards": 2, "runs": 2, "window_s": 180.0} if quick else {}
         )
-        config = cls(
-            quick=quick, **shape, redis_url=setting("TEAM_REDIS_URL", cls.redis_url) or cls.redis_url
-        )
+        config = cls(quick=quick, **shape, redis_db=setting("TEAM_REDIS_DB", cls.redis_db))
         config = replace(config, **overrides)
         return replace(
             config,

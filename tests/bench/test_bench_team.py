@@ -91,7 +91,7 @@ def test_the_shapes_are_the_issues() -> None:
 
 
 def _bench(monkeypatch: pytest.MonkeyPatch, **shape: object) -> dict[str, object]:
-    monkeypatch.setenv("FLYWHEEL_TEAM_REDIS_URL", settings.REDIS_URL)  # this test run's own Redis DB
+    monkeypatch.setenv("FLYWHEEL_TEAM_REDIS_DB", settings.REDIS_URL.rsplit("/", 1)[1])  # this test run's own
     from benchmarks.harness.processes import owned_processes
 
     with owned_processes():
