@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -51,11 +52,22 @@ def bench_database(kind: str, *, migrate: bool = True) -> BenchDatabase:
         "DATABASE_URL": url,
         "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
         "DEBUG": "false",
+        "SECRET_KEY": child_secret_key(),
     }
     if migrate:
         subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], env=env, check=True,
                        capture_output=True, cwd=settings.BASE_DIR)  # fmt: skip
     return BenchDatabase(name=name, url=url, env=env)
+
+
+def child_secret_key() -> str:
+    """The SECRET_KEY of the bench's own processes: the configured one (`make up`'s, from
+    var/secrets/env), or a random one where only the public development key is set, which
+    settings.dev refuses with DEBUG off."""
+    from webapp.settings.base import INSECURE_DEV_SECRET_KEY
+
+    configured = str(settings.SECRET_KEY)
+    return secrets.token_urlsafe(50) if configured == INSECURE_DEV_SECRET_KEY else configured
 
 
 def free_port() -> int:
