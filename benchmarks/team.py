@@ -2,11 +2,12 @@
 
 The stack is `make up`'s processes, on free ports, in a database of its own (`<name>_bench_team`)
 and a Redis database of its own (FLYWHEEL_TEAM_REDIS_DB of the configured Redis, default 11, flushed
-first), owned by the bench: uvicorn (the ASGI app), Celery workers for the default+export, env, asr, rollout and train
-queues with `make up`'s concurrency, beat, one env host (threads, MiniWoB++ in Chromium) and the
-annotation model's policy server. On it, the actors of benchmarks/team_load.py work for the window:
-N annotators (some thinking aloud), reviewers, researchers watching run pages and exporting, and
-runs launched through the API (the second once the first has episodes, i.e. while it trains).
+first), owned by the bench: uvicorn (scripts/web.sh), the Celery workers of every queue sized as
+scripts/up.sh sizes them for a team of N annotators (`worker_sizes`), beat, one env host (threads,
+MiniWoB++ in Chromium) and the annotation model's policy server. On it, the actors of
+benchmarks/team_load.py work for the window: N annotators (some thinking aloud), reviewers,
+researchers watching run pages and exporting, and runs launched through the API (the second once the
+first has episodes, i.e. while it trains).
 
 Figures: `http_5xx` (answers ≥ 500, by endpoint in `http_5xx_by_endpoint`), `ws_errors`,
 `lost_steps` (decisions answered 200 whose step is not in the database exactly once with that
@@ -84,6 +85,23 @@ print(json.dumps({"pool": pool.pk}))
 """
 
 
+CELERY = [sys.executable, "-m", "celery", "-A", "webapp"]
+ROLLOUT_CONCURRENCY = 2  # scripts/up.sh's FLYWHEEL_ROLLOUT_CONCURRENCY default
+
+
+def worker_sizes(annotators: int) -> list[tuple[str, str, int]]:
+    """(name, queues, processes) of each Celery worker as scripts/up.sh sizes them for a team of
+    `annotators` (FLYWHEEL_ANNOTATORS); its env host has annotators + rollout + 4 threads."""
+    return [
+        ("default", "default,export", 2 + annotators // 4),
+        ("env", "env", 2),
+        ("asr-live", "asr.live", (annotators + 3) // 4),
+        ("asr", "asr.live,asr", 1),
+        ("rollout", "rollout", ROLLOUT_CONCURRENCY),
+        ("train", "train", 1),
+    ]
+
+
 class TeamStack:
     """`make up`'s processes for the bench (see the module docstring); `stop()` ends them all."""
 
@@ -124,26 +142,16 @@ class TeamStack:
                   "res": c.dashboards + 1, "password": PASSWORD}  # fmt: skip
         out = self.manage("shell", "-c", f"PARAMS = {json.dumps(params)!r}\n{_SETUP}")
         pool = int(json.loads(out.strip().splitlines()[-1])["pool"])
-        celery = [sys.executable, "-m", "celery", "-A", "webapp"]
-        worker = [*celery, "worker", "-l", "warning"]
-        self.spawn("web", sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port),
-                   "--no-access-log", "webapp.asgi:application")  # fmt: skip
-        for name, queues, concurrency in (("default", "default,export", 2), ("env", "env", 2), ("asr", "asr", 1),
-                                          ("rollout", "rollout", 2), ("train", "train", 1)):  # fmt: skip
-            self.spawn(
-                f"worker-{name}",
-                *worker,
-                "-n",
-                f"{name}-{self.host}@%h",
-                "-Q",
-                queues,
-                "-c",
-                str(concurrency),
-            )
-        self.spawn("beat", *celery, "beat", "-l", "warning", "--schedule", str(self.tmp / "beat-schedule"))
-        self.spawn("envhost", *worker, "-n", f"{self.host}@%h", "-Q", f"env.{self.host}", "-P", "threads",
-                   "-c", "8", FLYWHEEL_ENV_HOST=self.host, FLEET_WARM_POOL=f"browser={min(c.browsers, 4)}",
-                   FLEET_CAPACITY=f"browser={c.browsers}")  # fmt: skip
+        web = [str(settings.BASE_DIR / "scripts" / "web.sh"), "--host", "127.0.0.1", "--port", str(self.port),
+               "--no-access-log"]  # fmt: skip
+        self.spawn("web", *web, UVICORN=str(Path(sys.executable).parent / "uvicorn"))
+        for name, queues, concurrency in worker_sizes(c.annotators):
+            self.spawn(f"worker-{name}", *CELERY, "worker", "-l", "warning", "-n", f"{name}-{self.host}@%h",
+                       "-Q", queues, "-c", str(concurrency))  # fmt: skip
+        self.spawn("beat", *CELERY, "beat", "-l", "warning", "--schedule", str(self.tmp / "beat-schedule"))
+        self.spawn("envhost", *CELERY, "worker", "-l", "warning", "-n", f"{self.host}@%h", "-Q", f"env.{self.host}",
+                   "-P", "threads", "-c", str(c.annotators + ROLLOUT_CONCURRENCY + 4), FLYWHEEL_ENV_HOST=self.host,
+                   FLEET_WARM_POOL=f"browser={min(c.browsers, 4)}", FLEET_CAPACITY=f"browser={c.browsers}")  # fmt: skip
         self.spawn("policy", sys.executable, "manage.py", "serve_policy", "--port", str(self.policy_port))
         return pool
 

@@ -300,5 +300,6 @@ class TeamBenchConfig:
 
     @property
     def browsers(self) -> int:
-        """Browsers the env host may hold: one per annotator and per run environment, and two spare."""
-        return self.annotators + self.runs * self.run_envs + 2
+        """Browsers the env host may hold (scripts/up.sh's FLEET_CAPACITY for a team of this size: one
+        per annotator and per rollout slot, two spare)."""
+        return self.annotators + 2 + 2

@@ -5,6 +5,7 @@ stack's set-up and start-up alone took 3–4.5 minutes, the 1-minute smoke 400 s
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -88,6 +89,20 @@ def test_the_shapes_are_the_issues() -> None:
         2,
         180.0,
     )
+
+
+def test_the_stack_consumes_every_queue_the_app_routes_to_as_make_up_sizes_it() -> None:
+    """A queue with no worker in the bench's stack would leave its tasks waiting (live think-aloud
+    chunks went to a new `asr.live` queue); the sizes are up.sh's for a team of N."""
+    from webapp.celery import app
+
+    sizes = team.worker_sizes(8)
+    consumed = {q for _, queues, _ in sizes for q in queues.split(",")}
+    assert {q.name for q in app.conf.task_queues} <= consumed
+    up = (Path(settings.BASE_DIR) / "scripts" / "up.sh").read_text()
+    assert "DEFAULT_C=$(( 2 + ANNOTATORS / 4 ))" in up and "ASR_LIVE_C=$(( (ANNOTATORS + 3) / 4 ))" in up
+    assert dict((n, c) for n, _, c in sizes) == {"default": 4, "env": 2, "asr-live": 2, "asr": 1, "rollout": 2,
+                                                 "train": 1}  # fmt: skip
 
 
 def _bench(monkeypatch: pytest.MonkeyPatch, **shape: object) -> dict[str, object]:
