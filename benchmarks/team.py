@@ -12,8 +12,8 @@ first has episodes, i.e. while it trains).
 Figures: `http_5xx` (answers ≥ 500, by endpoint in `http_5xx_by_endpoint`), `ws_errors`,
 `lost_steps` (decisions answered 200 whose step is not in the database exactly once with that
 screen version, checked after the stack stopped), `db_connections_max` (pg_stat_activity of the
-bench's database, sampled every 0.5 s), `db_pool_max` (the connection bound the settings give the
-stack; None when nothing bounds it), `decide_p95_ms` (the decide endpoint's answer time, which holds
+bench's database, sampled every 0.5 s), `db_pool_max` (the connections the settings allow the stack:
+each process's pool by its role, summed as docs/scale.md does), `decide_p95_ms` (the decide endpoint's answer time, which holds
 no model time: candidates come later on the socket), `second_run_first_episode_s` (from the second
 run's launch to its first finished episode; None when it had none in the window),
 `asr_lag_p95_s` (chunk upload answered → its live transcript on the socket), `load_avg`.
@@ -22,7 +22,6 @@ run's launch to its first finished episode; None when it had none in the window)
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import math
@@ -39,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
 import psycopg
 import redis
 from django.conf import settings
@@ -112,6 +110,7 @@ class TeamStack:
         self.host = f"team{uuid.uuid4().hex[:6]}"
         self.base = f"http://127.0.0.1:{self.port}"
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.pool_roles: list[tuple[str, int]] = []  # (DB_POOL_ROLE, processes) of each program
         self.env = {
             **db.env,
             "REDIS_URL": redis_url(config.redis_db),
@@ -128,10 +127,13 @@ class TeamStack:
                              cwd=settings.BASE_DIR, check=True, capture_output=True, text=True)  # fmt: skip
         return out.stdout
 
-    def spawn(self, name: str, *cmd: str, **extra: str) -> None:
+    def spawn(self, name: str, role: str, processes: int, *cmd: str, **extra: str) -> None:
+        """Start one of the stack's programs with the database pool role up.sh gives it; its
+        `processes` (a prefork worker's children) each hold a pool of that role's size."""
         log = open(self.tmp / f"{name}.log", "wb")
-        self.procs.append(subprocess.Popen(list(cmd), env={**self.env, **extra}, cwd=settings.BASE_DIR,
-                                           stdout=log, stderr=subprocess.STDOUT))  # fmt: skip
+        self.pool_roles.append((role, processes))
+        self.procs.append(subprocess.Popen(list(cmd), env={**self.env, **extra, "DB_POOL_ROLE": role},
+                                           cwd=settings.BASE_DIR, stdout=log, stderr=subprocess.STDOUT))  # fmt: skip
 
     def start(self) -> int:
         """Set up the people and tasks, start the processes; returns the pool's id."""
@@ -144,15 +146,34 @@ class TeamStack:
         pool = int(json.loads(out.strip().splitlines()[-1])["pool"])
         web = [str(settings.BASE_DIR / "scripts" / "web.sh"), "--host", "127.0.0.1", "--port", str(self.port),
                "--no-access-log"]  # fmt: skip
-        self.spawn("web", *web, UVICORN=str(Path(sys.executable).parent / "uvicorn"))
+        self.spawn("web", "web", 1, *web, UVICORN=str(Path(sys.executable).parent / "uvicorn"))
         for name, queues, concurrency in worker_sizes(c.annotators):
-            self.spawn(f"worker-{name}", *CELERY, "worker", "-l", "warning", "-n", f"{name}-{self.host}@%h",
+            self.spawn(f"worker-{name}", "worker", concurrency, *CELERY, "worker", "-l", "warning", "-n", f"{name}-{self.host}@%h",
                        "-Q", queues, "-c", str(concurrency))  # fmt: skip
-        self.spawn("beat", *CELERY, "beat", "-l", "warning", "--schedule", str(self.tmp / "beat-schedule"))
-        self.spawn("envhost", *CELERY, "worker", "-l", "warning", "-n", f"{self.host}@%h", "-Q", f"env.{self.host}",
+        self.spawn(
+            "beat",
+            "command",
+            1,
+            *CELERY,
+            "beat",
+            "-l",
+            "warning",
+            "--schedule",
+            str(self.tmp / "beat-schedule"),
+        )
+        self.spawn("envhost", "envhost", 1, *CELERY, "worker", "-l", "warning", "-n", f"{self.host}@%h", "-Q", f"env.{self.host}",
                    "-P", "threads", "-c", str(c.annotators + ROLLOUT_CONCURRENCY + 4), FLYWHEEL_ENV_HOST=self.host,
                    FLEET_WARM_POOL=f"browser={min(c.browsers, 4)}", FLEET_CAPACITY=f"browser={c.browsers}")  # fmt: skip
-        self.spawn("policy", sys.executable, "manage.py", "serve_policy", "--port", str(self.policy_port))
+        self.spawn(
+            "policy",
+            "command",
+            1,
+            sys.executable,
+            "manage.py",
+            "serve_policy",
+            "--port",
+            str(self.policy_port),
+        )
         return pool
 
     def stop(self) -> None:
@@ -260,12 +281,11 @@ async def _drive(stack: TeamStack, pool: int, tally: load.Tally, phases: dict[st
 class Sampler:
     """pg_stat_activity of the bench's database and the load average, every `every_s` in a thread."""
 
-    def __init__(self, db: BenchDatabase, pids: list[int], every_s: float = 0.5) -> None:
-        self.db, self.pids, self.every_s = db, pids, every_s
+    def __init__(self, db: BenchDatabase, every_s: float = 0.5) -> None:
+        self.db, self.every_s = db, every_s
         self.load_before = os.getloadavg()[0]  # set by the caller to the load before the stack started
         self.connections: list[int] = []
         self.load: list[float] = []
-        self.processes: list[int] = []  # Python processes of the stack (web, workers and their children, …)
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -275,7 +295,6 @@ class Sampler:
                 row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [self.db.name])
                 self.connections.append(int(row.fetchone()[0]))  # type: ignore[index]
                 self.load.append(os.getloadavg()[0])
-                self.processes.append(_python_processes(self.pids))
 
     def __enter__(self) -> Sampler:
         self.thread.start()
@@ -284,15 +303,6 @@ class Sampler:
     def __exit__(self, *exc: object) -> None:
         self.stopping.set()
         self.thread.join(timeout=10)
-
-
-def _python_processes(pids: list[int]) -> int:
-    count = 0
-    for pid in pids:
-        with contextlib.suppress(psutil.Error):
-            parent = psutil.Process(pid)
-            count += sum(1 for p in [parent, *parent.children(recursive=True)] if "python" in p.name())
-    return count
 
 
 def database_url_of(db: BenchDatabase, name: str | None = None) -> str:
@@ -314,14 +324,14 @@ def lost_steps(db: BenchDatabase, decisions: list[tuple[int, int, int]]) -> int:
     return sum(1 for d in decisions if stored.get(d, 0) != 1)
 
 
-def db_pool_max(processes: int) -> int | None:
-    """The connections the settings allow the stack in all: Django's psycopg pool `max_size` (per
-    process) × the stack's processes; None when nothing bounds them (persistent connections, one
-    per thread, as `CONN_MAX_AGE` gives)."""
-    pool = (settings.DATABASES["default"].get("OPTIONS") or {}).get("pool")
-    if isinstance(pool, dict) and pool.get("max_size"):
-        return int(pool["max_size"]) * processes
-    return None
+def db_pool_max(pool_roles: list[tuple[str, int]], runs: int) -> int | None:
+    """The connections the settings allow the stack in all (docs/scale.md's budget): each process's
+    pool `DB_POOL_MAX[role]`, summed over the stack's processes and the runs' own policy servers
+    (started by the trainer, with its role); None where the settings bound nothing (no pools)."""
+    sizes = getattr(settings, "DB_POOL_MAX", None)
+    if not isinstance(sizes, dict):
+        return None
+    return sum(sizes[role] * n for role, n in pool_roles) + runs * sizes["worker"]
 
 
 def _p95(values: list[float]) -> float | None:
@@ -332,7 +342,7 @@ def _p95(values: list[float]) -> float | None:
 
 
 def figures(config: TeamBenchConfig, tally: load.Tally, sampler: Sampler, lost: int,
-            server_errors: dict[str, int]) -> dict[str, Any]:  # fmt: skip
+            server_errors: dict[str, int], pool_roles: list[tuple[str, int]]) -> dict[str, Any]:  # fmt: skip
     runs = tally.runs
     decide = _p95(tally.decide_ms)
     asr = _p95(tally.asr_lag_s)
@@ -342,7 +352,7 @@ def figures(config: TeamBenchConfig, tally: load.Tally, sampler: Sampler, lost: 
         "ws_errors": sum(tally.ws_errors.values()),
         "lost_steps": lost,
         "db_connections_max": max(sampler.connections, default=0),
-        "db_pool_max": db_pool_max(max(sampler.processes, default=0)),
+        "db_pool_max": db_pool_max(pool_roles, len(runs)),
         "decide_p95_ms": round(decide, 1) if decide is not None else None,
         "second_run_first_episode_s": runs[1]["first_episode_s"] if len(runs) > 1 else None,
         "asr_lag_p95_s": round(asr, 2) if asr is not None else None,
@@ -408,7 +418,7 @@ def team_figures(config: TeamBenchConfig) -> dict[str, Any]:
     try:
         pool = stack.start()
         phases["setup_s"] = time.monotonic() - t0
-        with Sampler(db, [p.pid for p in stack.procs]) as sampler:
+        with Sampler(db) as sampler:
             sampler.load_before = load_before
             asyncio.run(_drive(stack, pool, tally, phases))
     except Exception as exc:
@@ -417,7 +427,9 @@ def team_figures(config: TeamBenchConfig) -> dict[str, Any]:
         t1 = time.monotonic()
         stack.stop()
         phases["stop_s"] = time.monotonic() - t1
-    out = figures(config, tally, sampler, lost_steps(db, tally.decisions), stack.error_lines())
+    out = figures(
+        config, tally, sampler, lost_steps(db, tally.decisions), stack.error_lines(), stack.pool_roles
+    )
     return {**out, "phases_s": {k: round(v, 1) for k, v in phases.items()}, "logs": str(stack.tmp)}
 
 

@@ -35,10 +35,15 @@ def test_lost_steps_counts_decisions_not_stored_exactly_once_for_their_screen() 
     assert team.lost_steps(_test_database(), []) == 0
 
 
-def _sampler(connections: list[int], processes: list[int]) -> team.Sampler:
-    sampler = team.Sampler(_test_database(), pids=[])
-    sampler.connections, sampler.processes, sampler.load = connections, processes, [1.5, 2.5]
+def _sampler(connections: list[int]) -> team.Sampler:
+    sampler = team.Sampler(_test_database())
+    sampler.connections, sampler.load = connections, [1.5, 2.5]
     return sampler
+
+
+# The stack's programs as TeamStack starts them for 8 annotators: (DB_POOL_ROLE, processes).
+ROLES = [("web", 1), ("worker", 4), ("worker", 2), ("worker", 2), ("worker", 1), ("worker", 2), ("worker", 1),
+         ("command", 1), ("envhost", 1), ("command", 1)]  # fmt: skip
 
 
 def test_figures_carry_the_spec_keys_and_judge_each_goal() -> None:
@@ -48,9 +53,9 @@ def test_figures_carry_the_spec_keys_and_judge_each_goal() -> None:
     tally.decide_ms = [100.0] * 19 + [900.0]
     tally.asr_lag_s = [2.0, 3.0, 40.0]
     tally.runs = [{"id": 1, "first_episode_s": 30.0}, {"id": 2, "first_episode_s": 45.0}]
-    out = team.figures(config, tally, _sampler([5, 60, 12], [9]), lost=0, server_errors={})
+    out = team.figures(config, tally, _sampler([5, 50, 12]), lost=0, server_errors={}, pool_roles=ROLES)
     assert missing_keys("team", out) == []
-    assert (out["http_5xx"], out["db_connections_max"], out["second_run_first_episode_s"]) == (3, 60, 45.0)
+    assert (out["http_5xx"], out["db_connections_max"], out["second_run_first_episode_s"]) == (3, 50, 45.0)
     assert (
         out["decide_p95_ms"] == 100.0 and out["asr_lag_p95_s"] == 40.0
     )  # nearest rank: 19th of 20; 3rd of 3
@@ -58,8 +63,9 @@ def test_figures_carry_the_spec_keys_and_judge_each_goal() -> None:
     assert out["met"]["http_5xx"] is False and out["met"]["lost_steps"] is True
     assert out["met"]["decide_p95_ms"] is True and out["met"]["asr_lag_p95_s"] is False
     assert out["met"]["second_run_first_episode_s"] is True
-    # no pool bounds the connections (persistent ones per thread): the goal cannot be met
-    assert out["db_pool_max"] is None and out["met"]["db_connections_max"] is False
+    # docs/scale.md's budget: web 20 + 12 worker children × 2 + envhost 4 + beat and policy 2 each,
+    # and the two runs' policy servers (worker role) 2 each
+    assert out["db_pool_max"] == 20 + 24 + 4 + 4 + 4 and out["met"]["db_connections_max"] is True
     assert set(out["goals"]) == set(out["met"])
 
 
@@ -67,7 +73,7 @@ def test_a_second_run_without_an_episode_or_nothing_measured_does_not_meet_its_g
     config = team.TeamBenchConfig.for_run(True)
     tally = Tally()
     tally.runs = [{"id": 1, "first_episode_s": 50.0}, {"id": 2, "first_episode_s": None, "waited_s": 120.0}]
-    out = team.figures(config, tally, _sampler([], []), lost=1, server_errors={})
+    out = team.figures(config, tally, _sampler([]), lost=1, server_errors={}, pool_roles=ROLES)
     assert out["second_run_first_episode_s"] is None and out["met"]["second_run_first_episode_s"] is False
     assert out["decide_p95_ms"] is None and out["met"]["decide_p95_ms"] is False
     assert out["met"]["lost_steps"] is False
