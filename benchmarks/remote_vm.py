@@ -70,10 +70,12 @@ class RemoteVM:
 def wrap_factories(factories: dict[str, Callable[[], Any]], latency: RemoteLatency, seed: int) -> None:
     """Make every kind's environments RemoteVMs (each with its own seeded draws), in place."""
     counter = itertools.count()
+
+    def remote(make: Callable[[], Any]) -> Callable[[], Any]:
+        return lambda: RemoteVM(make(), latency, random.Random(seed * 1000 + next(counter)))
+
     for kind, make in list(factories.items()):
-        factories[kind] = lambda make=make: RemoteVM(
-            make(), latency, random.Random(seed * 1000 + next(counter))
-        )
+        factories[kind] = remote(make)
 
 
 def main(argv: list[str]) -> None:

@@ -391,7 +391,7 @@ def figures(config: TeamBenchConfig, tally: load.Tally, sampler: Sampler, lost: 
 def met(out: dict[str, Any]) -> dict[str, bool]:
     """Each goal against its figure (a figure that could not be measured does not meet its goal)."""
 
-    def at_most(key: str, bound: float | None) -> bool:
+    def at_most(key: str, bound: Any) -> bool:
         return out[key] is not None and bound is not None and out[key] <= bound
 
     return {

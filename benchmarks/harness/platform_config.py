@@ -286,7 +286,7 @@ class TeamBenchConfig:
 
     @classmethod
     def for_run(cls, quick: bool, **overrides: Any) -> TeamBenchConfig:
-        shape = (
+        shape: dict[str, Any] = (
             {"annotators": 8, "reviewers": 2, "dashboards": 2, "runs": 2, "window_s": 180.0} if quick else {}
         )
         config = cls(quick=quick, **shape, redis_db=setting("TEAM_REDIS_DB", cls.redis_db))

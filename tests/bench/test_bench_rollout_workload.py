@@ -71,9 +71,13 @@ def test_the_mix_pool_holds_every_shipped_task_of_three_kinds(users: Any) -> Non
 
 @pytest.mark.django_db
 def test_a_mixed_run_leases_each_claimed_tasks_kind_and_keeps_a_matching_lease(
-    users: Any, names: None
+    users: Any, names: None, settings: Any
 ) -> None:
     from rl_control.engine import slots
+
+    # one environment per kind here: none kept idle for annotators (that reserve has its own tests,
+    # tests/rl_control/test_fair_share.py), or RL could lease none of them
+    settings.FLEET_INTERACTIVE_RESERVE = 0
 
     run = services.run_create(
         user=users["researcher"], name="mix", preset="grpo-dart", pool=mix_pool("bench-mix"),

@@ -243,7 +243,7 @@ def generate_session(
         raise ValueError(f"speech_set must be one of {SPEECH_SETS}, not {speech_set!r}")
     unscripted = speech_set == "unscripted"
     rng = random.Random(seed)
-    instruction, vocabulary = "", ()
+    instruction, vocabulary = "", tuple[str, ...]()
     if speech_set == "technical":
         from workers.asr.vocab import terms  # the same extraction the pipeline uses for hotwords
 
