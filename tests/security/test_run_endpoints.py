@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -70,7 +71,7 @@ def test_a_run_cannot_name_a_platform_owned_server(api, settings, checkpoints) -
         f"http://localhost:{port}/v1": "annotation model's policy server",
         f"http://0.0.0.0:{port}/v1": "annotation model's policy server",
         settings.PUBLIC_BASE_URL + "/v1": "web server",
-        "http://127.0.0.1:6379/v1": "Redis",
+        f"http://127.0.0.1:{urlsplit(settings.REDIS_URL).port or 6379}/v1": "Redis",  # the test run's Redis
     }
     for url, reason in refused.items():
         response = _create(api, f"http://10.1.2.3:8000/v1,{url}")
