@@ -77,7 +77,7 @@ def test_full_defaults_are_the_measured_ones() -> None:
         "curation": {"rollouts_max": 2, "step_cap": 4, "min_batch_trajectories": 4},
         "budget": {"max_updates": 10_000, "max_minutes": 12.0},
     }
-    assert len(OsworldBenchConfig(quick=False).goal_domains) == 8
+    assert len(OsworldBenchConfig(quick=False).goal_domains) == 10  # multi_apps and vs_code too (issue 33)
 
 
 def test_overrides_are_typed(monkeypatch: pytest.MonkeyPatch) -> None:
