@@ -26,6 +26,9 @@ def display() -> Iterator[str]:
             [
                 "Xvfb",
                 f":{number}",
+                # no server reset when the last client leaves: each measurement's clients close, and
+                # the next one's connecting during a reset was refused ("Connection reset by peer")
+                "-noreset",
                 "-displayfd",
                 str(write_fd),
                 "-screen",
