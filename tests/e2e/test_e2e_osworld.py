@@ -168,6 +168,9 @@ def test_annotator_does_a_chrome_task_and_sees_its_score(
     assert float(result.get_attribute("data-reward") or "nan") == 1.0, result.inner_text()
 
 
+# slow, not in the default suite: it failed 1 of 2 default-suite runs at load ~3 (LibreOffice's
+# readiness after launch, issue 33 finding 4, still open); `make test-slow` runs it
+@pytest.mark.slow
 @pytest.mark.skipif(
     shutil.which("soffice") is None,
     reason="LibreOffice is not installed (no soffice): make osworld-apps DOMAINS=libreoffice",
