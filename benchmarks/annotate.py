@@ -25,6 +25,7 @@ from django.conf import settings
 
 from benchmarks.harness.database import database_url, free_port, recreate_database, redis_url
 from benchmarks.harness.platform_config import AnnotateBenchConfig
+from benchmarks.harness.processes import stop_all
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -88,13 +89,7 @@ class _Stack:
                    "--no-access-log", "webapp.asgi:application")  # fmt: skip
 
     def down(self) -> None:
-        for proc in self.procs:
-            proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_all(self.procs)
 
 
 _SETUP = """

@@ -45,6 +45,7 @@ from django.conf import settings
 from benchmarks import team_load as load
 from benchmarks.harness.database import BenchDatabase, bench_database, free_port, redis_url
 from benchmarks.harness.platform_config import TeamBenchConfig
+from benchmarks.harness.processes import stop_all
 
 PASSWORD = "team-bench-pass-1"
 TASKS = ("click-test", "click-button", "focus-text", "click-link")
@@ -177,13 +178,7 @@ class TeamStack:
         return pool
 
     def stop(self) -> None:
-        for proc in self.procs:
-            proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_all(self.procs)
 
     def logs(self, lines: int = 20) -> str:
         return "\n".join(f"--- {p.name}\n" + "".join(p.read_text(errors="replace").splitlines(True)[-lines:])

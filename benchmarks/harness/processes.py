@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import signal
+import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -120,3 +121,15 @@ def owned_processes(grace_s: float = 10.0) -> Iterator[None]:
             if main:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
+
+
+def stop_all(procs: list[subprocess.Popen[bytes]], timeout_s: float = 30.0) -> None:
+    """SIGTERM every process a bench stack started, then wait for each; kill one that outlives
+    `timeout_s`."""
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
