@@ -22,7 +22,7 @@ build:         ## build the frontend bundles
 
 test: build test-frontend typecheck test-python   ## the README's test command: the default suite
 
-typecheck:     ## mypy over workers/ and the apps ([tool.mypy] in pyproject.toml; cache in var/mypy-cache)
+typecheck:     ## mypy over workers/, the apps, flywheel_verl/, scripts/ (strict for workers/; [tool.mypy] in pyproject.toml)
 	@$(PY) -m mypy
 
 test-python:   ## pytest on real PostgreSQL, Redis, Chromium, Xvfb, Whisper, torch (not `slow`)

@@ -84,7 +84,7 @@ class TransformersServer:
         from verl.workers.rollout.replica import TokenOutput
 
         prompt = self.inputs(prompt_ids, image_data)
-        rows, _ = await asyncio.to_thread(
+        rows, _stop = await asyncio.to_thread(
             self.policy.generate, prompt, 1, float(sampling_params.get("temperature", 1.0)), 0,
             int(sampling_params.get("max_tokens", 16)),
         )  # fmt: skip

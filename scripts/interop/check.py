@@ -28,6 +28,7 @@ import sys
 import tempfile
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 QWEN2_VL_CHAT_TEMPLATE = (
     "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
@@ -79,13 +80,16 @@ def build_model_dir(root: Path, corpus: list[str]) -> Path:
     out = root / "tiny-qwen2_5-vl"
     processor.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    Qwen2_5_VLConfig(
+    # Flat keyword arguments as the interop venv's transformers (verl 0.9.1's pin) takes them; the project's
+    # own transformers nests them under text_config, so they go through a dict here.
+    flat: dict[str, Any] = dict(
         vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=1,
         num_attention_heads=2, num_key_value_heads=1,
         image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"),
         video_token_id=tokenizer.convert_tokens_to_ids("<|video_pad|>"),
         vision_start_token_id=tokenizer.convert_tokens_to_ids("<|vision_start|>"),
-    ).save_pretrained(out)  # fmt: skip
+    )  # fmt: skip
+    Qwen2_5_VLConfig(**flat).save_pretrained(out)
     return out
 
 

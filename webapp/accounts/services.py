@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
@@ -40,7 +42,7 @@ def roles_ensure() -> dict[Role, Group]:
 
 
 @transaction.atomic
-def user_create(*, username: str, password: str, roles: list[Role], email: str = ""):
+def user_create(*, username: str, password: str, roles: list[Role], email: str = "") -> Any:
     """Create (or update the password and roles of) a user holding `roles`."""
     groups = roles_ensure()
     user_model = get_user_model()

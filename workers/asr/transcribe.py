@@ -103,10 +103,10 @@ def check_audio(audio: Any) -> np.ndarray:
         raise TranscriptionError(f"audio must be mono with shape (n,), got shape {audio.shape}")
     if not np.issubdtype(audio.dtype, np.floating):
         raise TranscriptionError(f"audio must be float samples in [-1, 1], got dtype {audio.dtype}")
-    audio = audio.astype(np.float32, copy=False)
-    if not np.all(np.isfinite(audio)):
+    samples: np.ndarray = audio.astype(np.float32, copy=False)
+    if not np.all(np.isfinite(samples)):
         raise TranscriptionError("audio contains NaN or infinite samples")
-    return audio
+    return samples
 
 
 def speech_regions(audio: np.ndarray, config: TranscriberConfig) -> list[tuple[float, float]]:

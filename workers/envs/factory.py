@@ -33,7 +33,8 @@ def make_desktop() -> Environment:
         return OSWorldVMEnv()
     if backend != "xvfb":
         raise ValueError(f"FLYWHEEL_DESKTOP_BACKEND must be 'xvfb' or 'osworld-vm', not {backend!r}")
-    from workers.envs.desktop.env import DesktopConfig, DesktopEnv
+    from workers.envs.desktop.config import DesktopConfig
+    from workers.envs.desktop.env import DesktopEnv
 
     return DesktopEnv(DesktopConfig())
 

@@ -213,7 +213,7 @@ def sft_train(
             if progress_callback is not None:
                 progress_callback({"step": step + 1, "total": steps, "loss": loss, "lr": current_lr})
     done_steps = step if stopped else steps
-    start_model.eval()
+    start_model.train(False)
     _save(start_model, optimizer, out, version, parent, done_steps, len(examples))
     return sft_result(done_steps, losses, started, version, parent, out, stopped, len(examples))
 

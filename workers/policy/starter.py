@@ -83,7 +83,7 @@ def train_starter(
     timings["sft_s"] = time.perf_counter() - t0
     if recipe.get("max_thought") is not None:
         model.config.max_thought = int(recipe["max_thought"])
-    model.eval()
+    model.train(False)
     t0 = time.perf_counter()
     report = evaluate(EmbeddedPolicy(model, seed=0), recipe["tasks"], recipe["eval_seeds"])
     timings["eval_s"] = time.perf_counter() - t0

@@ -9,14 +9,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from workers.envs.desktop.env import DesktopConfig, DesktopEnv
+    from workers.envs.desktop.config import DesktopConfig
+    from workers.envs.desktop.env import DesktopEnv
 
 __all__ = ["DesktopConfig", "DesktopEnv"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from workers.envs.desktop import env
+    if name == "DesktopConfig":
+        from workers.envs.desktop.config import DesktopConfig
 
-        return getattr(env, name)
+        return DesktopConfig
+    if name == "DesktopEnv":
+        from workers.envs.desktop.env import DesktopEnv
+
+        return DesktopEnv
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -88,21 +88,26 @@ def char_to_keysym(char: str) -> int:
     return 0x01000000 | code
 
 
+def _keysym(name: str) -> int:
+    """python-xlib's lookup (untyped): the keysym number, or NoSymbol."""
+    return int(XK.string_to_keysym(name))
+
+
 def key_to_keysym(name: str) -> int:
     """The keysym for a key name such as 'ctrl', 'F5', 'pagedown', 'a' or '/'."""
     if not name:
         raise UnknownKey("empty key name")
     lowered = name.lower()
     if lowered in _ALIASES:
-        return XK.string_to_keysym(_ALIASES[lowered])
+        return _keysym(_ALIASES[lowered])
     if len(name) == 1:
         # In a hotkey 'ctrl C' means the C key, not shift+c: models are inconsistent about case.
         return char_to_keysym(name.lower() if name.isalpha() else name)
     if lowered.startswith("f") and lowered[1:].isdigit() and 1 <= int(lowered[1:]) <= 24:
-        return XK.string_to_keysym(f"F{int(lowered[1:])}")
-    keysym = XK.string_to_keysym(name)
+        return _keysym(f"F{int(lowered[1:])}")
+    keysym = _keysym(name)
     if keysym == XK.NoSymbol:
-        keysym = XK.string_to_keysym(name.capitalize())
+        keysym = _keysym(name.capitalize())
     if keysym == XK.NoSymbol:
         raise UnknownKey(f"unknown key name {name!r}")
     return keysym

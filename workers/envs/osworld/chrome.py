@@ -109,4 +109,5 @@ def close_tabs(runner: CommandRunner, urls: list[str]) -> None:
 
 def open_tabs_info(runner: CommandRunner) -> list[dict[str, str]]:
     """OSWorld's `open_tabs_info` getter: [{title, url}] of every tab, oldest first."""
-    return json.loads(_devtools(runner, "tabs", {"wait_s": 5}))
+    tabs: list[dict[str, str]] = json.loads(_devtools(runner, "tabs", {"wait_s": 5}))
+    return tabs

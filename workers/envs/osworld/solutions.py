@@ -188,7 +188,8 @@ BUNDLES = {
 
 
 def load(task_id: str) -> dict[str, Any]:
-    return json.loads((TASKS_DIR / f"{task_id}.json").read_text())
+    task: dict[str, Any] = json.loads((TASKS_DIR / f"{task_id}.json").read_text())
+    return task
 
 
 def solve(env: Any, task_id: str) -> None:

@@ -273,7 +273,8 @@ def getter(gtype: str) -> Callable[..., Any]:
     module, fn = GETTERS[gtype]
     loaded = _module("getters", module)
     assert not isinstance(loaded, str)
-    return getattr(loaded, fn)
+    getter: Callable[..., Any] = getattr(loaded, fn)
+    return getter
 
 
 # the `env` OSWorld's getters take ------------------------------------------------------------
@@ -365,7 +366,8 @@ class SessionController:
             return None
         import json
 
-        return json.loads(result.output)
+        parsed: dict[str, Any] | None = json.loads(result.output)
+        return parsed
 
     def get_accessibility_tree(self) -> str:
         """The session's AT-SPI tree as OSWorld's server serialises it (workers.envs.osworld.a11y)."""

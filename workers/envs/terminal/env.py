@@ -15,8 +15,8 @@ from workers.envs.base import EnvError, EnvKind, ImageFormat, Observation, StepR
 from workers.envs.desktop.capture import encode
 from workers.envs.sandbox import CommandResult, Limits, Sandbox, SandboxPolicy, sandbox_available
 from workers.envs.sandbox.home import disk_mb_of
+from workers.envs.sandbox.run import SANDBOX_HOME
 from workers.envs.terminal.api_actions import TERMINAL_API, ApiRegistry
-from workers.envs.terminal.paths import SANDBOX_HOME
 from workers.envs.terminal.render import render_terminal
 
 MAX_TRANSCRIPT_CHARS = 200_000

@@ -128,7 +128,7 @@ def _message_size(buf: bytearray) -> int | None:
     if kind == 6:  # ClientCutText: u8 type, 3 pad, s32 length (negative = extended clipboard)
         if len(buf) < 8:
             return None
-        length = abs(struct.unpack_from(">i", buf, 4)[0])
+        length: int = abs(struct.unpack_from(">i", buf, 4)[0])
         if length > MAX_CUT_TEXT:
             raise RfbProtocolError(f"ClientCutText of {length} bytes is too large")
         return 8 + length

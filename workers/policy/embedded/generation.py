@@ -98,7 +98,7 @@ def generate(
     thought_temperature: float | None = None,
 ) -> list[list[Generated]]:
     """n responses for each of the B prompts (one prefix pass per prompt); returns [B][n]."""
-    model.eval()
+    model.train(False)
     if max_new_tokens is None:
         max_new_tokens = grammar.max_thought + grammar.max_text + 16
     prefix = model.encode_prefix(batch.pixel_values, batch.prompt_ids, batch.prompt_mask).repeat(n)

@@ -166,7 +166,7 @@ class FlywheelPolicyModel(PreTrainedModel):
         tok = FlywheelTokenizer()
         self._tokenizer = tok
         self._number_ids = (tok.number_offset, tok.literal_offset)
-        self.post_init()
+        self.post_init()  # type: ignore[no-untyped-call]  # transformers leaves it untyped
 
     def _init_weights(self, module: nn.Module) -> None:
         if isinstance(module, nn.Linear | nn.Conv2d):
@@ -185,12 +185,14 @@ class FlywheelPolicyModel(PreTrainedModel):
     def embed_image(self, pixel_values: torch.Tensor) -> torch.Tensor:
         """pixel_values: [B, 3, H, W] in [-1, 1] -> [B, n_patches, d]."""
         patches = self.patch_stem(pixel_values).flatten(2).transpose(1, 2)
-        return patches + self.patch_pos + self.seg_emb.weight[0]
+        embedded: torch.Tensor = patches + self.patch_pos + self.seg_emb.weight[0]
+        return embedded
 
     def embed_text(self, ids: torch.Tensor, positions: torch.Tensor, segment: int) -> torch.Tensor:
         """ids, positions: [B, T] long -> [B, T, d]."""
         positions = positions.clamp(max=self.config.max_positions - 1)
-        return self.tok_emb(ids) + self.pos_emb(positions) + self.seg_emb.weight[segment]
+        embedded: torch.Tensor = self.tok_emb(ids) + self.pos_emb(positions) + self.seg_emb.weight[segment]
+        return embedded
 
     def _run(self, x: torch.Tensor, mask: torch.Tensor, past: KVCache | None) -> tuple[torch.Tensor, KVCache]:
         cache: KVCache = []

@@ -64,7 +64,7 @@ def load_checkpoint(directory: str | Path) -> tuple[FlywheelPolicyModel, Flywhee
     with torch.no_grad():
         for tensor in [*model.parameters(), *model.buffers()]:
             tensor.data = tensor.data.clone()
-    model.eval()
+    model.train(False)
     return model, tokenizer
 
 
@@ -72,7 +72,7 @@ def new_model(config: FlywheelPolicyConfig | None = None, seed: int = 0) -> Flyw
     """A freshly initialised (untrained) model; deterministic for a seed."""
     torch.manual_seed(seed)
     model = FlywheelPolicyModel(config or FlywheelPolicyConfig())
-    model.eval()
+    model.train(False)
     return model
 
 
@@ -109,7 +109,7 @@ class EmbeddedPolicy:
             raise PolicyError("checkpoint vocabulary does not match the tokenizer")
         grammar = Grammar(self.tokenizer, model.config.max_thought, model.config.max_text)
         with self.lock:
-            self.model, self.grammar = model.eval(), grammar
+            self.model, self.grammar = model.train(False), grammar
 
     @property
     def model_version(self) -> str:

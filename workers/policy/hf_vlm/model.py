@@ -264,7 +264,8 @@ class HFVLMPolicy:
         return encode_prompt(self.tokenizer, self.image_processor, messages)
 
     def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode([t for t in ids if t not in self.eos], skip_special_tokens=False)
+        text: str = self.tokenizer.decode([t for t in ids if t not in self.eos], skip_special_tokens=False)
+        return text
 
     def token_text(self, token_id: int) -> str:
         return self.tokenizer.convert_ids_to_tokens(int(token_id)) or ""

@@ -15,6 +15,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedTokenizerBase
+    from transformers.image_processing_utils import BaseImageProcessor
 
 # Qwen2-VL's special tokens (ids follow the vocabulary built here, not Qwen's 151643...).
 SPECIAL_TOKENS: tuple[str, ...] = (
@@ -80,7 +85,7 @@ def _corpus() -> list[str]:
     return [*TEMPLATES.values(), *actions]
 
 
-def build_tokenizer(vocab_size: int = TINY_VOCAB):
+def build_tokenizer(vocab_size: int = TINY_VOCAB) -> PreTrainedTokenizerBase:
     """A Qwen2 fast tokenizer (byte-level BPE, Qwen's special tokens, Qwen2-VL chat template)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2TokenizerFast  # type: ignore[attr-defined]  # a lazy export
@@ -95,7 +100,7 @@ def build_tokenizer(vocab_size: int = TINY_VOCAB):
         show_progress=False,
     )
     tok.train_from_iterator(_corpus(), trainer=trainer)
-    tokenizer = Qwen2TokenizerFast(
+    tokenizer: PreTrainedTokenizerBase = Qwen2TokenizerFast(
         tokenizer_object=tok,
         unk_token=None,
         bos_token=None,
@@ -107,7 +112,13 @@ def build_tokenizer(vocab_size: int = TINY_VOCAB):
     return tokenizer
 
 
-def build_image_processor():
+def _token_id(tokenizer: PreTrainedTokenizerBase, token: str) -> int:
+    tid = tokenizer.convert_tokens_to_ids(token)
+    assert isinstance(tid, int), token
+    return tid
+
+
+def build_image_processor() -> BaseImageProcessor:
     """Qwen2-VL's image processor (the PIL backend: no torchvision needed)."""
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
@@ -115,13 +126,17 @@ def build_image_processor():
 
 
 def tiny_config(
-    tokenizer, hidden: int = 64, layers: int = 2, text: dict | None = None, vision: dict | None = None
-):
+    tokenizer: PreTrainedTokenizerBase,
+    hidden: int = 64,
+    layers: int = 2,
+    text: dict[str, Any] | None = None,
+    vision: dict[str, Any] | None = None,
+) -> PretrainedConfig:
     """The tiny model's Qwen2_5_VLConfig; `text` / `vision` override fields of the language model's
     and the vision tower's config (a larger model of the same architecture: hf_vlm.gpu_check)."""
     from transformers import Qwen2_5_VLConfig
 
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+    ids = {t: _token_id(tokenizer, t) for t in SPECIAL_TOKENS}
     heads = 4
     head_dim = hidden // heads
     quarter = head_dim // 2

@@ -98,7 +98,7 @@ class PolicyTrainer:
     @staticmethod
     def _frozen_copy(model: FlywheelPolicyModel) -> FlywheelPolicyModel:
         ref = copy.deepcopy(model)
-        ref.eval()
+        ref.train(False)
         for p in ref.parameters():
             p.requires_grad_(False)
         return ref
@@ -282,7 +282,7 @@ class PolicyTrainer:
             metrics = ppo.update(self, trajectories, rows, fresh)
         else:
             metrics = grpo.update(self, trajectories, rows)
-        self.model.eval()
+        self.model.train(False)
         self._update_ema()
         lags = [self.version - r.step.policy_version for r in rows]
         bound = self.config.curation.staleness_bound
@@ -379,7 +379,7 @@ class PolicyTrainer:
                 seed=self.seed + self.entropulse_count,
             )
         self.model.config.flywheel_version = version
-        self.model.eval()
+        self.model.train(False)
         self.entropulse_count += 1
         self.reset_reference()
         self.plateau.reset()
@@ -414,7 +414,7 @@ class PolicyTrainer:
             return None
         averaged = copy.deepcopy(self.model)
         averaged.load_state_dict(self.ema)
-        averaged.eval()
+        averaged.train(False)
         return averaged
 
     # checkpoints ----------------------------------------------------------------------------
