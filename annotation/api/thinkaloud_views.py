@@ -9,6 +9,7 @@ Annotators, on their own session (`/api/annotation/sessions/<id>/thinkaloud/...`
   {"direction": "previous"|"next", "count"}`: correct a step's thought or its word boundary.
 Reviewers, on a trajectory they review (`/api/annotation/thinkaloud/trajectories/<id>/...`): the same
 state, edit and move.
+Admins: `GET`/`PUT /api/annotation/thinkaloud/asr/ {"model"}`: the Whisper model (AsrModelView).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from annotation.api.views import IsAnnotator, _session
 from annotation.models import AnnotationSession
 from annotation.review.selectors import trajectory_for_reviewer
 from annotation.thinkaloud import services
-from annotation.thinkaloud.selectors import thinkaloud_state
-from webapp.accounts.permissions import _RolePermission
+from annotation.thinkaloud.selectors import asr_models_state, thinkaloud_state
+from webapp.accounts.permissions import IsAdmin, _RolePermission
 from webapp.accounts.roles import Role
 
 
@@ -204,3 +205,28 @@ class ReviewStepMoveView(APIView):
     @extend_schema(request=MoveInput, responses=S.ok(S.ThinkAloudState))
     def post(self, request: Request, trajectory_id: int, index: int) -> Response:
         return _move(_reviewed_session(request, trajectory_id), request, index)
+
+
+class AsrModelInput(serializers.Serializer):
+    model = serializers.CharField(max_length=32)
+
+
+class AsrModelView(APIView):
+    """Admins: which Whisper model transcribes think-aloud (`GET`), and choosing one (`PUT {"model"}`):
+    refused with 400 unless its package is installed and its files match their pinned SHA-256."""
+
+    permission_classes = [IsAdmin]
+
+    @extend_schema(responses=S.ok(S.AsrModels))
+    def get(self, request: Request) -> Response:
+        return Response(asr_models_state())
+
+    @extend_schema(request=AsrModelInput, responses=S.ok(S.AsrModels))
+    def put(self, request: Request) -> Response:
+        data = AsrModelInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            services.asr_model_set(model=data.validated_data["model"], user=request.user)
+        except services.AsrModelRejected as exc:
+            return _detail(str(exc), status.HTTP_400_BAD_REQUEST)
+        return Response(asr_models_state())

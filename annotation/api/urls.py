@@ -64,6 +64,7 @@ urlpatterns = [
         ta.StepMoveView.as_view(),
         name="api-thinkaloud-step-move",
     ),
+    path("thinkaloud/asr/", ta.AsrModelView.as_view(), name="api-thinkaloud-asr"),
     path(
         "thinkaloud/trajectories/<int:trajectory_id>/",
         ta.ReviewThinkAloudView.as_view(),

@@ -4,11 +4,46 @@ from __future__ import annotations
 
 from typing import Any
 
-from annotation.models import AnnotationSession, ThinkAloudRecording
+from django.conf import settings
+
+from annotation.models import AnnotationSession, AsrSettings, ThinkAloudRecording
 from annotation.services.common import session_clock
 from webapp.store.models import Step
 
 ALLOWED_TYPES = ("audio/webm", "audio/ogg", "audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave")
+
+
+def asr_model_name() -> str:
+    """The Whisper model think-aloud uses now: the admins' choice (AsrSettings), else the deploy's
+    THINKALOUD_MODEL_PATH, else tiny.en."""
+    chosen = AsrSettings.objects.filter(pk=1).values_list("model", flat=True).first()
+    return chosen or settings.THINKALOUD_MODEL_PATH or "tiny.en"
+
+
+def asr_models_state() -> dict[str, Any]:
+    """What admins choose between: each named model with its measured cost and whether it is
+    installed here, and the one in use."""
+    from workers.asr.models import MODELS, installed
+
+    row = AsrSettings.objects.filter(pk=1).first()
+    return {
+        "model": asr_model_name(),
+        "chosen": row.model if row is not None else "",
+        "deploy_default": settings.THINKALOUD_MODEL_PATH or "tiny.en",
+        "updated_at": row.updated_at.isoformat() if row is not None else None,
+        "models": [
+            {
+                "name": m.name,
+                "packages": m.packages,
+                "size_mb": m.size_mb,
+                "rtf_wall": m.rtf_wall,
+                "rtf_cpu": m.rtf_cpu,
+                "note": m.note,
+                "installed": installed(m.name),
+            }
+            for m in MODELS.values()
+        ],
+    }
 
 
 def recording_of(session: AnnotationSession) -> ThinkAloudRecording | None:

@@ -30,13 +30,20 @@ from django.db import transaction
 from annotation import events
 from annotation.models import (
     AnnotationSession,
+    AsrSettings,
     SessionStatus,
     ThinkAloudChunk,
     ThinkAloudRecording,
     ThinkAloudStatus,
 )
 from annotation.services.common import session_clock
-from annotation.thinkaloud.selectors import ALLOWED_TYPES, session_steps, session_vocabulary, thinkaloud_state
+from annotation.thinkaloud.selectors import (
+    ALLOWED_TYPES,
+    asr_model_name,
+    session_steps,
+    session_vocabulary,
+    thinkaloud_state,
+)
 from webapp.store.models import Step
 from workers.asr.align import AlignmentError, StepSpeech, align_words, move_boundary
 from workers.asr.types import Word, word_json, word_of
@@ -190,6 +197,32 @@ def recording_finish(*, session: AnnotationSession) -> ThinkAloudRecording:
 # ---------- transcription (runs on the asr worker) ----------
 
 
+class AsrModelRejected(ValueError):
+    """The model an admin chose is unknown, not installed, or its files fail their pinned digests."""
+
+
+def asr_model_check(model: str) -> None:
+    """Refuse (AsrModelRejected) a model that is not a name of workers.asr.models.MODELS or cannot
+    load here: its package missing or a file not matching its pinned SHA-256."""
+    from workers.asr.models import MODELS, ModelUnavailable, model_path
+
+    if model not in MODELS:
+        raise AsrModelRejected(f"model must be one of {', '.join(MODELS)}, got {model!r}")
+    try:
+        model_path(model)
+    except ModelUnavailable as exc:
+        raise AsrModelRejected(str(exc)) from None
+
+
+def asr_model_set(*, model: str, user: Any) -> AsrSettings:
+    """Make `model` the think-aloud model of every ASR worker from their next job on, once
+    `asr_model_check` passes (so a bad choice is refused before any recording depends on it)."""
+    asr_model_check(model)
+    row, _ = AsrSettings.objects.update_or_create(pk=1, defaults={"model": model, "updated_by": user})
+    log.info("think-aloud ASR model set to %s by %s", model, getattr(user, "username", user))
+    return row
+
+
 def transcriber() -> Any:
     """The configured Whisper (loaded once per worker process; see workers.asr.transcribe)."""
     from workers.asr.models import model_path
@@ -197,7 +230,7 @@ def transcriber() -> Any:
 
     return Transcriber(
         TranscriberConfig(
-            model_path=model_path(settings.THINKALOUD_MODEL_PATH or "tiny.en"),
+            model_path=model_path(asr_model_name()),
             device=settings.THINKALOUD_DEVICE,
             compute_type=settings.THINKALOUD_COMPUTE_TYPE,
         )
