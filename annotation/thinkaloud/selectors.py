@@ -87,6 +87,15 @@ def session_vocabulary(session: AnnotationSession, until_clock: float | None = N
     return terms(texts)
 
 
+def step_vocabularies(steps: list[Step]) -> list[list[str]]:
+    """Each step's own terms (workers.asr.vocab.terms): what it typed or pressed and the element names
+    on its screen, then those of the step before (the annotator often names what they just saw)."""
+    from workers.asr.vocab import terms
+
+    texts = [step_texts(step) for step in steps]
+    return [terms(texts[i] + (texts[i - 1] if i else [])) for i in range(len(steps))]
+
+
 def step_speech(step: Step, meta: dict[str, Any]) -> dict[str, Any]:
     """One step's think-aloud: its words (session clock), verbatim and refined thought, provenance."""
     own = meta.get(str(step.index), {})

@@ -42,6 +42,7 @@ from annotation.thinkaloud.selectors import (
     asr_model_name,
     session_steps,
     session_vocabulary,
+    step_vocabularies,
     thinkaloud_state,
 )
 from webapp.store.models import Step
@@ -366,7 +367,7 @@ def recording_transcribe(recording_id: int) -> bool:
     result = transcribe_timeline(
         timeline, action_times(steps), transcriber=transcriber(),
         lead_s=settings.THINKALOUD_LEAD_S, lag_s=settings.THINKALOUD_LAG_S,
-        vocabulary=session_vocabulary(session),
+        vocabulary=session_vocabulary(session), step_vocabularies=step_vocabularies(steps),
     )  # fmt: skip
     speech = list(result.steps)
     refined = _refine(speech, session.current_instruction or session.task.instruction)

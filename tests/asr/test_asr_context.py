@@ -8,6 +8,7 @@ import dataclasses
 import re
 
 import numpy as np
+import pytest
 
 from workers.asr.audio import SAMPLE_RATE, AudioChunk, build_timeline, decode_chunk, encode_audio
 from workers.asr.pipeline import transcribe_timeline
@@ -137,3 +138,26 @@ def test_hotwords_keep_whispers_punctuation(transcriber: Transcriber) -> None:
     audio = decode_chunk(chunk.data)
     text = transcriber.transcribe(audio, hotwords=hotwords(terms(["Click the button number 8"]))).text
     assert text.count(".") >= 3, text
+
+
+def test_each_step_gets_its_own_vocabulary(transcriber: Transcriber) -> None:
+    """The full pass with per-step vocabularies (no session-wide list) on a recording longer than one
+    decoding span: each span is decoded with its own step's terms as hotwords, and the terms come out
+    on their steps; offered to the other step instead, neither term comes out."""
+    first = said("now I open LibreOffice Calc")
+    gap = np.zeros(32 * SAMPLE_RATE, dtype=np.float32)  # a long silence: the second span starts after it
+    audio = np.concatenate([first, gap, said("and I select the cell B12")])
+    timeline = build_timeline([AudioChunk(encode_audio(audio, "webm"), 50.0, "c0.webm")])
+    times = [50.0 + len(first) / SAMPLE_RATE + 1.0, 50.0 + len(audio) / SAMPLE_RATE]
+    right = transcribe_timeline(
+        timeline, times, transcriber=transcriber, step_vocabularies=[["LibreOffice Calc"], ["B12"]]
+    )
+    steps = right.to_dict()["steps"]
+    assert "LibreOffice Calc" in right.steps[0].text and "B12" in right.steps[1].text, steps
+    swapped = transcribe_timeline(
+        timeline, times, transcriber=transcriber, step_vocabularies=[["B12"], ["LibreOffice Calc"]]
+    )
+    assert "B12" not in swapped.transcript.text, swapped.transcript.text
+    assert "LibreOffice Calc" not in swapped.transcript.text, swapped.transcript.text
+    with pytest.raises(ValueError, match="1 entries for 2 actions"):
+        transcribe_timeline(timeline, times, transcriber=transcriber, step_vocabularies=[["B12"]])

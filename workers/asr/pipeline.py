@@ -7,16 +7,16 @@ words, and the chunks that could not be decoded.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from workers.asr.align import StepSpeech, align_words
-from workers.asr.audio import AudioChunk, ChunkError, Timeline, build_timeline
+from workers.asr.align import StepSpeech, align_words, window_of
+from workers.asr.audio import SAMPLE_RATE, AudioChunk, ChunkError, Timeline, build_timeline
 from workers.asr.speaker import split_by_level
-from workers.asr.transcribe import Transcriber
+from workers.asr.transcribe import Transcriber, speech_regions
 from workers.asr.types import Transcript, Word, word_json
-from workers.asr.vocab import Snap, hotwords, snap_words
+from workers.asr.vocab import MAX_TERMS, Snap, hotwords, snap_words
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,54 @@ class RecordingResult:
         }
 
 
+SPAN_MAX_S = 28.0  # a decoded span stays within one of Whisper's 30 s windows
+
+
+def speech_spans(regions: Sequence[tuple[float, float]], duration_s: float) -> list[tuple[float, float]]:
+    """Cut [0, duration_s] into spans of at most SPAN_MAX_S of speech each (longer speech regions
+    stay whole), each cut in the middle of a pause between VAD speech regions."""
+    cuts = [0.0]
+    first = None
+    for i, (start, end) in enumerate(regions):
+        if first is None:
+            first = start
+        elif end - first > SPAN_MAX_S:
+            cuts.append((regions[i - 1][1] + start) / 2)
+            first = start
+    return list(zip(cuts, [*cuts[1:], duration_s], strict=True))
+
+
+def _transcribe_by_span(
+    timeline: Timeline,
+    times: list[float],
+    transcriber: Transcriber,
+    step_terms: Callable[[Sequence[int]], list[str]],
+    hotwords_at: Callable[[float, float], str | None],
+) -> Transcript:
+    """Decode the recording span by span (`speech_spans`), each span with the terms of the steps it
+    covers as hotwords: as many 30 s windows as one decode of the whole recording, so the cost stays
+    the same, while a long session's later steps get their own terms instead of the first 40."""
+    audio, clock = timeline.audio, timeline.start_clock
+    regions = speech_regions(audio, transcriber.config)
+    parts: list[Transcript] = []
+    for begin, end in speech_spans(regions, len(audio) / SAMPLE_RATE):
+        inside = [r for r in regions if begin <= (r[0] + r[1]) / 2 < end] or [(begin, end)]
+        steps = sorted({window_of(clock + (a + b) / 2, times) for a, b in inside})
+        clip = audio[round(begin * SAMPLE_RATE) : round(end * SAMPLE_RATE)]
+        parts.append(
+            transcriber.transcribe(
+                clip, offset_s=clock + begin, hotwords=hotwords(step_terms(steps)), hotwords_at=hotwords_at
+            )
+        )
+    if not parts:
+        return transcriber.transcribe(audio, offset_s=clock)
+    return Transcript(
+        tuple(w for p in parts for w in p.words), len(audio) / SAMPLE_RATE,
+        sum(p.processing_s for p in parts), parts[0].model, sum(p.dropped_words for p in parts),
+        sum(p.retried_spans for p in parts), sum(p.lost_spans for p in parts),
+    )  # fmt: skip
+
+
 def transcribe_recording(
     chunks: Sequence[AudioChunk],
     action_times: Sequence[float],
@@ -72,6 +120,7 @@ def transcribe_recording(
     lag_s: float = 1.5,
     trailing: Literal["final", "last"] = "final",
     vocabulary: Sequence[str] = (),
+    step_vocabularies: Sequence[Sequence[str]] = (),
 ) -> RecordingResult:
     """Decode `chunks` onto the session clock, transcribe, and align words to `action_times`.
 
@@ -80,7 +129,7 @@ def transcribe_recording(
     """
     return transcribe_timeline(
         build_timeline(chunks), action_times, transcriber=transcriber, lead_s=lead_s, lag_s=lag_s,
-        trailing=trailing, vocabulary=vocabulary,
+        trailing=trailing, vocabulary=vocabulary, step_vocabularies=step_vocabularies,
     )  # fmt: skip
 
 
@@ -93,20 +142,61 @@ def transcribe_timeline(
     lag_s: float = 1.5,
     trailing: Literal["final", "last"] = "final",
     vocabulary: Sequence[str] = (),
+    step_vocabularies: Sequence[Sequence[str]] = (),
 ) -> RecordingResult:
     """`transcribe_recording` for an already decoded timeline (callers that also keep the audio).
 
     `vocabulary`: the task's terms (workers.asr.vocab): hotwords for the decoder, then low-confidence
-    near misses snapped to them (listed in `snapped`). Words far quieter than the session's main
-    speaker are not aligned to steps but kept apart as `uncertain` (workers.asr.speaker).
+    near misses snapped to them (listed in `snapped`). `step_vocabularies` (one per action, optional):
+    each step's own terms (what its screen showed, what it typed): the recording is decoded in spans of up to SPAN_MAX_S, each with its steps' terms as hotwords
+    (`_transcribe_by_span`); a span decoded again because it came out weak gets its step's terms
+    first; and each step's words are snapped again with its own terms once aligned. A term of step 3
+    is not offered to step 7's words, and a long session's steps keep their terms although the
+    session's whole list is longer than hotwords hold (MAX_TERMS).
+    Words far quieter than the session's main speaker are not aligned to steps but kept apart as
+    `uncertain` (workers.asr.speaker).
     """
-    transcript = transcriber.transcribe(
-        timeline.audio, offset_s=timeline.start_clock, hotwords=hotwords(vocabulary)
-    )
+    if step_vocabularies and len(step_vocabularies) != len(action_times):
+        raise ValueError(
+            f"step_vocabularies has {len(step_vocabularies)} entries for {len(action_times)} actions"
+        )
+    times = list(action_times)
+
+    def step_terms(indices: Sequence[int]) -> list[str]:
+        """The steps' own terms first, then the session's, without repeats, at most MAX_TERMS."""
+        found: list[str] = []
+        seen: set[str] = set()
+        for term in [
+            *(t for i in indices if i < len(step_vocabularies) for t in step_vocabularies[i]),
+            *vocabulary,
+        ]:
+            if term.lower() not in seen:
+                seen.add(term.lower())
+                found.append(term)
+        return found[:MAX_TERMS]
+
+    def hotwords_at(start: float, end: float) -> str | None:
+        return hotwords(step_terms([window_of((start + end) / 2, times)]))
+
+    if step_vocabularies:
+        transcript = _transcribe_by_span(timeline, times, transcriber, step_terms, hotwords_at)
+    else:
+        transcript = transcriber.transcribe(
+            timeline.audio, offset_s=timeline.start_clock, hotwords=hotwords(vocabulary)
+        )
     words, snaps = snap_words(transcript.words, vocabulary)
     words, uncertain = split_by_level(words, timeline.audio, timeline.start_clock)
+    steps = align_words(words, times, lead_s=lead_s, lag_s=lag_s, trailing=trailing)
+    if step_vocabularies:
+        snapped_steps = []
+        for step in steps:
+            if step.step_index < len(step_vocabularies) and step_vocabularies[step.step_index]:
+                own, more = snap_words(step.words, step_vocabularies[step.step_index])
+                step, snaps = replace(step, words=tuple(own)), snaps + more
+            snapped_steps.append(step)
+        steps = snapped_steps
+        words = sorted((w for s in steps for w in s.words), key=lambda w: w.start)
     transcript = replace(transcript, words=tuple(words))
-    steps = align_words(transcript.words, action_times, lead_s=lead_s, lag_s=lag_s, trailing=trailing)
     return RecordingResult(
         transcript, tuple(steps), timeline.errors, timeline.start_clock, timeline.duration_s, tuple(snaps),
         tuple(uncertain),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,11 +170,19 @@ class Transcriber:
         self.config = config or TranscriberConfig()
         self.model = load_model(self.config)
 
-    def transcribe(self, audio: np.ndarray, offset_s: float = 0.0, hotwords: str | None = None) -> Transcript:
+    def transcribe(
+        self,
+        audio: np.ndarray,
+        offset_s: float = 0.0,
+        hotwords: str | None = None,
+        hotwords_at: Callable[[float, float], str | None] | None = None,
+    ) -> Transcript:
         """Words of `audio`, times shifted by `offset_s` (the session-clock second of sample 0).
 
         `hotwords`: names the speaker is likely to say (the task's and the screen's vocabulary,
-        workers.asr.vocab), which bias Whisper's decoding towards them.
+        workers.asr.vocab), which bias Whisper's decoding towards them. `hotwords_at(start, end)`
+        (session-clock seconds): the hotwords for one span, used when a weak span is decoded again
+        (the vocabulary of the step being spoken about there); `hotwords` when not given.
 
         Empty audio gives an empty transcript; bad arrays raise TranscriptionError.
         """
@@ -205,7 +213,8 @@ class Transcriber:
         retried = recovered = 0
         for start, end in weak_regions(decoded, regions, cfg) if cfg.vad_filter else []:
             retried += 1
-            again = self._redecode(audio, start, end, hotwords)
+            local = hotwords_at(start + offset_s, end + offset_s) if hotwords_at is not None else hotwords
+            again = self._redecode(audio, start, end, local)
             if again:
                 recovered += 1
                 dropped += sum(1 for w in decoded if start <= w.midpoint <= end)
