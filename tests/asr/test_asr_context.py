@@ -80,7 +80,7 @@ def test_snapping_replaces_only_unsure_near_misses_from_the_vocabulary() -> None
     assert {s.term for s in snaps} == {"B12", "LibreOffice Calc"}
     assert fixed[1].start == 1 and fixed[1].end == 2.4  # the replaced run's span
     # Confident words are left alone, and without the term in the vocabulary nothing changes.
-    sure = run(("beat", 0.95), ("well", 0.9))
+    sure = run(("beat", 0.97), ("well", 0.96))
     assert snap_words(sure, vocabulary)[0] == sure
     assert snap_words(heard, ["Firefox"])[0] == heard
 
