@@ -197,7 +197,8 @@ async def _ready(stack: TeamStack, deadline: float) -> None:
         while True:
             try:
                 web = (await client.get(f"{stack.base}/login/")).status_code == 200
-                model = (await client.get(f"{stack.env['POLICY_BASE_URL']}/models")).status_code == 200
+                health = stack.env["POLICY_BASE_URL"].removesuffix("/v1") + "/health"  # open without its key
+                model = (await client.get(health)).status_code == 200
             except httpx.HTTPError:
                 web = model = False
             if web and model:

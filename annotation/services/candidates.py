@@ -20,6 +20,7 @@ from django.db import transaction
 from annotation import events
 from annotation.models import AnnotationSession
 from webapp.remote_calls import before_remote_call
+from webapp.store.checkpoints import policy_server_key
 from webapp.store.services import pg_safe
 from workers.actions.coords import action_to_screen, off_screen_error
 from workers.actions.types import Action, Convention
@@ -135,7 +136,10 @@ def candidates_propose(*, session_id: int, obs_version: int) -> bool:
     started = time.perf_counter()
     try:
         profile = profile_for(session.policy_profile)
-        policy = OpenAIPolicy(base_url=session.policy_base_url, model=session.policy_model, profile=profile)
+        policy = OpenAIPolicy(
+            base_url=session.policy_base_url, model=session.policy_model, profile=profile,
+            api_key=policy_server_key(session.policy_base_url),
+        )  # fmt: skip
         observation, history = _observation(session), _history(session, profile.max_screenshots - 1)
         before_remote_call("the annotation model's candidates")
         proposal = propose_executable(policy, observation, history, None, k=session.candidates_n)

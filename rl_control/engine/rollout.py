@@ -26,7 +26,7 @@ from rl_control import services
 from rl_control.engine import judging
 from rl_control.engine.data import Claim, pool_push
 from rl_control.engine.keys import key, rds, version_of
-from rl_control.engine.serving import external_urls, root_of
+from rl_control.engine.serving import external_urls, root_of, serving_key
 from rl_control.models import Run
 from webapp.fleet import services as fleet
 from webapp.store import services as store
@@ -74,7 +74,11 @@ def run_profile(run: Run) -> ModelProfile:
 
 
 def policy_for(base_url: str, run_id: int, profile: ModelProfile = EMBEDDED) -> OpenAIPolicy:
-    return OpenAIPolicy(base_url=root_of(base_url), model=f"run{run_id}", profile=profile)
+    """The run's client of `base_url`, with that server's key (`serving_key`)."""
+    key = serving_key(run_id, base_url)
+    return OpenAIPolicy(
+        base_url=root_of(base_url), model=f"run{run_id}", profile=profile, api_key=key or None
+    )
 
 
 def episode_seed(config: dict[str, Any], group_id: int, trajectory_id: int) -> int:

@@ -119,13 +119,30 @@ def serving_current(run: Run, version: int) -> set[str]:
     """The run's own servers that serve `version` now (nothing to push to them)."""
     if external_urls(run):
         return set()
-    return {url for url in serving_urls(run) if _served(url, run.pk) == version_label(run.pk, version)}
+    secret = serving_key(run.pk, "")
+    label = version_label(run.pk, version)
+    return {url for url in serving_urls(run) if _served(url, run.pk, secret) == label}
 
 
-def _served(url: str, run_id: int, timeout_s: float = 3.0) -> str | None:
+def serving_key(run_id: int, url: str) -> str:
+    """The key the run's clients send to `url`: an external endpoint's own (`endpoint_secret`), else
+    the run's secret (its own servers answer nobody without it: completions, model card, weights)."""
+    state = EngineState.objects.filter(run_id=run_id).first()
+    if state is None:
+        return ""
+    if url and url in external_urls(state.run):
+        return endpoint_secret(state, url)
+    return state.serve_secret
+
+
+def _auth(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"} if secret else {}
+
+
+def _served(url: str, run_id: int, secret: str, timeout_s: float = 3.0) -> str | None:
     """The version label `url` serves if it is one of run `run_id`'s own servers, else None."""
     try:
-        response = httpx.get(f"{root_of(url)}/v1/models", timeout=timeout_s)
+        response = httpx.get(f"{root_of(url)}/v1/models", headers=_auth(secret), timeout=timeout_s)
         cards = response.json().get("data") or [] if response.status_code == 200 else []
     except (httpx.HTTPError, ValueError, AttributeError):
         return None
@@ -133,10 +150,11 @@ def _served(url: str, run_id: int, timeout_s: float = 3.0) -> str | None:
     return str(card.get("model_version", "")) if card.get("id") == f"run{run_id}" else None
 
 
-def endpoint_answers(url: str, timeout_s: float = 5.0) -> str | None:
-    """None when an OpenAI-compatible server answers `GET /v1/models` at `url`, else why not."""
+def endpoint_answers(url: str, key: str = "", timeout_s: float = 5.0) -> str | None:
+    """None when an OpenAI-compatible server answers `GET /v1/models` at `url` (with the endpoint's
+    `key`, as vLLM `--api-key` asks it), else why not."""
     try:
-        response = httpx.get(f"{root_of(url)}/v1/models", timeout=timeout_s)
+        response = httpx.get(f"{root_of(url)}/v1/models", headers=_auth(key), timeout=timeout_s)
     except httpx.HTTPError as exc:
         return f"{url} does not answer ({type(exc).__name__})"
     if response.status_code != 200:
@@ -297,7 +315,7 @@ def _spawn(run_id: int, index: int, checkpoint: Path, label: str, secret: str) -
     return entry, log_path
 
 
-def _wait_up(entries: list[tuple[dict[str, Any], Path]], run_id: int, label: str) -> list[str]:
+def _wait_up(entries: list[tuple[dict[str, Any], Path]], run_id: int, label: str, secret: str) -> list[str]:
     """Wait for freshly started servers; returns the problems of those that did not come up."""
     deadline = time.monotonic() + settings.RL_POLICY_START_S
     pending = list(entries)
@@ -305,7 +323,7 @@ def _wait_up(entries: list[tuple[dict[str, Any], Path]], run_id: int, label: str
     while pending and time.monotonic() < deadline:
         for item in list(pending):
             entry, log_path = item
-            if _served(entry["url"], run_id, timeout_s=2.0) == label:
+            if _served(entry["url"], run_id, secret, timeout_s=2.0) == label:
                 pending.remove(item)
                 continue
             proc = _children.get(entry["pid"])
@@ -324,7 +342,7 @@ def serving_ensure(run: Run, state: EngineState, checkpoint: Path, version: int)
     `version`. Returns the URLs started now (they serve `checkpoint` already). Raises ServingError."""
     if external_urls(run):
         for url in external_urls(run):
-            if problem := endpoint_answers(url):
+            if problem := endpoint_answers(url, endpoint_secret(state, url)):
                 raise ServingError(f"policy endpoint {problem}")
         return set()
     _reap()
@@ -335,14 +353,14 @@ def serving_ensure(run: Run, state: EngineState, checkpoint: Path, version: int)
     current = list(EngineState.objects.values_list("servers", flat=True).get(pk=state.pk) or [])
     keep: list[dict[str, Any]] = []
     for entry in current[:wanted]:
-        if _served(entry.get("url", ""), run.pk) is not None:
+        if _served(entry.get("url", ""), run.pk, secret) is not None:
             keep.append(entry)
     started: set[str] = set()
     for attempt in range(2):  # a second try covers a port taken between choosing and binding it
         fresh = [_spawn(run.pk, len(keep) + i, checkpoint, label, secret) for i in range(wanted - len(keep))]
-        problems = _wait_up(fresh, run.pk, label)
+        problems = _wait_up(fresh, run.pk, label, secret)
         for entry, _ in fresh:
-            if _served(entry["url"], run.pk) == label:
+            if _served(entry["url"], run.pk, secret) == label:
                 keep.append(entry)
                 started.add(entry["url"])
         if len(keep) >= wanted:

@@ -59,7 +59,8 @@ def policy_ready(stack: LiveStack, timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            if httpx.get(f"{base}/models", timeout=5).status_code == 200:
+            # /health is the one route open without the server's key; it answers once the model loaded
+            if httpx.get(f"{base.removesuffix('/v1')}/health", timeout=5).status_code == 200:
                 return
         except httpx.HTTPError:
             pass

@@ -27,6 +27,7 @@ from workers.policy.server import PolicyHTTPServer, start_server
 # float32 on CPU: the KV-cached decode and the one-pass scoring differ by ~5e-7 (measured).
 LOGPROB_TOL = 1e-4
 SECRET = "weights-secret"
+AUTH = {"Authorization": f"Bearer {SECRET}"}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,10 @@ def vlm_server(tiny_vlm: Path) -> Iterator[PolicyHTTPServer]:
 @pytest.fixture
 def vlm_policy(vlm_server: PolicyHTTPServer, tiny_vlm: Path) -> Iterator[OpenAIPolicy]:
     policy = OpenAIPolicy(
-        vlm_server.url, "tiny-vlm", profile=profile_for(tiny_vlm, max_tokens=24, max_screenshots=3)
+        vlm_server.url,
+        "tiny-vlm",
+        profile=profile_for(tiny_vlm, max_tokens=24, max_screenshots=3),
+        api_key=SECRET,
     )
     yield policy
     policy.client.close()
@@ -75,7 +79,7 @@ def test_served_candidates_carry_token_ids_and_logprobs(
         assert tok.decode([t for t in c.token_ids if t != tok.eos_token_id]) == c.raw_text
         assert c.parsed is not None  # noise from random weights parses to an error, never raises
     assert len({tuple(c.token_ids or []) for c in candidates}) > 1
-    models = OpenAIClient(vlm_server.url).models()
+    models = OpenAIClient(vlm_server.url, api_key=SECRET).models()
     assert models[0]["kind"] == "hf_vlm" and models[0]["model_version"] == "0"
 
 
@@ -102,7 +106,7 @@ def test_trainer_logprobs_equal_the_servers(
 def _post(server: PolicyHTTPServer, body: object) -> tuple[int, dict]:
     import httpx
 
-    r = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=30)
+    r = httpx.post(f"{server.url}/v1/chat/completions", json=body, headers=AUTH, timeout=30)
     return r.status_code, r.json()
 
 
@@ -209,7 +213,9 @@ def test_a_running_server_takes_an_hf_vlm_promoted_in_place_of_the_embedded_mode
         assert client.models()[0]["kind"] == "embedded"
         assert client.load_weights(str(tiny_vlm), version="tiny")["model_version"] == "tiny"
         assert client.models()[0]["kind"] == "hf_vlm"
-        policy = OpenAIPolicy(srv.url, "annotation", profile=profile_for(tiny_vlm, max_tokens=8))
+        policy = OpenAIPolicy(
+            srv.url, "annotation", profile=profile_for(tiny_vlm, max_tokens=8), api_key=SECRET
+        )
         obs = miniwob.reset(_task("click-test"), seed=1)
         candidates = policy.propose(obs, [], n=2, temperature=1.0)
         assert len(candidates) == 2 and all(

@@ -45,7 +45,7 @@ def server(checkpoints: dict[str, Path]) -> Iterator[PolicyHTTPServer]:
 
 @pytest.fixture
 def client_policy(server: PolicyHTTPServer) -> Iterator[OpenAIPolicy]:
-    policy = OpenAIPolicy(f"{server.url}/", "flywheel-embedded", profile=EMBEDDED)
+    policy = OpenAIPolicy(f"{server.url}/", "flywheel-embedded", profile=EMBEDDED, api_key=SECRET)
     yield policy
     policy.client.close()
 
@@ -112,12 +112,12 @@ def test_load_weights_changes_the_reported_version(
 def test_load_weights_needs_the_servers_secret(
     server: PolicyHTTPServer, checkpoints: dict[str, Path]
 ) -> None:
-    before = OpenAIClient(server.url).models()[0]["model_version"]
+    before = OpenAIClient(server.url, api_key=SECRET).models()[0]["model_version"]
     for key in (None, "wrong", SECRET + "x"):
         with pytest.raises(OpenAIHTTPError) as err:
             OpenAIClient(server.url, api_key=key, max_retries=0).load_weights(str(checkpoints["v-b"]), "evil")
         assert err.value.status == 403 and "secret" in err.value.message
-    assert OpenAIClient(server.url).models()[0]["model_version"] == before  # nothing was swapped
+    assert OpenAIClient(server.url, api_key=SECRET).models()[0]["model_version"] == before  # nothing swapped
     # a server started without a secret takes no weights at all
     policy = EmbeddedPolicy.from_pretrained(checkpoints["v-a"], seed=0)
     bare, _ = start_server(policy, checkpoint=str(checkpoints["v-a"]))
@@ -152,7 +152,7 @@ def test_checkpoints_load_back_with_transformers(checkpoints: dict[str, Path]) -
 def test_server_answers_bad_requests_with_400_and_its_reason(
     server: PolicyHTTPServer, client_policy: OpenAIPolicy
 ) -> None:
-    client = OpenAIClient(server.url, max_retries=0)
+    client = OpenAIClient(server.url, api_key=SECRET, max_retries=0)
     try:
         with pytest.raises(OpenAIHTTPError) as err:
             client.chat([{"role": "user", "content": "x"}], "m", n=0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -119,24 +120,28 @@ def test_adapter_loading_refuses_what_does_not_fit(
     assert refused.status_code == 400 and "trained on" in refused.json()["error"]["message"]
     gone = httpx.post(f"{server.url}/v1/unload_lora_adapter", json={"lora_name": "nope"}, headers=auth)
     assert gone.status_code == 404
-    assert OpenAIClient(server.url).models()[0]["model_version"] == "0"  # nothing changed
+    assert OpenAIClient(server.url, api_key=SECRET).models()[0]["model_version"] == "0"  # nothing changed
 
 
 def test_the_server_starts_with_an_adapter(versions: dict[str, Path]) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "workers.policy.server", "--checkpoint", str(versions["base"]),
-         "--adapter", str(versions["v1"] / "adapter"), "--version-label", "run1-v1", "--port", str(port),
-         "--threads", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    argv = [sys.executable, "-m", "workers.policy.server", "--checkpoint", str(versions["base"]),
+            "--adapter", str(versions["v1"] / "adapter"), "--version-label", "run1-v1", "--port", str(port),
+            "--threads", "1"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "FLYWHEEL_POLICY_SECRET"}
+    # Without a key (and without --open) the server does not start: it would answer every account.
+    refused = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0 and "FLYWHEEL_POLICY_SECRET is not set" in refused.stderr
+    proc = subprocess.Popen(argv, env={**env, "FLYWHEEL_POLICY_SECRET": SECRET},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
-                card = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2).json()["data"][0]
+                card = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2,
+                                 headers={"Authorization": f"Bearer {SECRET}"}).json()["data"][0]  # fmt: skip
                 break
             except httpx.HTTPError:
                 assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else ""

@@ -85,13 +85,24 @@ def test_each_run_serves_its_own_versions_behind_its_own_secret(make_run, names,
         started_b = serving.serving_ensure(b, state_b, weights, 0)
         (url_a,), (url_b,) = sorted(started_a), sorted(started_b)
         assert url_a != url_b and serving.serving_urls(a) == [url_a] and serving.serving_urls(b) == [url_b]
-        assert serving._served(url_a, a.pk) == f"run{a.pk}-v0" and serving._served(url_a, b.pk) is None
+        state_a.refresh_from_db(), state_b.refresh_from_db()
+        key_a, key_b = state_a.serve_secret, state_b.serve_secret
+        assert key_a and key_a != key_b
+        assert serving._served(url_a, a.pk, key_a) == f"run{a.pk}-v0"
+        assert serving._served(url_a, b.pk, key_b) is None and serving._served(url_a, a.pk, key_b) is None
         # an already running server is kept, not started twice
         assert serving.serving_ensure(a, state_a, weights, 0) == set()
 
+        # without run a's key nobody samples from its server or reads its card (vLLM's --api-key)
+        for secret in (key_b, None):
+            headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+            for method, path in (("GET", "/v1/models"), ("POST", "/v1/chat/completions")):
+                body = {"model": f"run{a.pk}", "messages": [{"role": "user", "content": "hi"}]}
+                answer = httpx.request(method, f"{serving.root_of(url_a)}{path}", headers=headers,
+                                       json=body if method == "POST" else None, timeout=10)  # fmt: skip
+                assert answer.status_code == 401 and "X-Model-Version" not in answer.headers, answer.text
+
         # run b's secret (or none) cannot swap run a's weights
-        state_a.refresh_from_db(), state_b.refresh_from_db()
-        assert state_a.serve_secret and state_a.serve_secret != state_b.serve_secret
         for secret in (state_b.serve_secret, None):
             with pytest.raises(OpenAIHTTPError) as err:
                 OpenAIClient(serving.root_of(url_a), api_key=secret, max_retries=0).load_weights(
@@ -113,11 +124,11 @@ def test_each_run_serves_its_own_versions_behind_its_own_secret(make_run, names,
         # pause: a's server exits, b's keeps serving; resume: a fresh one with the committed weights
         services.run_pause(run=a)
         assert serving.serving_urls(a) == [] and _gone(url_a)
-        assert serving._served(url_b, b.pk) == f"run{b.pk}-v0"
+        assert serving._served(url_b, b.pk, key_b) == f"run{b.pk}-v0"
         services.run_resume(run=a)
         state_a.refresh_from_db()
         (again,) = serving.serving_ensure(a, state_a, weights, 3)
-        assert serving._served(again, a.pk) == f"run{a.pk}-v3"
+        assert serving._served(again, a.pk, key_a) == f"run{a.pk}-v3"
         services.run_stop(run=a)
         services.run_finish(run=b)
         assert _gone(again) and _gone(url_b)

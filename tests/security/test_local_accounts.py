@@ -10,11 +10,13 @@ credentials are checked, not that the service is down.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -216,3 +218,99 @@ def test_x11vnc_gets_none_of_the_platforms_secrets(monkeypatch: pytest.MonkeyPat
         assert marker.encode() not in environ and b"PATH=" in environ
     finally:
         desktop.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _probe_status(user: str, url: str, *curl: str) -> str:
+    """The HTTP status another account gets from `url` (curl as that account)."""
+    done = _as(user, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "20", *curl, url)
+    return done.stdout.strip()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_policy_servers_answer_a_local_user_nothing(local_user: str) -> None:
+    """The annotation model's server (`manage.py serve_policy`, as `make up` starts it) and a run's own
+    server (`python -m workers.policy.server` with the run's key in its environment, as
+    rl_control.engine.serving starts it): another account gets 401 for completions and the model
+    card, 403 for a hot-swap, with no key or a guessed one, and cannot read the key from the process;
+    the platform's own key gets answers, so the refusal is the key check."""
+    from tests.service_urls import subprocess_database_url
+    from webapp.store.checkpoints import (
+        checkpoint_create_initial,
+        checkpoint_dir,
+        checkpoint_promote_annotation,
+        policy_weights_secret,
+    )
+
+    checkpoint = checkpoint_create_initial(version="probe-a", seed=0)
+    checkpoint_promote_annotation(checkpoint=checkpoint)
+    env = {**os.environ, "DATABASE_URL": subprocess_database_url(), "DB_POOL_ROLE": "command"}
+    env.pop("FLYWHEEL_POLICY_SECRET", None)
+    run_key = uuid.uuid4().hex + uuid.uuid4().hex
+    ports = {"annotation": _free_port(), "run": _free_port()}
+    commands = {
+        "annotation": ([sys.executable, "manage.py", "serve_policy", "--port", str(ports["annotation"]),
+                        "--threads", "1"], env),
+        "run": ([sys.executable, "-m", "workers.policy.server", "--checkpoint", str(checkpoint_dir(checkpoint)),
+                 "--port", str(ports["run"]), "--model-name", "run1", "--threads", "1"],
+                {**env, "FLYWHEEL_POLICY_SECRET": run_key}),
+    }  # fmt: skip
+    keys = {"annotation": policy_weights_secret(), "run": run_key}
+    procs = {
+        name: subprocess.Popen(argv, env=penv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for name, (argv, penv) in commands.items()
+    }
+    try:
+        import httpx
+
+        for name, port in ports.items():
+            deadline = time.monotonic() + 180
+            while True:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                proc = procs[name]
+                assert proc.poll() is None, (proc.stderr.read() if proc.stderr else b"").decode()[-2000:]
+                assert time.monotonic() < deadline, f"the {name} server did not come up"
+                time.sleep(0.5)
+        chat = '{"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}'
+        swap = json.dumps({"path": str(checkpoint_dir(checkpoint)), "version": "evil"})
+        for name, port in ports.items():
+            base = f"http://127.0.0.1:{port}"
+            for guess in ([], ["-H", "Authorization: Bearer guess"], ["-H", "Authorization: Bearer "]):
+                json_body = [*guess, "-H", "Content-Type: application/json"]
+                assert _probe_status(local_user, f"{base}/v1/models", *guess) == "401", name
+                assert (
+                    _probe_status(local_user, f"{base}/v1/chat/completions", *json_body, "-d", chat) == "401"
+                )
+                for route in ("load_weights", "load_lora_adapter"):
+                    assert _probe_status(local_user, f"{base}/v1/{route}", *json_body, "-d", swap) == "403"
+            pid = procs[name].pid
+            environ = _as(local_user, "cat", f"/proc/{pid}/environ")
+            assert environ.returncode != 0 and "Permission denied" in environ.stderr, environ.stderr
+            assert keys[name] not in Path(f"/proc/{pid}/cmdline").read_text()
+            # The platform's clients (the web app and workers for the annotation server, the run's
+            # rollouts for its own) send the key and get answers.
+            auth = {"Authorization": f"Bearer {keys[name]}"}
+            card = httpx.get(f"{base}/v1/models", headers=auth, timeout=10)
+            assert card.status_code == 200 and card.json()["data"][0]["model_version"] == "probe-a"
+            answer = httpx.post(f"{base}/v1/chat/completions", content=chat, headers=auth, timeout=60)
+            assert answer.status_code == 200, answer.text
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+        for proc in procs.values():
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+

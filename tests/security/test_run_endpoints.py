@@ -51,6 +51,11 @@ def launch_server(checkpoints) -> Iterator:
         server.server_close()
 
 
+def _card(server, key: str) -> dict:
+    """The server's model card, asked with its key (without it: 401)."""
+    return httpx.get(server.url + "/v1/models", headers={"Authorization": f"Bearer {key}"}).json()["data"][0]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -109,7 +114,7 @@ def test_pushes_to_endpoints_never_carry_the_annotation_secret(api, checkpoints,
     state = EngineState.objects.get(run=run)
     with pytest.raises(serving.ServingError, match="refused the weights"):
         serving.serving_push(run, state, checkpoint_dir(checkpoints[1]), 1)
-    assert httpx.get(annotation_like.url + "/v1/models").json()["data"][0]["model_version"] == "ep-a"
+    assert _card(annotation_like, policy_weights_secret())["model_version"] == "ep-a"
 
     # The researcher's own server, started with the key the run page shows, takes the weights.
     port = _free_port()
@@ -119,7 +124,7 @@ def test_pushes_to_endpoints_never_carry_the_annotation_secret(api, checkpoints,
     assert key != policy_weights_secret()
     own = launch_server(key, port=port)  # as `FLYWHEEL_POLICY_SECRET=<key> python -m workers.policy.server`
     serving.serving_push(run, EngineState.objects.get(run=run), checkpoint_dir(checkpoints[1]), 1)
-    assert httpx.get(own.url + "/v1/models").json()["data"][0]["model_version"] == f"run{run.pk}-v1"
+    assert _card(own, key)["model_version"] == f"run{run.pk}-v1"
     # Each endpoint of each run has its own key.
     again = Run.objects.get(pk=_create(api, own.url + "/v1").json()["id"])
     assert api("researcher").get(f"/api/rl/runs/{again.pk}/").json()["endpoint_keys"][0]["key"] != key
@@ -141,4 +146,4 @@ def test_promotion_stays_admin_only_and_pushes_only_to_the_annotation_server(
     with override_settings(POLICY_BASE_URL=annotation.url + "/v1"):
         body["push_to"] = annotation.url + "/v1"
         assert api("admin").post("/api/flywheel/promote/", body, format="json").status_code == 200
-    assert httpx.get(annotation.url + "/v1/models").json()["data"][0]["model_version"] == "ep-b"
+    assert _card(annotation, policy_weights_secret())["model_version"] == "ep-b"

@@ -8,7 +8,7 @@ import pytest
 from django.test import override_settings
 
 from annotation.services.sessions import annotation_policy
-from webapp.store.checkpoints import checkpoint_create_initial, checkpoint_dir
+from webapp.store.checkpoints import checkpoint_create_initial, checkpoint_dir, policy_weights_secret
 from webapp.store.models import Checkpoint
 
 pytestmark = pytest.mark.django_db
@@ -51,7 +51,6 @@ def test_register_endpoint_and_promote_roles(api) -> None:
 
 
 def test_promoting_an_embedded_checkpoint_hot_swaps_the_running_server(api, tmp_path) -> None:
-    from webapp.store.checkpoints import policy_weights_secret
     from workers.policy.embedded.policy import EmbeddedPolicy
     from workers.policy.server import start_server
 
@@ -68,7 +67,9 @@ def test_promoting_an_embedded_checkpoint_hot_swaps_the_running_server(api, tmp_
             assert api("admin").post(f"/api/checkpoints/{second.pk}/promote/").status_code == 200
         refused = httpx.post(server.url + "/v1/load_weights", json={"path": str(checkpoint_dir(first))})
         assert refused.status_code == 403  # nobody else swaps the annotation model's weights
-        models = httpx.get(server.url + "/v1/models").json()
+        key = {"Authorization": f"Bearer {policy_weights_secret()}"}
+        assert httpx.get(server.url + "/v1/models").status_code == 401  # nor reads its card without the key
+        models = httpx.get(server.url + "/v1/models", headers=key).json()
         assert models["data"][0]["model_version"] == "v-b"
         assert list(
             Checkpoint.objects.filter(is_annotation_model=True).values_list("version", flat=True)

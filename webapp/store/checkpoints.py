@@ -30,6 +30,15 @@ def policy_weights_secret() -> str:
     return hmac.new(settings.SECRET_KEY.encode(), b"flywheel-policy-weights", hashlib.sha256).hexdigest()
 
 
+def policy_server_key(base_url: str) -> str | None:
+    """The key a client sends to the policy server at `base_url`: the annotation model's server
+    (POLICY_BASE_URL) answers completions and its model card only with its secret, as its hot-swap;
+    any other server gets none of it (the secret never leaves that server's callers)."""
+    if base_url and server_root(base_url) == server_root(settings.POLICY_BASE_URL):
+        return policy_weights_secret()
+    return None
+
+
 def checkpoint_dir(checkpoint: Checkpoint) -> Path:
     path = Path(checkpoint.path)
     return path if path.is_absolute() else Path(settings.MEDIA_ROOT) / path

@@ -323,8 +323,10 @@ class OpenAIPolicy:
         profile: ModelProfile = UI_TARS_15,
         client: OpenAIClient | None = None,
         summary: str | None = None,
+        api_key: str | None = None,
     ) -> None:
-        self.client = client or OpenAIClient(base_url)
+        """`api_key`: the server's key (sent as a bearer token; our server and vLLM's `--api-key`)."""
+        self.client = client or OpenAIClient(base_url, api_key=api_key)
         self.model = model
         self.profile = profile
         self.summary = summary

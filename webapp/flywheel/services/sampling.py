@@ -15,7 +15,7 @@ from typing import Any
 
 from webapp.flywheel.services.validation import ValidationError, trajectory_validate_auto
 from webapp.store import services as store
-from webapp.store.checkpoints import checkpoint_dir
+from webapp.store.checkpoints import checkpoint_dir, policy_server_key
 from webapp.store.models import Checkpoint, Task, Trajectory, TrajectorySource, TrajectoryStatus
 from webapp.store.taskspec import task_spec_wire
 from workers.envs.base import EnvError, Observation, StepResult, TaskSpec
@@ -81,7 +81,7 @@ def open_policy(
 
         return OpenAIPolicy(checkpoint.endpoint_url, checkpoint.version, PROFILES[checkpoint.profile])
     if policy_url:
-        return OpenAIPolicy(policy_url, checkpoint.version, EMBEDDED)
+        return OpenAIPolicy(policy_url, checkpoint.version, EMBEDDED, api_key=policy_server_key(policy_url))
     from workers.policy.embedded.policy import EmbeddedPolicy
 
     return EmbeddedPolicy.from_pretrained(

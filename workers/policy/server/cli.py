@@ -32,7 +32,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adapter", help="a LoRA adapter directory served on top of --checkpoint (HF VLM)")
     parser.add_argument("--lifeline-key", help="exit once this Redis key is gone (FLYWHEEL_LIFELINE_REDIS)")
     parser.add_argument("--pid-file", help="write the pid here while serving (removed on exit)")
+    parser.add_argument(
+        "--open",
+        action="store_true",
+        help="serve without a key (FLYWHEEL_POLICY_SECRET unset): every account that reaches the port samples",
+    )
     args = parser.parse_args(argv)
+    secret = os.environ.get("FLYWHEEL_POLICY_SECRET", "")
+    if not secret and not args.open:
+        parser.error(
+            "FLYWHEEL_POLICY_SECRET is not set: the server's key (completions, the model card and the "
+            "weights hot-swap need it); --open serves without one"
+        )
     logging.basicConfig(level=logging.INFO)
     torch.set_num_threads(args.threads)
     try:
@@ -41,7 +52,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     if args.version_label:
         policy.model.config.flywheel_version = args.version_label
-    secret = os.environ.get("FLYWHEEL_POLICY_SECRET", "")
     service = PolicyService(policy, args.model_name, args.checkpoint, secret)
     if args.adapter:
         try:
@@ -62,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         pid_file.parent.mkdir(parents=True, exist_ok=True)
         pid_file.write_text(str(os.getpid()))
     log.info("serving %s (version %s) on %s%s", args.checkpoint, policy.model_version, server.url,
-             "" if secret else "; weight hot-swap disabled (no FLYWHEEL_POLICY_SECRET)")  # fmt: skip
+             "" if secret else "; open to every caller, weight hot-swap disabled (--open)")  # fmt: skip
     try:
         server.serve_forever()
     except KeyboardInterrupt:

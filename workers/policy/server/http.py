@@ -31,7 +31,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/v1/models":
-            self._send(HTTPStatus.OK, self.server.service.models())
+            if self._key_checked():
+                self._send(HTTPStatus.OK, self.server.service.models())
         elif self.path.rstrip("/") == "/health":
             self._send(HTTPStatus.OK, {"status": "ok"})
         else:
@@ -53,6 +54,8 @@ class Handler(BaseHTTPRequestHandler):
         if path in WEIGHT_ROUTES and not service.may_load_weights(self.headers.get("Authorization")):
             self._drain()
             self._error(HTTPStatus.FORBIDDEN, "loading weights needs this server's weights secret")
+            return
+        if not self._key_checked():
             return
         try:
             self._send(HTTPStatus.OK, route(self._json_body()))
@@ -80,6 +83,17 @@ class Handler(BaseHTTPRequestHandler):
             raise BadRequest("body must be a JSON object")
         return body
 
+    def _key_checked(self) -> bool:
+        """True when the caller may use the server; else answers 401 (vLLM's `--api-key` contract)."""
+        if self.server.service.may_use(self.headers.get("Authorization")):
+            return True
+        self._drain()
+        self._error(
+            HTTPStatus.UNAUTHORIZED,
+            "this policy server answers only with its key (Authorization: Bearer <key>)",
+        )
+        return False
+
     def _drain(self) -> None:
         """Read a refused request's body so the connection stays usable."""
         try:
@@ -98,7 +112,10 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("X-Model-Version", self.server.service.version)
+        if status != HTTPStatus.UNAUTHORIZED:  # a caller without the key learns nothing of the model
+            self.send_header("X-Model-Version", self.server.service.version)
+        else:
+            self.send_header("WWW-Authenticate", "Bearer")
         self.end_headers()
         self.wfile.write(data)
 

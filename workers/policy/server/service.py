@@ -38,6 +38,12 @@ class PolicyService:
             return False
         return hmac.compare_digest(authorization[len("Bearer ") :].encode(), self.weights_secret.encode())
 
+    def may_use(self, authorization: str | None) -> bool:
+        """Completions and the model card: a server with a secret answers them only with it (its key,
+        as vLLM's `--api-key`), so another account of the machine cannot sample; a server started
+        without one (in-process, a test's or a bench's) answers anyone who reaches it."""
+        return not self.weights_secret or self.may_load_weights(authorization)
+
     @property
     def version(self) -> str:
         return self.backend.version
