@@ -7,7 +7,22 @@ PY="$VENV/bin/python"
 VAR="${FLYWHEEL_VAR_DIR:-$ROOT/var}"
 RUN_DIR="$VAR/run"
 LOG_DIR="$VAR/log"
-mkdir -p "$RUN_DIR" "$LOG_DIR"
+MEDIA_DIR="${MEDIA_ROOT:-$VAR/media}"
+[[ "$MEDIA_DIR" == /* ]] || MEDIA_DIR="$ROOT/${MEDIA_DIR#./}"
+
+# Nothing the platform writes is for the machine's other accounts (docs/threat-model.md, "The
+# platform's services"): from here on files are 0640 and directories 0750, for these scripts and
+# every process they start (web, workers, the env host, the policy server). var/ itself stays
+# traversable (0711: the postgres account reaches var/pg) but not listable; media, logs and RL
+# checkpoints are 0750, and files directly in var/ (demo logins, the starter's figures) lose their
+# world bits, also when an older `make up` made them world-readable.
+umask 027
+if [[ ! -d "$VAR" ]]; then mkdir -p "$VAR" && chmod 711 "$VAR"; fi
+chmod go-rw "$VAR"
+mkdir -p "$RUN_DIR" "$LOG_DIR" "$MEDIA_DIR"
+chmod 750 "$RUN_DIR" "$LOG_DIR" "$MEDIA_DIR"
+if [[ -d "$VAR/rl" ]]; then chmod 750 "$VAR/rl"; fi
+find "$VAR" -maxdepth 1 -type f -perm /o=rwx -exec chmod o-rwx {} +
 
 say() { printf '\033[1;34m==>\033[0m %s\n' "$*"; }
 warn() { printf '\033[1;33m!!\033[0m %s\n' "$*" >&2; }

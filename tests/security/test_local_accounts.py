@@ -314,3 +314,51 @@ def test_policy_servers_answer_a_local_user_nothing(local_user: str) -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
 
+
+def test_media_logs_and_var_files_are_closed_to_a_local_user(local_user: str) -> None:
+    """var/media (screenshots, audio, exports, checkpoints), var/log and the files in var/ (the demo
+    logins) were readable by every account. Every script sources scripts/lib.sh, which closes them —
+    an install an older `make up` left world-readable too — and runs the platform with umask 027."""
+    top = Path(tempfile.mkdtemp(prefix="flywheel-var-"))
+    top.chmod(0o755)  # a checkout others may traverse, as /home/<user> or /srv often are
+    var = top / "var"
+    old = {var / "media" / "screenshots" / "t1" / "0.png": b"a screenshot",
+           var / "log" / "web.log": b"a log line", var / "demo_logins.txt": b"admin / demo-password"}  # fmt: skip
+    try:
+        for path, data in old.items():  # as an older make up left them: 0755 directories, 0644 files
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            path.chmod(0o644)
+        for directory in (var, var / "media", var / "media" / "screenshots", var / "log"):
+            directory.chmod(0o755)
+        for path in old:
+            assert _as(local_user, "cat", str(path)).returncode == 0  # open before scripts/lib.sh ran
+        env = {k: v for k, v in os.environ.items() if k not in (*_INHERITED, "MEDIA_ROOT")}
+        done = subprocess.run(
+            ["bash", "-c", 'source scripts/lib.sh && echo x > "$VAR/media/new.png" && echo y >> "$VAR/log/new.log"'],
+            cwd=ROOT, env=env | {"FLYWHEEL_VAR_DIR": str(var)}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        for path in [*old, var / "media" / "new.png", var / "log" / "new.log"]:
+            probe = _as(local_user, "cat", str(path))
+            assert probe.returncode != 0 and "Permission denied" in probe.stderr, (path, probe.stderr)
+        assert _as(local_user, "ls", str(var)).returncode != 0  # var/ is not listable
+        for path in (var / "media" / "new.png", var / "log" / "new.log"):  # the umask
+            assert path.stat().st_mode & 0o777 == 0o640, path
+        for directory in (var / "media", var / "log", var / "run"):
+            assert directory.stat().st_mode & 0o777 == 0o750, directory
+        # var/ stays traversable, for the postgres account's var/pg
+        assert var.stat().st_mode & 0o777 == 0o711
+
+        # What must stay reachable under that umask still is: the VNC socket root (x11vnc, as the
+        # session's uid, makes its socket in its own directory below it).
+        from workers.envs.vnc.server import ensure_socket_root
+
+        before = os.umask(0o027)
+        try:
+            root = ensure_socket_root(top / "vnc")
+        finally:
+            os.umask(before)
+        assert root.stat().st_mode & 0o777 == 0o711
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

@@ -30,7 +30,11 @@ def default_socket_root() -> Path:
 def ensure_socket_root(root: Path) -> Path:
     """Make the socket root (mode 0711: others may traverse to their own socket directory, not list
     or write it) and check that only this account can change it; returns its resolved path."""
-    root.mkdir(mode=0o711, parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True)
+        root.chmod(0o711)  # whatever the umask (`make up` runs with 027): others must traverse it
+    except FileExistsError:
+        pass
     info = os.lstat(root)
     if not os.path.isdir(root) or os.path.islink(root):
         raise EnvError(f"VNC socket root {root} is not a directory")
