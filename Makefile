@@ -4,7 +4,7 @@ PY := .venv/bin/python
 FRONTEND := frontend
 
 .PHONY: up down restart setup build test typecheck test-python test-frontend test-slow test-schemathesis test-e2e test-interop smoke lint format \
-        migrations-check bench logs osworld-apps asr-base
+        migrations-check bench logs osworld-apps asr-base compose-secrets
 
 up:            ## install what is missing, migrate, load demo data, start everything, print URL + logins
 	@scripts/up.sh
@@ -13,6 +13,9 @@ down:          ## stop what `make up` started
 	@scripts/down.sh
 
 restart: down up
+
+compose-secrets: ## the secret files docker-compose.yml mounts, generated once into var/secrets
+	@scripts/compose-secrets.sh
 
 setup:         ## Python venv + Debian packages + frontend build, nothing started
 	@source scripts/lib.sh && ensure_debs && ensure_venv && ensure_frontend

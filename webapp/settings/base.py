@@ -13,7 +13,9 @@ from webapp.settings.env import (
     env_float,
     env_int,
     env_list,
+    env_secret,
     env_str,
+    env_url,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -22,7 +24,7 @@ VAR_DIR = Path(env_str("FLYWHEEL_VAR_DIR", str(BASE_DIR / "var")))
 # Public (it is in this file): for tests and a development server only; settings.dev refuses it with
 # DEBUG off, settings.prod always. `make up` generates a random one (var/secrets).
 INSECURE_DEV_SECRET_KEY = "dev-only-insecure-key-change-me"
-SECRET_KEY = env_str("SECRET_KEY", INSECURE_DEV_SECRET_KEY)
+SECRET_KEY = env_secret("SECRET_KEY", INSECURE_DEV_SECRET_KEY)
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -109,7 +111,8 @@ DB_OVERLOAD_RETRY_AFTER_S = env_int("DB_OVERLOAD_RETRY_AFTER_S", 2, minimum=1)
 DB_POOL_MAX_IDLE_S = env_float("DB_POOL_MAX_IDLE_S", 10.0)
 DATABASES = {
     "default": database_from_url(
-        env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/flywheel"),
+        # docker compose: the password from a secret file (DATABASE_PASSWORD_FILE), not in the URL
+        env_url("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/flywheel", "DATABASE_PASSWORD"),
         pool={
             "min_size": min(DB_POOL_WEB_MIN, DB_POOL_MAX["web"]) if DB_POOL_ROLE == "web" else 0,
             "max_size": DB_POOL_MAX[DB_POOL_ROLE],
@@ -122,7 +125,7 @@ DATABASES = {
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", "REDIS_PASSWORD")
 
 CHANNEL_LAYERS = {
     "default": {
@@ -367,7 +370,7 @@ POLICY_TIMEOUT_S = env_float("POLICY_TIMEOUT_S", 30.0)
 POLICY_MODEL = env_str("POLICY_MODEL", "embedded")
 POLICY_PROFILE = env_str("POLICY_PROFILE", "embedded")
 # The secret the annotation model's server asks of a weight hot-swap (empty: derived from SECRET_KEY).
-POLICY_WEIGHTS_SECRET = env_str("POLICY_WEIGHTS_SECRET", "")
+POLICY_WEIGHTS_SECRET = env_secret("POLICY_WEIGHTS_SECRET", "")
 
 # Public base URL used when exports reference media by URL.
 PUBLIC_BASE_URL = env_str("PUBLIC_BASE_URL", "http://127.0.0.1:8000")

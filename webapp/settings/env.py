@@ -25,6 +25,29 @@ def env_str(name: str, default: str | object = _MISSING) -> str:
     return value
 
 
+def env_secret(name: str, default: str | object = _MISSING) -> str:
+    """A secret: the file `NAME_FILE` names (docker compose `secrets:`), else the variable NAME."""
+    from workers.secret_env import SecretError, secret_from_env
+
+    try:
+        value = secret_from_env(name)
+    except SecretError as exc:
+        raise ConfigError(str(exc)) from exc
+    if not value:
+        if default is _MISSING:
+            raise ConfigError(f"environment variable {name} (or {name}_FILE) is required")
+        return str(default)
+    return value
+
+
+def env_url(name: str, default: str, password: str) -> str:
+    """The URL in NAME with the password of the secret `password` (`<password>_FILE` or the variable)
+    set on its user, when that secret is given; else the URL as it is."""
+    from workers.secret_env import url_with_password
+
+    return url_with_password(env_str(name, default), env_secret(password, ""))
+
+
 def env_bool(name: str, default: bool) -> bool:
     raw = os.environ.get(name)
     if raw is None or raw == "":

@@ -1,9 +1,9 @@
 """Production: secrets must come from the environment; nothing insecure falls back silently."""
 
 from webapp.settings.base import *  # noqa: F403
-from webapp.settings.env import ConfigError, env_bool, env_int, env_str
+from webapp.settings.env import ConfigError, env_bool, env_int, env_secret
 
-SECRET_KEY = env_str("SECRET_KEY")
+SECRET_KEY = env_secret("SECRET_KEY")
 if SECRET_KEY.startswith("dev-only") or len(SECRET_KEY) < 32:
     raise ConfigError("SECRET_KEY must be set to a random value of at least 32 characters in production")
 DEBUG = False

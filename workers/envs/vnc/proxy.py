@@ -46,6 +46,7 @@ from workers.envs.vnc.tokens import (
     parse_grant,
     valid_token_syntax,
 )
+from workers.secret_env import secret_from_env, url_with_password
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +198,11 @@ async def _main(listen: str, redis_url: str, key: bytes, socket_root: Path) -> N
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--listen", default="127.0.0.1:6080", help="host:port for websocket clients")
-    parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    # docker compose: REDIS_URL names the user, REDIS_PASSWORD_FILE holds its password (workers.secret_env)
+    redis_url = url_with_password(
+        os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), secret_from_env("REDIS_PASSWORD")
+    )
+    parser.add_argument("--redis-url", default=redis_url)
     parser.add_argument(
         "--grant-key-file", type=Path, default=default_grant_key_file(), help="the key grants are signed with"
     )
