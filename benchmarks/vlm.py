@@ -60,7 +60,7 @@ def run_vlm(quick: bool = False) -> dict[str, Any]:
     server, _ = start_server(
         HFVLMPolicy.from_pretrained(checkpoint, seed=0), checkpoint=str(checkpoint), weights_secret=secret
     )
-    policy = OpenAIPolicy(server.url, "tiny-vlm", profile=profile)
+    policy = OpenAIPolicy(server.url, "tiny-vlm", profile=profile, api_key=secret)
     env = MiniWoBEnv(wait_s=0.0)
     propose_ms: list[float] = []
     rows: list[tuple[Any, list[HistoryItem], Any]] = []

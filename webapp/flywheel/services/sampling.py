@@ -79,7 +79,10 @@ def open_policy(
     if checkpoint.endpoint_url:
         from annotation.services.candidates import PROFILES
 
-        return OpenAIPolicy(checkpoint.endpoint_url, checkpoint.version, PROFILES[checkpoint.profile])
+        url = checkpoint.endpoint_url
+        return OpenAIPolicy(
+            url, checkpoint.version, PROFILES[checkpoint.profile], api_key=policy_server_key(url)
+        )
     if policy_url:
         return OpenAIPolicy(policy_url, checkpoint.version, EMBEDDED, api_key=policy_server_key(policy_url))
     from workers.policy.embedded.policy import EmbeddedPolicy
