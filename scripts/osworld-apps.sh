@@ -3,6 +3,7 @@
 # tasks of the given domains drive, for the desktops of this host (docs/osworld.md). `make up`
 # never runs this (it stays fast); an admin runs it once for the domains they enable.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+umask "$PLATFORM_UMASK"  # installed programs and modules are read by the sessions' own uids
 
 declare -A DOMAIN_DEBS=(
   [os]="dbus-daemon dconf-service dconf-gsettings-backend libglib2.0-bin xdotool wmctrl xclip xsel sysstat pulseaudio-utils python3-tk zsh at-spi2-core python3-pyatspi gnome-shell-common"

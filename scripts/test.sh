@@ -11,4 +11,5 @@ if [[ -z "${TEST_REDIS_URL:-}" && -s "$SECRETS/redis.port" && "$REDIS_URL" == "$
 fi
 cd "$ROOT"
 export DJANGO_SETTINGS_MODULE=webapp.settings.test
+umask "$PLATFORM_UMASK"  # the tests run as the platform's processes do (scripts/lib.sh)
 "$PY" -m pytest "$@"

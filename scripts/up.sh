@@ -36,7 +36,8 @@ start() {
   if [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
     echo "   $name already running (pid $(cat "$pidfile"))"; return
   fi
-  setsid nohup "$@" >> "$LOG_DIR/$name.log" 2>&1 < /dev/null &
+  # the log is the script's (umask 027); the process gets the platform's umask (lib.sh)
+  (umask "$PLATFORM_UMASK" && exec setsid nohup "$@") >> "$LOG_DIR/$name.log" 2>&1 < /dev/null &
   echo $! > "$pidfile"
   echo "   started $name (pid $!, log var/log/$name.log)"
 }
