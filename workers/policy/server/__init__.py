@@ -8,7 +8,14 @@ family (UI-TARS-1.5, Qwen2.5-VL, the tiny one of workers.policy.hf_vlm.tiny), ru
 on CPU (workers.policy.hf_vlm). In production the same checkpoints are served by vLLM
 (docs/scale.md gives the command); clients (OpenAIPolicy, the RL engine) speak the same protocol to both.
 
+The server's key (FLYWHEEL_POLICY_SECRET, from the environment, never the command line): every
+route but `GET /health` answers only with `Authorization: Bearer <key>` (401 without; vLLM's
+`--api-key` contract), so another account of the machine can neither sample nor read the card; the
+CLI refuses to start without a key unless `--open` (an in-process `start_server` without one, a
+test's or a bench's, answers anyone and takes no weights).
+
 Endpoints:
+- `GET /health` (open: answers once the model is loaded)
 - `GET /v1/models`
 - `POST /v1/chat/completions`: `messages` (text + `image_url` data URLs), `n`, `temperature`,
   `max_tokens`, `logprobs`, `top_logprobs`, `return_tokens_as_token_ids` (vLLM's flag: tokens are
