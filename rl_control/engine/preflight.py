@@ -23,7 +23,7 @@ from typing import Any
 
 from django.conf import settings
 
-from rl_control.engine.serving import endpoint_answers, external_urls
+from rl_control.engine.serving import endpoint_answers, external_urls, serving_key
 from rl_control.models import Run
 from rl_control.run_config import MIXED_KIND
 from webapp.remote_calls import before_remote_call
@@ -249,7 +249,7 @@ def run_preflight(run: Run) -> dict[str, list[str]]:
     endpoints = external_urls(run)
     if endpoints:
         before_remote_call("the preflight's endpoint checks")
-        problems = [p for url in endpoints if (p := endpoint_answers(url))]
+        problems = [p for url in endpoints if (p := endpoint_answers(url, serving_key(run.pk, url)))]
         if problems:
             errors["serving.endpoints"] = problems
     served = _queues_served()
