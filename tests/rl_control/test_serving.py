@@ -77,7 +77,13 @@ def _obs() -> Observation:
     )
 
 
-def test_each_run_serves_its_own_versions_behind_its_own_secret(make_run, names, weights) -> None:
+@pytest.mark.timeout(900)  # three policy-server processes start in turn (~1 min each at load 20+)
+def test_each_run_serves_its_own_versions_behind_its_own_secret(
+    make_run, names, weights, monkeypatch
+) -> None:
+    # Nothing renews run a's lifeline while run b's server boots (rollouts do, in a run): on a busy
+    # machine that boot took longer than the 45 s TTL, and a's server exited mid-test.
+    monkeypatch.setattr(serving, "LIFELINE_TTL_S", 600.0)
     a, state_a = _running(make_run, "a")
     b, state_b = _running(make_run, "b")
     try:
