@@ -73,6 +73,11 @@ def _run_osworld(config: OsworldBenchConfig, examples: str | None) -> dict[str, 
                 task = _as_task_json(record, osworld_task_json)
                 outcome = no_action_check(task)
                 row["checked"] += 1
+                # progress on stderr (the JSON comes last on stdout): a full run takes long
+                print(
+                    f"{domain}/{record.external_id}: {outcome.verdict} {outcome.detail[:160]}",
+                    file=sys.stderr,
+                )
                 if outcome.verdict == "passes_without_action":
                     row["passes_without_action"] += 1
                     passing.append(record.external_id)
@@ -143,36 +148,36 @@ def _reason_kind(reason: str) -> str:
 
 
 def _solved_tasks(osworld: Any, display_range: tuple[int, int]) -> list[dict[str, Any]]:
-    """Our own tasks with scripted solutions: 0 before, 1 after, each through a real desktop."""
-    from workers.envs.base import EnvError
-    from workers.envs.desktop import DesktopConfig, DesktopEnv
+    """The independent check (workers.envs.osworld.check.reference_check) of our own tasks with
+    scripted solutions, each on fresh desktops: 0 with no action, 1 solved; then the tasks solved by
+    hand whose check `manage.py osworld_check` recorded in the store (`Task.reference_check`)."""
     from workers.envs.osworld import solutions
+    from workers.envs.osworld.check import reference_check
 
     out: list[dict[str, Any]] = []
     for task_id in solutions.SOLUTIONS:
         task = solutions.load(task_id)
         with tempfile.TemporaryDirectory(prefix="flywheel-osworld-bench-") as tmp:
-            bundle, session = Path(tmp) / "bundle", Path(tmp) / "session"
+            bundle = Path(tmp) / "bundle"
             bundle.mkdir()
-            session.mkdir()
             Path(tmp).chmod(0o755)
             solutions.BUNDLES[task_id](bundle)
             problems = osworld.check_supported(task, "desktop", bundle)
             if problems:  # e.g. VLC or GIMP not installed on this host: nothing to score here
                 out.append({"id": task_id, "skipped": "; ".join(problems)})
                 continue
-            env = DesktopEnv(DesktopConfig(display_range=display_range, vnc=False, session_dir=session))
-            try:
-                env.reset(osworld.task_spec_from_json(task, bundle_dir=bundle))
-                before = env.evaluate()
-                solutions.solve(env, task_id)
-                after = env.evaluate()
-            except EnvError as exc:
-                out.append({"id": task_id, "correct": False, "error": str(exc)})
-                continue
-            finally:
-                env.close()
-            out.append(
-                {"id": task_id, "before": before, "after": after, "correct": before == 0 and after == 1}
+            outcome = reference_check(
+                task, lambda env, t=task_id: solutions.solve(env, t), "scripted", bundle, display_range
             )
-    return out
+        out.append({"id": task_id, **outcome.to_dict()})
+    return out + _hand_solved()
+
+
+def _hand_solved() -> list[dict[str, Any]]:
+    """The recorded independent checks of tasks solved by hand (their reference a reviewed trajectory)."""
+    from webapp.store.models import Task
+
+    rows = Task.objects.filter(source="osworld").exclude(reference_check={}).order_by("pk")
+    return [
+        {"id": t.external_id, "pool": t.pool.name, **t.reference_check} for t in rows.select_related("pool")
+    ]

@@ -76,6 +76,12 @@ class Task(models.Model):
     enabled = models.BooleanField(default=True)
     supported = models.BooleanField(default=True)
     unsupported_reasons = models.JSONField(default=list, blank=True)
+    reference_check = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The independent check of a task with a reference solution (manage.py osworld_check): "
+        "{reference, no_action, solved, correct, detail, checked_at}; empty: never checked.",
+    )
     # Running success statistics (updated by services when trajectories finish).
     attempts = models.PositiveIntegerField(default=0)
     successes = models.PositiveIntegerField(default=0)

@@ -33,12 +33,16 @@ def replay_inputs(trajectory: Trajectory) -> tuple[dict[str, Any], int, list[lis
     if seed is None:
         return "no seed recorded"
     task = (meta.get("episode") or {}).get("task") or task_spec_wire(trajectory.task)
-    steps = [
+    return task, int(seed), replay_steps(trajectory)
+
+
+def replay_steps(trajectory: Trajectory) -> list[list[dict[str, Any]]]:
+    """A trajectory's stored actions, per step, in screen pixels (Action JSON)."""
+    return [
         screen_actions(s.action or [], s.coord_convention, s.screen_width, s.screen_height,
                        s.model_image_width, s.model_image_height)
         for s in trajectory.steps.order_by("index")
     ]  # fmt: skip
-    return task, int(seed), steps
 
 
 def trajectory_replay_check(*, trajectory: Trajectory) -> ReplayResult:

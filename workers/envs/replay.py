@@ -19,13 +19,18 @@ def replay_episode(task: dict[str, Any], seed: int, steps: list[list[dict[str, A
     env = FACTORIES[task["kind"]]()
     try:
         env.reset(task_spec_from_wire(task), seed=seed)
-        for actions in steps:
-            for data in actions:
-                action = Action.from_json(data)
-                if action.kind in TERMINAL_KINDS:
-                    return float(env.evaluate())
-                if env.step(action).done:
-                    return float(env.evaluate())
+        play_steps(env, steps)
         return float(env.evaluate())
     finally:
         env.close()
+
+
+def play_steps(env: Any, steps: list[list[dict[str, Any]]]) -> None:
+    """Run `steps` (per step, its actions in screen pixels as Action JSON) on a reset environment,
+    up to a terminal action (run too: an OSWorld infeasible task is solved by giving up) or the
+    environment's episode end, as the episode stopped."""
+    for actions in steps:
+        for data in actions:
+            action = Action.from_json(data)
+            if env.step(action).done or action.kind in TERMINAL_KINDS:
+                return

@@ -4,18 +4,34 @@ scores more than 0 is disabled as "passes without action" (so is one whose episo
 more than 0 with no action: `store.services.trajectory_finish`); one whose set-up fails is disabled with the
 error. Both are marked unsupported with the reason, so they cannot be enabled by mistake; importing
 the task again (after fixing its files or the host) clears the mark and the check can run again.
+
+The independent check (`osworld_reference_check`, `manage.py osworld_check`) scores each enabled,
+supported OSWorld task that has a reference solution twice, on fresh desktops: with no action (must
+be 0) and after the solution (must be 1). The reference is the project's scripted solution of its
+own tasks (`workers.envs.osworld.solutions`) or, for a task solved by hand, its latest approved
+annotation trajectory, replayed from its stored actions. Both scores are recorded on the task
+(`Task.reference_check`); one that scores more than 0 with no action is disabled as above.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from webapp.store.importers.osworld import osworld_task_json
-from webapp.store.models import Task
+from webapp.store.models import (
+    ReviewState,
+    Task,
+    Trajectory,
+    TrajectorySource,
+    TrajectoryStatus,
+)
+from webapp.store.replay import replay_steps
 from webapp.store.services import task_disable
 
 
@@ -63,3 +79,61 @@ def osworld_checks_queue(*, task_ids: Iterable[int]) -> int:
     )
     transaction.on_commit(lambda: [osworld_task_check.delay(pk) for pk in ids])
     return len(ids)
+
+
+def osworld_reference_check(*, task_ids: Iterable[int]) -> list[dict[str, Any]]:
+    """The independent check (module docstring) of the enabled, supported OSWorld tasks among
+    `task_ids` that have a reference solution; one record per task checked, also stored on it."""
+    from workers.envs.osworld.check import reference_check
+
+    records: list[dict[str, Any]] = []
+    tasks = Task.objects.filter(pk__in=list(task_ids), source="osworld", enabled=True, supported=True)
+    for task in tasks.select_related("pool").order_by("pk"):
+        found = reference_solution(task)
+        if found is None:
+            continue
+        reference, solve = found
+        bundle = task.setup.get("bundle_dir")
+        outcome = reference_check(
+            osworld_task_json(task),
+            solve,
+            reference,
+            Path(bundle) if isinstance(bundle, str) and bundle else None,
+        )
+        record = {**outcome.to_dict(), "checked_at": timezone.now().isoformat()}
+        with transaction.atomic():
+            Task.objects.filter(pk=task.pk).update(reference_check=record, updated_at=timezone.now())
+            if outcome.no_action is not None and outcome.no_action > 0:
+                task_disable(
+                    task_id=task.pk,
+                    reason=f"passes without action: the evaluator scores {outcome.no_action:g} with no action "
+                    f"(the independent check, {reference})",
+                )
+        records.append({"task": task.pk, "id": task.external_id, "pool": task.pool.name, **record})
+    return records
+
+
+def reference_solution(task: Task) -> tuple[str, Callable[[Any], None]] | None:
+    """(what it is, a function that plays it on a reset environment) for `task`, or None: the
+    project's scripted solution of its own task, else its latest approved annotation trajectory
+    with stored actions."""
+    from workers.envs.osworld import solutions
+    from workers.envs.replay import play_steps
+
+    if task.external_id in solutions.SOLUTIONS:
+        return "scripted", lambda env: solutions.solve(env, task.external_id)
+    approved = (
+        Trajectory.objects.filter(
+            task=task,
+            source=TrajectorySource.ANNOTATION,
+            status=TrajectoryStatus.COMPLETED,
+            review_state=ReviewState.APPROVED,
+            num_steps__gt=0,
+        )
+        .order_by("-finished_at", "-pk")
+        .first()
+    )
+    if approved is None:
+        return None
+    steps = replay_steps(approved)
+    return f"trajectory {approved.pk}", lambda env: play_steps(env, steps)
