@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +26,8 @@ from workers.envs.osworld.files import (
     local_copy,
 )
 from workers.envs.osworld.support import _step_problems
+
+log = logging.getLogger(__name__)
 
 
 def run_setup(
@@ -303,8 +307,11 @@ _WINDOWED_PROGRAMS = frozenset(
     {"libreoffice", "soffice", "gimp", "vlc", "thunderbird", "chromium", "google-chrome", "mousepad", "gedit"}
 )
 _WINDOW_TIMEOUT_S = 60.0
-# Ready = the screen drew nothing larger than a caret's blink for IDLE_QUIET_S (at most IDLE_MAX_S).
+# Ready = every thread of the session's box sleeps (it has done what it was asked: loaded, drawn;
+# `workers.envs.sandbox.activity`, an event that holds at any load, at most IDLE_MAX_S), then the
+# screen drew nothing larger than a caret's blink for IDLE_QUIET_S (at most IDLE_MAX_S).
 IDLE_QUIET_S, IDLE_MAX_S, IDLE_MIN_AREA = 1.5, 30.0, 32 * 32
+BOX_IDLE_MAX_S = 90.0
 
 
 def _program(command: str | list[str]) -> str:
@@ -339,8 +346,19 @@ def _wait_for_new_window(runner: CommandRunner, before: set[str] | None) -> None
 
 
 def _wait_until_idle(runner: CommandRunner) -> None:
-    """Until the session's screen is quiet: the app has drawn its window, dialogs included, and waits
-    for input. An environment without a screen (no `display`) does not wait."""
+    """Until the session is idle: its box's threads all sleep (its apps wait for input) and then
+    its screen is quiet (the app has drawn its window, dialogs included). An environment without a
+    box does not wait on the first, one without a screen (no `display`) not on the second."""
+    try:
+        init_pid = runner.sandbox.init_pid  # type: ignore[attr-defined]
+    except (AttributeError, EnvError):  # no box (a VM), or it is gone
+        init_pid = None
+    if isinstance(init_pid, int):
+        from workers.envs.sandbox.activity import wait_quiescent
+
+        quiet = wait_quiescent(init_pid, max_s=BOX_IDLE_MAX_S)
+        if not quiet.reached:
+            log.info("the session stayed busy for %.0f s (%s)", quiet.waited_s, ", ".join(quiet.busy))
     display = getattr(runner, "display", None)
     if not isinstance(display, str):
         return
