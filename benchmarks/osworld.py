@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import re
 import sys
 import tempfile
 import time
@@ -54,12 +55,14 @@ def _run_osworld(config: OsworldBenchConfig, examples: str | None) -> dict[str, 
         row = {"files": len(files), "imported": 0, "supported": 0, "checked": 0}
         row.update({"supported_if_mirrored": 0, "passes_without_action": 0, "setup_errors": 0})
         checks = 0
+        domain_reasons: collections.Counter[str] = collections.Counter()
         for path in files:
             records, _issues = parse_osworld(SourceFile(str(path), path.read_bytes()))
             for record in records:
                 row["imported"] += 1
                 if not record.supported:
                     reasons.update(_reason_kind(r) for r in record.unsupported_reasons)
+                    domain_reasons.update({_reason_kind(r) for r in record.unsupported_reasons})
                     with assuming_mirrored():
                         left = osworld.check_supported(_as_task_json(record, osworld_task_json), "desktop")
                     row["supported_if_mirrored"] += not left
@@ -84,6 +87,8 @@ def _run_osworld(config: OsworldBenchConfig, examples: str | None) -> dict[str, 
                 elif outcome.verdict in {"setup_error", "unsupported"}:
                     row["setup_errors"] += 1
                     reasons.update([f"setup: {outcome.detail[:80]}"])
+        # why this domain's tasks are unsupported: (reason, tasks it applies to), most frequent first
+        row["unsupported_reasons"] = domain_reasons.most_common(4)
         domains[domain] = row
     # OSWorld's Windows variants (same ids as the Linux tasks): skipped, and counted apart
     windows = [p for p in sorted(root.rglob("*.json")) if windows_variant(p.relative_to(root).as_posix())]
@@ -132,6 +137,7 @@ def _as_task_json(record: Any, to_json: Any) -> dict[str, Any]:
 
 def _reason_kind(reason: str) -> str:
     """Group reasons ('needs the network', a metric's missing package, …) for the summary."""
+    reason = re.sub(r"^(post)?config\[\d+\]: ", "", reason)
     if "opens the web page" in reason:
         return "chrome tab of a web page needs the network"
     for key in (

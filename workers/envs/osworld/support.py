@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -205,9 +208,46 @@ def _evaluator_problems(evaluator: dict[str, Any], bundle_dir: Path | None = Non
                 problems.append(problem)
     for getter in [*results, *(e for e in expected if e is not None)]:
         problems.extend(_getter_problems(getter, bundle_dir))
+    for func, getter, rule in zip(funcs, results, expected or [None] * len(funcs), strict=False):
+        problems.extend(_removal_problems(func, getter, rule))
     for i, step in enumerate(evaluator.get("postconfig", []) or []):
         problems.extend(f"postconfig[{i}]: {p}" for p in _step_problems(step, bundle_dir))
     return problems
+
+
+_DPKG_GREP = re.compile(r"^\s*dpkg\s+-l\s*\|\s*grep\s+([A-Za-z0-9.+-]+)\s*$")
+
+
+def _removal_problems(func: Any, getter: Any, rule: Any) -> list[str]:
+    """A task that removes a package its VM has (ddc75b62: `dpkg -l | grep mahjongg` must not
+    list it) passes with no action where the package is not installed: it needs it installed."""
+    if func != "check_include_exclude" or not isinstance(getter, dict) or not isinstance(rule, dict):
+        return []
+    match = (
+        _DPKG_GREP.match(str(getter.get("command", ""))) if getter.get("type") == "vm_command_line" else None
+    )
+    excluded = (rule.get("rules") or {}).get("exclude") or [] if isinstance(rule.get("rules"), dict) else []
+    if match is None or match.group(1) not in excluded:
+        return []
+    name = match.group(1)
+    if any(name in package for package in _installed_packages()):
+        return []
+    return [
+        f"removes the package {name!r}, which OSWorld's VM has and this host has not installed "
+        "(with it absent the task passes with no action)"
+    ]
+
+
+@functools.cache
+def _installed_packages() -> frozenset[str]:
+    """The Debian packages installed on this host (the sandboxes see its /usr)."""
+    try:
+        out = subprocess.run(
+            ["dpkg-query", "-W", "-f", "${Package}\n"], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return frozenset()
+    return frozenset(out.stdout.split())
 
 
 # desktop-env getters and the program they need in the session (vm_terminal_output: xprop finds the

@@ -100,6 +100,15 @@ GETTERS: dict[str, tuple[str, str]] = {
 }
 
 
+# desktop-env getters that cannot tell a solved task here from an untouched one, and why.
+UNSCOREABLE_GETTERS: dict[str, str] = {
+    # chrome 99146c54 ("delete browsing data when Chrome closes") scored 1 with no action
+    "data_delete_automacally": "reads only whether Chrome's Preferences has "
+    "profile.default_content_setting_values, which this host's Chromium writes on its own when it first "
+    "starts (has_migrated_local_network_access): it scores 1 with no action here",
+}
+
+
 class VocabularyMissing(RuntimeError):
     """desktop-env (or a module's dependency) is not installed here."""
 
@@ -258,6 +267,8 @@ def metric(func: str) -> Callable[..., Any]:
 def getter_problem(gtype: str) -> str | None:
     if gtype not in GETTERS:
         return None if False else f"getter {gtype!r} is not supported here"
+    if gtype in UNSCOREABLE_GETTERS:
+        return f"getter {gtype!r} {UNSCOREABLE_GETTERS[gtype]}"
     module, fn = GETTERS[gtype]
     loaded = _module("getters", module)
     if isinstance(loaded, str):
