@@ -19,6 +19,7 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ def _run_osworld(config: OsworldBenchConfig, examples: str | None) -> dict[str, 
     t0 = time.monotonic()
     for domain in config.goal_domains:
         files = sorted((folder / domain).glob("*.json")) if (folder / domain).is_dir() else []
-        row = {"files": len(files), "imported": 0, "supported": 0, "checked": 0}
+        row: dict[str, Any] = {"files": len(files), "imported": 0, "supported": 0, "checked": 0}
         row.update({"supported_if_mirrored": 0, "passes_without_action": 0, "setup_errors": 0})
         checks = 0
         domain_reasons: collections.Counter[str] = collections.Counter()
@@ -172,11 +173,14 @@ def _solved_tasks(osworld: Any, display_range: tuple[int, int]) -> list[dict[str
             if problems:  # e.g. VLC or GIMP not installed on this host: nothing to score here
                 out.append({"id": task_id, "skipped": "; ".join(problems)})
                 continue
-            outcome = reference_check(
-                task, lambda env, t=task_id: solutions.solve(env, t), "scripted", bundle, display_range
-            )
+            outcome = reference_check(task, _scripted(solutions, task_id), "scripted", bundle, display_range)
         out.append({"id": task_id, **outcome.to_dict()})
     return out + _hand_solved()
+
+
+def _scripted(solutions: Any, task_id: str) -> Callable[[Any], None]:
+    """Plays our own task's scripted solution on a reset environment."""
+    return lambda env: solutions.solve(env, task_id)
 
 
 def _hand_solved() -> list[dict[str, Any]]:

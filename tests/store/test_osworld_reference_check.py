@@ -37,7 +37,7 @@ BASE: dict[str, Any] = {
     },
 }
 # The annotator's actions: the terminal (top left of the session's desktop), then the command.
-SOLVED = [
+SOLVED: list[list[dict[str, Any]]] = [
     [{"kind": "click", "point": [200, 200]}],
     [{"kind": "type", "text": "touch ~/done\n"}],
     [{"kind": "wait"}],
