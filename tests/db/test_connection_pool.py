@@ -105,3 +105,32 @@ def test_no_connection_to_be_had_is_a_503_with_retry_after_and_a_1013_close(user
         if r.status_code == 503:
             _assert_clean_503(r.status_code, r.headers.get("retry-after"), r.headers["content-type"], r.text)
     assert {code for code in socket_codes} <= {None, 1013}, socket_codes
+
+
+def test_pooled_connections_terminated_by_the_server_are_not_handed_out(users) -> None:
+    """pg_terminate_backend on every idle connection of the pool (a PostgreSQL restart, an
+    administrator, issue 37's kill journey): the next requests get fresh connections and answer 200,
+    none a 5xx; the pool checks a connection before it hands it out."""
+    import httpx
+
+    from tests.db.load import _postgres, server_connections
+
+    env, name = _pool_env(max_size=4, timeout_s=10)
+    env.update({"DB_POOL_WEB_MIN": "4", "DB_POOL_MAX_IDLE_S": "600"})  # the pool keeps 4 idle connections
+    token = _tokens(users)[0]
+    auth = {"Authorization": f"Token {token}"}
+    with serve_asgi(env) as url, httpx.Client(base_url=url, headers=auth, timeout=60) as http:
+        assert http.get("/api/me/").status_code == 200
+        for _ in range(40):  # the pool fills to its min_size in the background
+            if server_connections(name) >= 4:
+                break
+            http.get("/api/me/")
+        with _postgres() as pg:
+            killed = pg.execute(
+                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE application_name = %s",
+                [name],
+            ).fetchone()
+        assert killed and killed[0] >= 1
+        statuses = [http.get("/api/me/").status_code for _ in range(12)]
+    assert statuses == [200] * 12, statuses

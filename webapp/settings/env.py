@@ -124,7 +124,10 @@ def database_from_url(
         # Never persistent: a connection kept per thread is how the ASGI server ran PostgreSQL out of
         # connections (issue 37). The pool, when set, bounds them instead.
         "CONN_MAX_AGE": 0,
-        "CONN_HEALTH_CHECKS": pool is None,  # the pool checks a connection before handing it out
+        # With the pool, this is what makes it check a connection before handing it out (Django passes
+        # psycopg_pool's check_connection only then): without it, connections PostgreSQL terminated
+        # while idle in the pool (pg_terminate_backend, a restart) were handed out and failed (503s).
+        "CONN_HEALTH_CHECKS": True,
     }
     options: dict[str, object] = {"application_name": application_name} if application_name else {}
     if pool is not None:
