@@ -5,6 +5,7 @@ decision (chosen index, rejected candidates, edit diff, model version, time take
 from __future__ import annotations
 
 import difflib
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,7 +175,9 @@ class _Executed:
     clock_end: float
 
 
-def session_decide(*, session_id: int, user: Any, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+def session_decide(
+    *, session_id: int, user: Any, kind: str, data: dict[str, Any], timings: dict[str, float] | None = None
+) -> dict[str, Any]:
     """Apply one decision to the session's current observation (`data["obs_version"]` must match).
     Returns {"step": index, "done": bool, "reward": float}.
 
@@ -184,7 +187,11 @@ def session_decide(*, session_id: int, user: Any, kind: str, data: dict[str, Any
     and the claim still ours (else SessionConflict says the result was discarded). A concurrent
     decision on the same session gets SessionConflict at the claim. If the environment is gone the
     session is closed (its partial trajectory kept) and SessionConflict says so; an environment that
-    does not answer within ANNOTATION_ENV_TIMEOUT_S raises fleet.EnvTimeout (504), nothing stored."""
+    does not answer within ANNOTATION_ENV_TIMEOUT_S raises fleet.EnvTimeout (504), nothing stored.
+
+    `timings`, when given, gets the milliseconds of each phase ("check", "env", "store": the
+    decide endpoint's Server-Timing)."""
+    clock = _Phases(timings)
     if kind not in DECISION_KINDS:
         raise DecisionInvalid(f"unknown decision {kind!r}; expected one of {DECISION_KINDS}")
     session = session_owned_active(session_id, user)
@@ -196,8 +203,10 @@ def session_decide(*, session_id: int, user: Any, kind: str, data: dict[str, Any
     screen_actions = _to_screen(chosen, session)
     plan = _Planned(kind, chosen, screen_actions, *_stored_text(screen_actions, chosen.thought, session))
     token = session_claim(session=session, obs_version=session.obs_version)
+    clock.lap("check")
     try:
         executed = _execute(session, screen_actions)
+        clock.lap("env")
     except _LeaseGone as exc:
         session_claim_release(session_id=session_id, token=token)
         session_abandon(session=AnnotationSession.objects.get(pk=session_id), reason=str(exc))
@@ -205,7 +214,22 @@ def session_decide(*, session_id: int, user: Any, kind: str, data: dict[str, Any
     except BaseException:
         session_claim_release(session_id=session_id, token=token)
         raise
-    return _store(session_id, user, token, data, plan, executed)
+    out = _store(session_id, user, token, data, plan, executed)
+    clock.lap("store")
+    return out
+
+
+class _Phases:
+    """Milliseconds since the previous lap, by phase name, into `into` (nothing when it is None)."""
+
+    def __init__(self, into: dict[str, float] | None) -> None:
+        self.into, self.last = into, time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        if self.into is not None:
+            self.into[name] = round((now - self.last) * 1000, 1)
+        self.last = now
 
 
 def _execute(session: AnnotationSession, screen_actions: list[Action]) -> _Executed:
