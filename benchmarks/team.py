@@ -111,6 +111,8 @@ class TeamStack:
         self.host = f"team{uuid.uuid4().hex[:6]}"
         self.base = f"http://127.0.0.1:{self.port}"
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.programs: dict[str, tuple[list[str], dict[str, str]]] = {}  # name -> (command, environment)
+        self.running: dict[str, subprocess.Popen[bytes]] = {}
         self.pool_roles: list[tuple[str, int]] = []  # (DB_POOL_ROLE, processes) of each program
         self.env = {
             **db.env,
@@ -131,10 +133,28 @@ class TeamStack:
     def spawn(self, name: str, role: str, processes: int, *cmd: str, **extra: str) -> None:
         """Start one of the stack's programs with the database pool role up.sh gives it; its
         `processes` (a prefork worker's children) each hold a pool of that role's size."""
-        log = open(self.tmp / f"{name}.log", "wb")
         self.pool_roles.append((role, processes))
-        self.procs.append(subprocess.Popen(list(cmd), env={**self.env, **extra, "DB_POOL_ROLE": role},
-                                           cwd=settings.BASE_DIR, stdout=log, stderr=subprocess.STDOUT))  # fmt: skip
+        self.programs[name] = (list(cmd), {**self.env, **extra, "DB_POOL_ROLE": role})
+        self._launch(name)
+
+    def _launch(self, name: str) -> None:
+        cmd, env = self.programs[name]
+        log = open(self.tmp / f"{name}.log", "ab")
+        proc = subprocess.Popen(cmd, env=env, cwd=settings.BASE_DIR, stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        self.running[name] = proc
+
+    def restart(self, names: list[str], timeout_s: float = 60.0) -> float:
+        """SIGTERM the programs `names` (a Celery worker's warm shutdown: it finishes the tasks it
+        runs and hands back the ones it reserved), wait for them to end, start them again as they
+        were started; returns the seconds they were down."""
+        t0 = time.monotonic()
+        procs = [self.running[name] for name in names]
+        stop_all(procs, timeout_s=timeout_s)
+        self.procs = [p for p in self.procs if p not in procs]
+        for name in names:
+            self._launch(name)
+        return time.monotonic() - t0
 
     def start(self) -> int:
         """Set up the people and tasks, start the processes; returns the pool's id."""
@@ -232,7 +252,41 @@ def _speech(chunk_s: float) -> list[bytes]:
     return out
 
 
-async def _drive(stack: TeamStack, pool: int, tally: load.Tally, phases: dict[str, float]) -> None:
+def terminate_backends(db: BenchDatabase) -> int:
+    """pg_terminate_backend every backend of the stack's role on the bench's database (the web
+    process's, the workers', the env host's and the policy servers' pooled connections, idle or in a
+    transaction); returns how many were terminated. The sampler's connection is to another database."""
+    with psycopg.connect(database_url_of(db, "postgres"), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = %s AND usename = current_user AND pid <> pg_backend_pid()",
+            [db.name],
+        ).fetchall()
+    return sum(1 for (ok,) in rows if ok)
+
+
+ASR_WORKERS = ["worker-asr-live", "worker-asr"]
+
+
+async def _chaos(stack: TeamStack, db: BenchDatabase, started: float, events: list[dict[str, Any]]) -> None:
+    """The kill/restart journey (`--chaos`): at each planned share of the window, terminate every
+    database backend of the stack ("pg") or SIGTERM the ASR workers and start them again ("asr")."""
+    c = stack.config
+    for what, share in sorted(c.chaos_plan, key=lambda x: x[1]):
+        await asyncio.sleep(max(0.0, started + share * c.window_s - time.monotonic()))
+        at = time.monotonic()
+        event: dict[str, Any] = {"event": what, "at_s": round(at - started, 1), "monotonic": at}
+        if what == "pg":
+            event["backends_terminated"] = await asyncio.to_thread(terminate_backends, db)
+        elif what == "asr":
+            event["down_s"] = round(await asyncio.to_thread(stack.restart, ASR_WORKERS), 1)
+        else:
+            raise ValueError(f"unknown chaos event {what!r}")
+        events.append(event)
+
+
+async def _drive(stack: TeamStack, pool: int, tally: load.Tally, phases: dict[str, float],
+                 events: list[dict[str, Any]]) -> None:  # fmt: skip
     """Sign everyone in and run the actors for the window; `phases` gets the stack's start-up time
     (`ready_s`) and the window's own length with the actors' wind-down (`window_s`)."""
     c = stack.config
@@ -265,6 +319,8 @@ async def _drive(stack: TeamStack, pool: int, tally: load.Tally, phases: dict[st
     actors += [
         load.dashboard(people[f"res{i + 1}"], stop_at, i, c.export_every_s) for i in range(c.dashboards)
     ]
+    if c.chaos:
+        actors.append(_chaos(stack, stack.db, t0, events))
     try:
         await asyncio.gather(*actors)
     finally:
@@ -320,6 +376,29 @@ def lost_steps(db: BenchDatabase, decisions: list[tuple[int, int, int]]) -> int:
     return sum(1 for d in decisions if stored.get(d, 0) != 1)
 
 
+def untranscribed_chunks(db: BenchDatabase) -> int:
+    """Think-aloud chunks stored (their upload answered) that never got their live transcription."""
+    with psycopg.connect(database_url_of(db)) as conn:
+        row = conn.execute("SELECT count(*) FROM annotation_thinkaloudchunk WHERE NOT transcribed").fetchone()
+    return int(row[0]) if row else 0
+
+
+def chaos_figures(tally: load.Tally, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the kill/restart journey cost: the failures (5xx, no answer) from the first event on,
+    each within 30 s of an event or not."""
+    if not events:
+        return {}
+    first = min(e["monotonic"] for e in events)
+    after = [(t, what) for t, what in tally.failures_at if t >= first]
+    return {
+        "chaos_events": [{k: v for k, v in e.items() if k != "monotonic"} for e in events],
+        "http_5xx_after_chaos": sum(1 for _, what in after if what[0] == "5"),
+        "http_500_after_chaos": sum(1 for _, what in after if what.startswith("500 ")),
+        "http_no_answer_after_chaos": sum(1 for _, what in after if what.startswith("no answer")),
+        "failures_after_chaos": dict(Counter(what for _, what in after)),
+    }
+
+
 def db_pool_max(pool_roles: list[tuple[str, int]], runs: int) -> int | None:
     """The connections the settings allow the stack in all (docs/scale.md's budget): each process's
     pool `DB_POOL_MAX[role]`, summed over the stack's processes and the runs' own policy servers
@@ -337,8 +416,13 @@ def _p95(values: list[float]) -> float | None:
     return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
 
 
+def _p50(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
 def figures(config: TeamBenchConfig, tally: load.Tally, sampler: Sampler, lost: int,
-            server_errors: dict[str, int], pool_roles: list[tuple[str, int]]) -> dict[str, Any]:  # fmt: skip
+            server_errors: dict[str, int], pool_roles: list[tuple[str, int]],
+            untranscribed: int | None = None, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
     runs = tally.runs
     decide = _p95(tally.decide_ms)
     asr = _p95(tally.asr_lag_s)
@@ -366,15 +450,20 @@ def figures(config: TeamBenchConfig, tally: load.Tally, sampler: Sampler, lost: 
     return {
         **out,
         "http_5xx_by_endpoint": {k: n for k, n in sorted(tally.http.items()) if k.startswith("5")},
+        "http_5xx_details": tally.failure_details,
         "http_answers": sum(tally.http.values()),
         "transport_errors": dict(tally.transport_errors),
         "ws_error_kinds": dict(tally.ws_errors),
         "server_tracebacks": server_errors,
         "decisions": len(tally.decisions),
+        "decide_phases_ms": {name: {"p50": round(_p50(v), 1), "p95": round(_p95(v) or 0.0, 1)}
+                             for name, v in sorted(tally.decide_phases_ms.items()) if v},
         "decide_p50_ms": round(sorted(tally.decide_ms)[len(tally.decide_ms) // 2], 1) if tally.decide_ms else None,
         "asr_lag_p50_s": round(sorted(tally.asr_lag_s)[len(tally.asr_lag_s) // 2], 2) if tally.asr_lag_s else None,
         "asr_chunks_transcribed": len(tally.asr_lag_s),
         "asr_chunks_without_transcript": tally.asr_pending,
+        "asr_chunks_untranscribed": untranscribed,  # in the database, after the stack stopped
+        **chaos_figures(tally, events or []),
         "runs_at_end": runs,  # first_episode_s from launch; waited_s: launch to the window's end
         "counts": dict(tally.kinds),
         "http_by_status": dict(Counter(key.split(" ", 1)[0] for key in tally.http.elements())),
@@ -411,23 +500,23 @@ def team_figures(config: TeamBenchConfig) -> dict[str, Any]:
     db = bench_database("team")
     stack = TeamStack(config, db)
     tally = load.Tally()
+    events: list[dict[str, Any]] = []
     try:
         pool = stack.start()
         phases["setup_s"] = time.monotonic() - t0
         with Sampler(db) as sampler:
             sampler.load_before = load_before
-            asyncio.run(_drive(stack, pool, tally, phases))
+            asyncio.run(_drive(stack, pool, tally, phases, events))
     except Exception as exc:
         raise RuntimeError(f"bench team failed: {exc}\n{stack.logs()}") from exc
     finally:
         t1 = time.monotonic()
         stack.stop()
         phases["stop_s"] = time.monotonic() - t1
-    out = figures(
-        config, tally, sampler, lost_steps(db, tally.decisions), stack.error_lines(), stack.pool_roles
-    )
+    out = figures(config, tally, sampler, lost_steps(db, tally.decisions), stack.error_lines(), stack.pool_roles,
+                  untranscribed_chunks(db), events)  # fmt: skip
     return {**out, "phases_s": {k: round(v, 1) for k, v in phases.items()}, "logs": str(stack.tmp)}
 
 
-def run_team(quick: bool) -> dict[str, Any]:
-    return team_figures(TeamBenchConfig.for_run(quick))
+def run_team(quick: bool, chaos: bool = False) -> dict[str, Any]:
+    return team_figures(TeamBenchConfig.for_run(quick, chaos=chaos))

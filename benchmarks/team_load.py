@@ -39,15 +39,23 @@ class Tally:
     transport_errors: Counter[str] = field(default_factory=Counter)
     ws_errors: Counter[str] = field(default_factory=Counter)
     decide_ms: list[float] = field(default_factory=list)
+    decide_phases_ms: dict[str, list[float]] = field(default_factory=dict)  # Server-Timing, and "outside"
     decisions: list[tuple[int, int, int]] = field(default_factory=list)
     kinds: Counter[str] = field(default_factory=Counter)  # decisions by kind, sessions, reviews, exports
     asr_lag_s: list[float] = field(default_factory=list)
     asr_pending: int = 0  # chunks uploaded whose transcript never came
     runs: list[dict[str, Any]] = field(default_factory=list)  # id, launched_at, first_episode_s
+    failures_at: list[tuple[float, str]] = field(default_factory=list)  # (monotonic, what): 5xx, no answer
+    failure_details: dict[str, list[str]] = field(default_factory=dict)  # the first answers of each 5xx kind
 
     def count(self, response: httpx.Response) -> None:
         path = re.sub(r"/\d+", "/<id>", response.request.url.path)
-        self.http[f"{response.status_code} {response.request.method} {path}"] += 1
+        what = f"{response.status_code} {response.request.method} {path}"
+        self.http[what] += 1
+        if response.status_code >= 500:
+            self.failures_at.append((time.monotonic(), what))
+            if len(said := self.failure_details.setdefault(what, [])) < 3 and not response.is_stream_consumed:
+                said.append(response.text[:300])
 
     @property
     def http_5xx(self) -> int:
@@ -82,9 +90,9 @@ class Person:
             headers = {**self.headers, **kwargs.pop("headers", {})}
             response = await self.client.request(method, path, headers=headers, **kwargs)
         except httpx.HTTPError as exc:
-            self.tally.transport_errors[
-                f"{method} {re.sub(r'/[0-9]+', '/<id>', path)}: {type(exc).__name__}"
-            ] += 1
+            what = f"{method} {re.sub(r'/[0-9]+', '/<id>', path)}: {type(exc).__name__}"
+            self.tally.transport_errors[what] += 1
+            self.tally.failures_at.append((time.monotonic(), f"no answer {what}"))
             return None
         self.tally.count(response)
         return response
@@ -274,10 +282,26 @@ async def _decide(person: Person, url: str, body: dict[str, Any], trajectory: in
     t0 = time.perf_counter()
     answer = await person.call("POST", url, json=body)
     if answer is not None and answer.status_code == 200:
-        person.tally.decide_ms.append((time.perf_counter() - t0) * 1000)
+        took = (time.perf_counter() - t0) * 1000
+        person.tally.decide_ms.append(took)
+        phases = server_timing(answer.headers.get("Server-Timing", ""))
+        phases["outside"] = took - sum(phases.values())  # the request's wait in the web server, the network
+        for name, ms in phases.items():
+            person.tally.decide_phases_ms.setdefault(name, []).append(ms)
         person.tally.decisions.append((trajectory, int(answer.json()["step"]), int(body["obs_version"])))
         person.tally.kinds[f"decide_{body['kind']}"] += 1
     return answer
+
+
+def server_timing(header: str) -> dict[str, float]:
+    """{name: ms} of a Server-Timing header ("env;dur=12.5, store;dur=3")."""
+    out: dict[str, float] = {}
+    for part in header.split(","):
+        name, _, rest = part.strip().partition(";")
+        found = re.search(r"dur=([0-9.]+)", rest)
+        if name and found:
+            out[name] = float(found.group(1))
+    return out
 
 
 async def _think_aloud(person: Person, sid: int, sock: SessionSocket, plan: AnnotatorPlan,

@@ -283,6 +283,10 @@ class TeamBenchConfig:
     task_copies: int = 40  # per MiniWoB++ task: a finished episode closes its assignment
     redis_db: int = 11  # of the configured Redis; flushed at the start
     ready_s: float = 420.0  # for the stack to come up (migrations, browsers, workers)
+    # --chaos: at these shares of the window, every PostgreSQL backend of the stack's role on its
+    # database is terminated ("pg"), or the ASR workers get SIGTERM and are started again ("asr")
+    chaos: bool = False
+    chaos_plan: tuple[tuple[str, float], ...] = (("pg", 0.3), ("asr", 0.5), ("pg", 0.7))
 
     @classmethod
     def for_run(cls, quick: bool, **overrides: Any) -> TeamBenchConfig:

@@ -69,11 +69,20 @@ class Command(BaseCommand):
         parser.add_argument(
             "--examples", default=None, help="bench osworld: OSWorld's evaluation_examples folder (read only)"
         )
+        parser.add_argument(
+            "--chaos", action="store_true",
+            help="bench team: terminate the stack's database connections and restart its ASR workers mid-load",
+        )  # fmt: skip
 
-    def handle(self, *args: Any, name: str, quick: bool, examples: str | None = None, **options: Any) -> None:
+    def handle(self, *args: Any, name: str, quick: bool, examples: str | None = None, chaos: bool = False,
+               **options: Any) -> None:  # fmt: skip
         module_name, func_name = BENCHES[name].split(":")
         bench = getattr(importlib.import_module(module_name), func_name)
-        extra = {"examples": examples} if name == "osworld" else {}
+        if chaos and name != "team":
+            raise CommandError("--chaos is an option of bench team only")
+        extra: dict[str, Any] = {"examples": examples} if name == "osworld" else {}
+        if chaos:
+            extra["chaos"] = True
         with owned_processes():
             try:
                 figures: dict[str, Any] = bench(quick=quick, **extra)
