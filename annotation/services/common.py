@@ -12,7 +12,6 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from annotation import events
@@ -40,23 +39,44 @@ def _check_owned_active(session: AnnotationSession, user_id: int) -> None:
         raise SessionConflict(f"session {session.pk} is {session.status}")
 
 
-def session_claim(*, session: AnnotationSession, obs_version: int | None = None) -> str:
+class ClaimLapsed(SessionConflict):
+    """The claim was won from one that lapsed: the call that held it may have changed the
+    environment without storing what it did (its process died, its store failed). `token` is the
+    claim, now held by the caller."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__("the session's previous claim lapsed before its result was stored")
+        self.token = token
+
+
+def session_claim(
+    *, session: AnnotationSession, obs_version: int | None = None, lapsed_ok: bool = True
+) -> str:
     """Claim the session for one call to its environment: a conditional UPDATE (autocommit) that
     exactly one caller wins while the session is active, unclaimed (or its claim lapsed after
     ANNOTATION_CLAIM_TTL_S) and, when given, still on `obs_version`. Returns the claim token;
-    SessionConflict when another decision holds it or the screen changed."""
+    SessionConflict when another decision holds it or the screen changed. With `lapsed_ok` False,
+    a claim won from a lapsed one raises ClaimLapsed (holding the new token) instead."""
     token = uuid.uuid4().hex
     lapsed = timezone.now() - timedelta(seconds=settings.ANNOTATION_CLAIM_TTL_S)
     rows = AnnotationSession.objects.filter(
-        Q(decision_claim="") | Q(decision_claimed_at__lt=lapsed),
-        pk=session.pk, user_id=session.user_id, status=SessionStatus.ACTIVE,
-    )  # fmt: skip
+        pk=session.pk, user_id=session.user_id, status=SessionStatus.ACTIVE
+    )
     if obs_version is not None:
         rows = rows.filter(obs_version=obs_version)
-    if rows.update(decision_claim=token, decision_claimed_at=timezone.now()) != 1:
+    if rows.filter(decision_claim="").update(decision_claim=token, decision_claimed_at=timezone.now()) == 1:
+        return token
+    if (
+        rows.filter(decision_claimed_at__lt=lapsed).update(
+            decision_claim=token, decision_claimed_at=timezone.now()
+        )
+        != 1
+    ):
         raise SessionConflict(
             "another decision on this session is executing, or the screen changed; reload and decide again"
         )
+    if not lapsed_ok:
+        raise ClaimLapsed(token)
     return token
 
 

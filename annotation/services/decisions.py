@@ -5,16 +5,18 @@ decision (chosen index, rejected candidates, edit diff, model version, time take
 from __future__ import annotations
 
 import difflib
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 
 from annotation.models import AnnotationSession
 from annotation.services.candidates import candidates_request, profile_for
 from annotation.services.common import (
+    ClaimLapsed,
     SessionConflict,
     observation_store,
     publish_observation,
@@ -32,6 +34,8 @@ from workers.actions.coords import OffScreen, action_from_screen, actions_on_scr
 from workers.actions.parse import parse_response
 from workers.actions.serialize import format_response
 from workers.actions.types import TERMINAL_KINDS, Action, Convention
+
+log = logging.getLogger(__name__)
 
 DECISION_KINDS = ("accept", "edit", "override", "finish", "infeasible", "call_user")
 
@@ -202,7 +206,13 @@ def session_decide(
     chosen = _choose(session, kind, data)
     screen_actions = _to_screen(chosen, session)
     plan = _Planned(kind, chosen, screen_actions, *_stored_text(screen_actions, chosen.thought, session))
-    token = session_claim(session=session, obs_version=session.obs_version)
+    try:
+        token = session_claim(session=session, obs_version=session.obs_version, lapsed_ok=False)
+    except ClaimLapsed as exc:  # the decision before this one may have run without being stored
+        _reobserve(session_id, exc.token, "a decision on this screen was not stored")
+        raise SessionConflict(
+            "a decision on this screen was interrupted before it was stored; the screen was read again, decide on it"
+        ) from exc
     clock.lap("check")
     try:
         executed = _execute(session, screen_actions)
@@ -214,9 +224,94 @@ def session_decide(
     except BaseException:
         session_claim_release(session_id=session_id, token=token)
         raise
-    out = _store(session_id, user, token, data, plan, executed)
+    out = _store_retrying(session_id, user, token, data, plan, executed)
     clock.lap("store")
     return out
+
+
+# Waits between tries of a store that lost its database connection (PostgreSQL restarted, the
+# connection terminated): the environment has executed the decision, so its step is worth ~4 s.
+STORE_RETRY_WAITS_S = (0.2, 0.5, 1.0, 2.0)
+
+
+def _store_retrying(
+    session_id: int, user: Any, token: str, data: dict[str, Any], plan: _Planned, executed: _Executed
+) -> dict[str, Any]:
+    """`_store`, tried again on a fresh connection when the database connection failed (the
+    transaction rolled back: nothing was stored, the claim is still ours). A failure at COMMIT may
+    have committed: a step already stored for this screen is the answer then. When the step cannot
+    be stored at all, the environment has moved on from the screen the session shows: the session
+    reads the screen again (`_reobserve`), so nobody decides on a screen that is gone."""
+    obs_version = int(data["obs_version"])
+    failed = False
+    for wait_s in (*STORE_RETRY_WAITS_S, None):
+        try:
+            return _store(session_id, user, token, data, plan, executed)
+        except SessionConflict as exc:
+            if failed and (stored := _stored_already(session_id, obs_version)) is not None:
+                return stored
+            _reobserve_unclaimed(session_id, f"the decision's result was discarded ({exc})")
+            raise
+        except (OperationalError, InterfaceError) as exc:
+            failed = True
+            connection.close()  # the broken connection goes back to the pool, which discards it
+            if wait_s is None:
+                _reobserve(session_id, token, f"storing the decision failed: {exc}")
+                raise
+            log.warning(
+                "session %s: storing a decision failed (%s); trying again in %s s", session_id, exc, wait_s
+            )
+            time.sleep(wait_s)
+        except Exception as exc:
+            _reobserve(session_id, token, f"storing the decision failed: {type(exc).__name__}: {exc}")
+            raise
+    raise AssertionError("unreachable")  # the last try returns or raises
+
+
+def _stored_already(session_id: int, obs_version: int) -> dict[str, Any] | None:
+    """The answer of a decision on screen `obs_version` whose step was stored (its COMMIT succeeded
+    although the connection failed on the way back), or None."""
+    session = AnnotationSession.objects.filter(pk=session_id).first()
+    if session is None:
+        return None
+    step = session.trajectory.steps.filter(decision_meta__obs_version=obs_version).order_by("index").first()
+    if step is None:
+        return None
+    return {"step": step.index, "done": session.env_done or step.done, "reward": session.last_reward}
+
+
+def _reobserve(session_id: int, token: str, why: str) -> None:
+    """The environment ran a decision that could not be stored: read its screen and make that the
+    session's current observation (a new version: a decision on the old one gets 409), releasing
+    the claim. Best effort: if the database is still unreachable the claim lapses after
+    ANNOTATION_CLAIM_TTL_S and the next decision reads the screen again (`session_claim`)."""
+    log.warning("session %s: %s; reading the screen again", session_id, why)
+    try:
+        session = AnnotationSession.objects.select_related("task").get(pk=session_id)
+        wire_obs = fleet.env_call(
+            lease=session_lease(session), op="observe", timeout_s=settings.ANNOTATION_ENV_TIMEOUT_S
+        )["observation"]
+        with transaction.atomic():
+            session = session_fenced(session_id=session_id, user_id=session.user_id, token=token)
+            observation_store(session=session, wire_obs=wire_obs)
+            publish_observation(session)
+            candidates_request(session=session)
+    except Exception as exc:
+        log.warning("session %s: the screen could not be read again (%s)", session_id, exc)
+        connection.close()  # the claim stays: when it lapses, the next decision reads the screen again
+
+
+def _reobserve_unclaimed(session_id: int, why: str) -> None:
+    """A decision ran on the environment but lost its claim: if the session is still active and
+    nobody holds it, claim it and read the screen again (one who holds it stores a newer one)."""
+    session = AnnotationSession.objects.filter(pk=session_id).first()
+    if session is None:
+        return
+    try:
+        token = session_claim(session=session)
+    except SessionConflict:
+        return
+    _reobserve(session_id, token, why)
 
 
 class _Phases:

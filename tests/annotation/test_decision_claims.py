@@ -9,12 +9,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
 from django.db import connection, connections, transaction
 from django.test import override_settings
+from django.utils import timezone
 
 from annotation.models import AnnotationSession, Assignment
 from annotation.services.common import session_lease
@@ -48,18 +50,33 @@ def _click(obs_version: int) -> dict[str, Any]:
 
 
 @pytest.fixture
-def around_env_calls(monkeypatch) -> Iterator[Callable[[Callable[[str], None]], None]]:
-    """`around(hook)`: every real env call first runs `hook(op)` in the calling thread."""
+def around_env_calls(monkeypatch) -> Iterator[Callable[..., None]]:
+    """`around(hook, after=None)`: every real env call first runs `hook(op)` in the calling thread,
+    and `after(op)` once the environment answered."""
     real = fleet.env_call
 
-    def install(hook: Callable[[str], None]) -> None:
+    def install(hook: Callable[[str], None], after: Callable[[str], None] | None = None) -> None:
         def observed(**kwargs: Any) -> dict[str, Any]:
             hook(kwargs["op"])
-            return real(**kwargs)
+            out = real(**kwargs)
+            if after is not None:
+                after(kwargs["op"])
+            return out
 
         monkeypatch.setattr(fleet, "env_call", observed)
 
     yield install
+
+
+def _terminate_own_connection(op: str) -> None:
+    """After the environment stepped: PostgreSQL terminates the request's database connection (as
+    pg_terminate_backend, a restart or a failover does), before the decision is stored."""
+    if op != "step":
+        return
+    connection.ensure_connection()
+    pid = connection.connection.info.backend_pid
+    with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as c:
+        assert c.execute("SELECT pg_terminate_backend(%s)", [pid]).fetchone() == (True,)
 
 
 def _row_lockable_elsewhere(session_id: int) -> bool:
@@ -155,7 +172,9 @@ def test_a_decision_whose_claim_was_taken_over_is_refused_and_stores_nothing(
     api, users, live_stack, around_env_calls
 ):
     """The first decision's claim lapses (TTL 0) and a second decision takes it while the first waits
-    on the environment: the second stores its step, the first is refused with 409."""
+    on the environment. The second cannot know whether the first ran: it reads the screen again and
+    is refused (409, decide on the new screen); the first ran but lost its claim: refused with 409,
+    nothing stored, and the screen read again after its action. A decision on that screen is stored."""
     state = _started(api, users)
     calls = []
     second: list = []
@@ -169,10 +188,75 @@ def test_a_decision_whose_claim_was_taken_over_is_refused_and_stores_nothing(
     first = api("annotator").post(
         f"/api/annotation/sessions/{state['id']}/decide/", {**_click(1), "thought": "first"}, format="json"
     )
-    assert second[0].status_code == 200, second[0].content
+    assert second[0].status_code == 409 and "read again" in second[0].json()["detail"], second[0].content
     assert first.status_code == 409, first.content
     assert "discarded" in first.json()["detail"]
+    assert calls == ["step", "observe", "observe"]  # the second's re-read, the first's step, its re-read
     session = AnnotationSession.objects.get(pk=state["id"])
+    assert not Step.objects.filter(trajectory_id=session.trajectory_id).exists()
+    assert session.obs_version == 3 and session.decision_claim == ""
+    again = api("annotator").post(
+        f"/api/annotation/sessions/{state['id']}/decide/", {**_click(3), "thought": "third"}, format="json"
+    )
+    assert again.status_code == 200, again.content
     steps = list(Step.objects.filter(trajectory_id=session.trajectory_id).values_list("thought", flat=True))
-    assert steps == ["second"]
+    assert steps == ["third"]
+
+
+def test_a_decision_whose_database_connection_is_terminated_before_its_store_is_stored_once(
+    api, users, live_stack, around_env_calls
+):
+    """PostgreSQL terminates the request's connection after the environment stepped: the store is
+    tried again on a new connection; the decision is answered 200 and its step stored exactly once."""
+    state = _started(api, users)
+    around_env_calls(lambda op: None, after=_terminate_own_connection)
+    decided = api("annotator").post(
+        f"/api/annotation/sessions/{state['id']}/decide/", _click(1), format="json"
+    )
+    assert decided.status_code == 200, decided.content
+    session = AnnotationSession.objects.get(pk=state["id"])
+    steps = list(
+        Step.objects.filter(trajectory_id=session.trajectory_id).values_list("index", "decision_meta")
+    )
+    assert [(i, meta["obs_version"]) for i, meta in steps] == [(0, 1)]
     assert session.obs_version == 2 and session.decision_claim == ""
+    assert decided.json()["step"] == 0 and "store" in decided["Server-Timing"]
+
+
+def test_a_decision_that_cannot_be_stored_leaves_the_screen_read_again(
+    api, users, live_stack, around_env_calls, monkeypatch
+):
+    """The store fails for good (no try left after the connection was terminated): the answer is a
+    503 (never a 500), nothing is stored, and the session shows the environment's screen after the
+    action that ran (a new version), so a decision on the old screen is refused; one on the new
+    screen is stored."""
+    from annotation.services import decisions
+
+    monkeypatch.setattr(decisions, "STORE_RETRY_WAITS_S", ())
+    state = _started(api, users)
+    around_env_calls(lambda op: None, after=_terminate_own_connection)
+    url = f"/api/annotation/sessions/{state['id']}/decide/"
+    failed = api("annotator").post(url, _click(1), format="json")
+    assert failed.status_code == 503 and failed["Retry-After"], failed.content
+    session = AnnotationSession.objects.get(pk=state["id"])
+    assert not Step.objects.filter(trajectory_id=session.trajectory_id).exists()
+    assert session.obs_version == 2 and session.decision_claim == ""
+    around_env_calls(lambda op: None)  # the database is back
+    assert api("annotator").post(url, _click(1), format="json").status_code == 409
+    assert api("annotator").post(url, _click(2), format="json").status_code == 200
+    assert Step.objects.filter(trajectory_id=session.trajectory_id).count() == 1
+
+
+def test_a_decision_after_one_whose_process_died_reads_the_screen_again(api, users, live_stack):
+    """A claim left by a decision whose process died (it lapses after ANNOTATION_CLAIM_TTL_S): the
+    next decision cannot know whether that one ran, so it reads the screen again and is refused."""
+    state = _started(api, users)
+    AnnotationSession.objects.filter(pk=state["id"]).update(
+        decision_claim="died", decision_claimed_at=timezone.now() - timedelta(minutes=10)
+    )
+    url = f"/api/annotation/sessions/{state['id']}/decide/"
+    refused = api("annotator").post(url, _click(1), format="json")
+    assert refused.status_code == 409 and "read again" in refused.json()["detail"], refused.content
+    session = AnnotationSession.objects.get(pk=state["id"])
+    assert session.obs_version == 2 and session.decision_claim == ""
+    assert api("annotator").post(url, _click(2), format="json").status_code == 200
