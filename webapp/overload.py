@@ -21,6 +21,13 @@ log = logging.getLogger(__name__)
 # clients already", "remaining connection slots are reserved"), cannot_connect_now (starting up),
 # admin_shutdown / crash_shutdown (the connection was terminated, e.g. pg_terminate_backend).
 _REFUSED_SQLSTATES = {"53300", "57P01", "57P02", "57P03"}
+# The same without a SQLSTATE: a connection the server closed, used again ("the connection is
+# closed"), or lost mid-query ("server closed the connection unexpectedly").
+_REFUSED_MESSAGES = (
+    "too many clients",
+    "the connection is closed",
+    "server closed the connection unexpectedly",
+)
 
 
 def database_busy(exc: BaseException) -> bool:
@@ -30,7 +37,7 @@ def database_busy(exc: BaseException) -> bool:
             return True
         if isinstance(err, psycopg.OperationalError) and getattr(err, "sqlstate", None) in _REFUSED_SQLSTATES:
             return True
-        if isinstance(err, psycopg.OperationalError) and "too many clients" in str(err):
+        if isinstance(err, psycopg.OperationalError) and any(m in str(err) for m in _REFUSED_MESSAGES):
             return True
     return False
 

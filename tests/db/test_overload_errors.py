@@ -3,6 +3,8 @@ timeout, the server's refusals by SQLSTATE, each as Django wraps them."""
 
 from __future__ import annotations
 
+import time
+
 import psycopg
 import pytest
 from django.db import connection
@@ -43,3 +45,21 @@ def test_other_database_errors_are_not_busy() -> None:
     assert not database_busy(_wrapped(psycopg.errors.UndefinedTable("no such table"), ProgrammingError))
     assert not database_busy(ValueError("not a database error"))
     assert overload_response(ValueError("x")) is None
+
+
+def test_a_connection_the_server_terminated_used_again_is_busy() -> None:
+    """The second use of a terminated connection raises a plain OperationalError with no SQLSTATE
+    ("the connection is closed"): it is a 503 like the first (57P01), not a 500."""
+    url = database_url(connection.settings_dict, name="postgres").replace("postgres://", "postgresql://", 1)
+    with psycopg.connect(url, autocommit=True) as victim, psycopg.connect(url, autocommit=True) as admin:
+        pid = victim.info.backend_pid
+        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone():
+            time.sleep(0.05)  # the backend has sent its goodbye and gone
+        errors = []
+        for _ in range(2):
+            with pytest.raises(psycopg.OperationalError) as caught:
+                victim.execute("SELECT 1")
+            errors.append(caught.value)
+    assert [e.sqlstate for e in errors] == ["57P01", None]
+    assert all(database_busy(_wrapped(e, OperationalError)) for e in errors)
