@@ -54,8 +54,9 @@ class Tally:
         self.http[what] += 1
         if response.status_code >= 500:
             self.failures_at.append((time.monotonic(), what))
-            if len(said := self.failure_details.setdefault(what, [])) < 3 and not response.is_stream_consumed:
-                said.append(response.text[:300])
+            if len(said := self.failure_details.setdefault(what, [])) < 3:
+                with contextlib.suppress(httpx.ResponseNotRead):  # a streamed answer: no body kept
+                    said.append(response.text[:300])
 
     @property
     def http_5xx(self) -> int:
