@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import shared_task
+from celery import current_app, shared_task
+from celery.signals import worker_process_init
+from django.conf import settings
 from django.db import DatabaseError
 
 from annotation import services
@@ -51,3 +53,14 @@ def transcribe_recording(self: Any, recording_id: int) -> bool:
     except Exception as exc:
         thinkaloud.recording_failed(recording_id, f"{type(exc).__name__}: {exc}")
         raise
+
+
+@worker_process_init.connect
+def _preload_whisper(**_: Any) -> None:
+    """A worker process that consumes a think-aloud queue loads Whisper as it starts, not with its
+    first chunk (the load was part of that chunk's wait for its transcript)."""
+    consumed = set(current_app.amqp.queues.consume_from or {})
+    if consumed & {settings.THINKALOUD_LIVE_QUEUE, settings.THINKALOUD_QUEUE}:
+        from annotation.thinkaloud import services as thinkaloud
+
+        thinkaloud.transcriber(live=True)

@@ -20,6 +20,7 @@ import logging
 import math
 import time
 import uuid
+from dataclasses import replace
 from typing import Any, Literal
 
 from django.conf import settings
@@ -224,18 +225,22 @@ def asr_model_set(*, model: str, user: Any) -> AsrSettings:
     return row
 
 
-def transcriber() -> Any:
-    """The configured Whisper (loaded once per worker process; see workers.asr.transcribe)."""
+def transcriber(*, live: bool = False) -> Any:
+    """The configured Whisper (loaded once per worker process; see workers.asr.transcribe). `live`
+    (a chunk while the annotator works): greedy decoding (THINKALOUD_LIVE_BEAM_SIZE) and no second
+    decode of weak speech, so a transcript shows in seconds; the full pass decodes everything again
+    with the full settings when the recording ends."""
     from workers.asr.models import model_path
     from workers.asr.transcribe import Transcriber, TranscriberConfig
 
-    return Transcriber(
-        TranscriberConfig(
-            model_path=model_path(asr_model_name()),
-            device=settings.THINKALOUD_DEVICE,
-            compute_type=settings.THINKALOUD_COMPUTE_TYPE,
-        )
+    config = TranscriberConfig(
+        model_path=model_path(asr_model_name()),
+        device=settings.THINKALOUD_DEVICE,
+        compute_type=settings.THINKALOUD_COMPUTE_TYPE,
     )
+    if live:
+        config = replace(config, beam_size=settings.THINKALOUD_LIVE_BEAM_SIZE, redecode_weak=False)
+    return Transcriber(config)
 
 
 def action_times(steps: list[Step]) -> list[float]:
@@ -295,7 +300,7 @@ def chunk_transcribe(chunk_id: int) -> bool:
                 samples = decode_chunk(fh.read())
             session = chunk.recording.session
             vocabulary = session_vocabulary(session, until_clock=chunk.start_clock + len(samples) / 16_000)
-            result = transcriber().transcribe(
+            result = transcriber(live=True).transcribe(
                 samples, offset_s=chunk.start_clock, hotwords=hotwords(vocabulary)
             )
             words, _snaps = snap_words(result.words, vocabulary)

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from django.conf import settings
 from django.test import override_settings
 
 from annotation.models import AnnotationSession, ThinkAloudChunk, ThinkAloudRecording
@@ -185,3 +186,24 @@ def test_live_pass_aligns_a_chunk_with_real_whisper(api, users) -> None:
         assert counts.errors / counts.ref_words <= 0.3, (said, step.human_thought_verbatim)
         assert all(w["start"] >= synth.start_clock for w in step.human_words)
         assert {"w", "start", "end", "p"} <= set(step.human_words[0])
+
+
+def test_a_worker_process_of_a_think_aloud_queue_loads_whisper_as_it_starts(monkeypatch) -> None:
+    """The live pass's first chunk does not wait for the model: a worker process that consumes a
+    think-aloud queue loads Whisper at start (celery's worker_process_init); others do not."""
+    from annotation import tasks
+    from webapp.celery import app
+    from workers.asr import transcribe
+
+    monkeypatch.setattr(transcribe, "_MODELS", {})
+    queues = app.amqp.queues
+    monkeypatch.setattr(queues, "_consume_from", None)  # what the test process consumed: put back after
+    queues.select(["default", "export"])
+    tasks._preload_whisper()
+    assert transcribe._MODELS == {}
+    queues.select([settings.THINKALOUD_LIVE_QUEUE])
+    tasks._preload_whisper()
+    assert len(transcribe._MODELS) == 1
+    live = services.transcriber(live=True).config
+    assert live.beam_size == settings.THINKALOUD_LIVE_BEAM_SIZE == 1 and not live.redecode_weak
+    assert services.transcriber().config.redecode_weak  # the full pass keeps its second decode

@@ -388,6 +388,8 @@ THINKALOUD_QUEUE = env_str("THINKALOUD_QUEUE", "asr")  # full passes over a fini
 # Live chunks (transcripts while the annotator speaks) on their own queue, consumed ahead of the full
 # passes: a worker that serves only it, and the ASR worker taking it before `asr`.
 THINKALOUD_LIVE_QUEUE = env_str("THINKALOUD_LIVE_QUEUE", "asr.live")
+# The live pass decodes greedily (beam 1) and never twice; the full pass keeps the tuned settings.
+THINKALOUD_LIVE_BEAM_SIZE = env_int("THINKALOUD_LIVE_BEAM_SIZE", 1, minimum=1)
 THINKALOUD_MAX_CHUNK_BYTES = env_int("THINKALOUD_MAX_CHUNK_BYTES", 2_000_000, minimum=1)
 THINKALOUD_MAX_CHUNK_S = env_float("THINKALOUD_MAX_CHUNK_S", 120.0)
 THINKALOUD_CLOCK_TOLERANCE_S = env_float("THINKALOUD_CLOCK_TOLERANCE_S", 5.0)

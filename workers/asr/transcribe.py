@@ -67,6 +67,7 @@ class TranscriberConfig:
     # No lost speech: a VAD speech region at least this long that got no kept word (or only words
     # below `min_word_probability`) is decoded again on its own, without the decoder's VAD, with
     # `retry_beam_size` and temperature fallback; what that finds replaces the weak words.
+    redecode_weak: bool = True  # False (the live pass on chunks): no second decode; the full pass has one
     retry_min_region_s: float = 0.6
     retry_beam_size: int = 8
     retry_temperatures: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6)
@@ -211,7 +212,7 @@ class Transcriber:
             )
             decoded, dropped = _segment_words(segments, cfg)
         retried = recovered = 0
-        for start, end in weak_regions(decoded, regions, cfg) if cfg.vad_filter else []:
+        for start, end in weak_regions(decoded, regions, cfg) if cfg.vad_filter and cfg.redecode_weak else []:
             retried += 1
             local = hotwords_at(start + offset_s, end + offset_s) if hotwords_at is not None else hotwords
             again = self._redecode(audio, start, end, local)
