@@ -3,6 +3,7 @@
 rollout_slot        queue `rollout`: one environment slot of a run (rl_control.engine.worker)
 train_chunk         queue `train` (concurrency 1): N trainer updates, then the next chunk
                     (rl_control.engine.learner)
+serving_start       queue `default`, at launch: the run's policy servers and slots (before its trainer)
 engine_watch        queue `default`, beat: restart dead slots / trainer chunks of running runs
 runs_enforce_budgets  queue `default`, beat: finish running runs whose budget ran out
 """
@@ -71,6 +72,22 @@ def train_chunk(run_id: int, chunk: int) -> str:
     if outcome == "continue":
         train_chunk.apply_async(args=[run_id, chunk + 1], queue=settings.RL_TRAIN_QUEUE)
     return outcome
+
+
+@shared_task(name="rl_control.tasks.serving_start", ignore_result=True)
+def serving_start(run_id: int) -> str:
+    """Start a launched run's policy servers and rollout slots (queue RL_SERVING_START_QUEUE): its
+    first episodes do not wait for the train worker, which another run may hold."""
+    from rl_control.engine.control import serving_start_run
+    from rl_control.engine.serving import ServingError
+
+    if not Run.objects.filter(pk=run_id).exists():
+        return "gone"
+    try:
+        return serving_start_run(run_id=run_id)
+    except ServingError as exc:  # the trainer starts them again and fails the run if it cannot
+        log.warning("run %s: its policy servers did not start at launch: %s", run_id, exc)
+        return "failed"
 
 
 @shared_task(name="rl_control.tasks.engine_watch", ignore_result=True)

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from rl_control.engine import share, slots
-from rl_control.models import EngineState, Run
+from rl_control.models import EngineState, Run, RunStatus
 from webapp.store.checkpoints import checkpoint_dir
 
 
@@ -35,7 +35,7 @@ def start_dir(run: Run) -> Path:
 def engine_start(*, run: Run) -> int:
     """Start (or restart) the trainer of a running run: a new chunk number fences off any older
     chunk; returns it. The trainer starts the rollout slots itself."""
-    from rl_control.tasks import train_chunk
+    from rl_control.tasks import serving_start, train_chunk
 
     state = engine_state(run)
     with transaction.atomic():
@@ -49,9 +49,27 @@ def engine_start(*, run: Run) -> int:
         # The run wants the trainer from now: a trainer of another run yields it (engine.share).
         share.want(pool=share.TRAIN, run_id=run.pk, weight=share.weight_of(run.config), cap=1)
         train_chunk.apply_async(args=[run.pk, chunk], queue=settings.RL_TRAIN_QUEUE)
+        # Its policy servers and rollout slots start now, not when the trainer gets the train worker
+        # (while another run trains, that was minutes): rollouts sample from the start weights.
+        serving_start.apply_async(args=[run.pk], queue=settings.RL_SERVING_START_QUEUE)
 
     transaction.on_commit(enqueue)
     return chunk
+
+
+def serving_start_run(*, run_id: int) -> str:
+    """A running run's own policy servers, with the weights its trainer would serve now, and its
+    rollout slots: started at launch, before its trainer gets the train worker."""
+    from rl_control.engine.serving import serving_ensure
+
+    run = Run.objects.get(pk=run_id)
+    if run.status != RunStatus.RUNNING:
+        return "not running"
+    state = engine_state(run)
+    checkpoint = Path(state.trainer_dir) if state.trainer_dir else start_dir(run)
+    serving_ensure(run, state, checkpoint, state.version)
+    slots.slots_supervise(run.pk, int(run.config["env"]["parallel_envs"]), weight=share.weight_of(run.config))
+    return "started"
 
 
 def engine_watch_run(*, run: Run) -> bool:

@@ -339,7 +339,13 @@ def _wait_up(entries: list[tuple[dict[str, Any], Path]], run_id: int, label: str
 
 def serving_ensure(run: Run, state: EngineState, checkpoint: Path, version: int) -> set[str]:
     """Make sure the run's servers answer; start those that do not with `checkpoint` as version
-    `version`. Returns the URLs started now (they serve `checkpoint` already). Raises ServingError."""
+    `version`. Returns the URLs started now (they serve `checkpoint` already). Raises ServingError.
+    One caller at a time per run (the launch's `serving_start` and the trainer may both ask)."""
+    with rds().lock(key(run.pk, "serve:lock"), timeout=600.0, blocking_timeout=600.0):
+        return _serving_ensure(run, state, checkpoint, version)
+
+
+def _serving_ensure(run: Run, state: EngineState, checkpoint: Path, version: int) -> set[str]:
     if external_urls(run):
         for url in external_urls(run):
             if problem := endpoint_answers(url, endpoint_secret(state, url)):

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from django.test import override_settings
 from django.utils import timezone
@@ -27,12 +30,12 @@ def engine_names() -> Iterator[dict[str, str]]:
     """Own Redis prefix and rollout queue (no worker consumes it); both removed afterwards."""
     name = uuid.uuid4().hex[:8]
     names = {"RL_REDIS_PREFIX": f"test:rlp:{name}", "RL_ROLLOUT_QUEUE": f"rollout.parts.{name}",
-             "RL_TRAIN_QUEUE": f"train.parts.{name}"}  # fmt: skip
+             "RL_TRAIN_QUEUE": f"train.parts.{name}", "RL_SERVING_START_QUEUE": f"serve.parts.{name}"}  # fmt: skip
     with override_settings(**names):
         yield names
         r = rds()
         stale = list(r.scan_iter(match=f"{names['RL_REDIS_PREFIX']}:*"))
-        r.delete(names["RL_ROLLOUT_QUEUE"], names["RL_TRAIN_QUEUE"], *stale)
+        r.delete(names["RL_ROLLOUT_QUEUE"], names["RL_TRAIN_QUEUE"], names["RL_SERVING_START_QUEUE"], *stale)
 
 
 def _running(make_run: Any, **config: Any) -> Run:
@@ -232,6 +235,30 @@ def test_launch_and_resume_start_a_fenced_trainer_chunk(make_run, engine_names) 
     state.refresh_from_db()
     assert state.chunk == 2  # any chunk still running from before the pause stops at its next beat
     assert rds().llen(engine_names["RL_TRAIN_QUEUE"]) == 2
+    # and each start asks for the run's servers and slots at once, on a queue the trainer does not hold
+    assert rds().llen(engine_names["RL_SERVING_START_QUEUE"]) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_launched_run_serves_and_rolls_out_before_its_trainer_runs(make_run, engine_names) -> None:
+    """What `serving_start` does at launch, before any trainer chunk ran (another run may hold the
+    train worker): the run's own policy server answers with the start weights as version 0, and its
+    rollout slots are queued; asked again (the trainer's turn), nothing new is started."""
+    from rl_control.engine.control import serving_start_run
+    from rl_control.engine.serving import serving_ensure, serving_stop, serving_urls, version_label
+
+    run = _running(make_run)
+    try:
+        assert serving_start_run(run_id=run.pk) == "started"
+        state = EngineState.objects.get(run=run)
+        [url] = serving_urls(run)
+        models = httpx.get(f"{url}/models", timeout=30).json()
+        assert version_label(run.pk, 0) in json.dumps(models)
+        assert rds().llen(engine_names["RL_ROLLOUT_QUEUE"]) == 2
+        assert serving_ensure(run, state, Path(state.trainer_dir or "."), 0) == set()  # kept, none started
+        assert serving_urls(run) == [url]
+    finally:
+        serving_stop(run.pk)
 
 
 def _stored(

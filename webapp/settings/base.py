@@ -437,4 +437,7 @@ RL_TRAIN_QUEUE = env_str("RL_TRAIN_QUEUE", "train")
 RL_SHARE_REFUSED_PAUSE_S = env_float("RL_SHARE_REFUSED_PAUSE_S", 1.0)
 RL_SLOT_QUEUED_TIMEOUT_S = env_float("RL_SLOT_QUEUED_TIMEOUT_S", 900.0)
 RL_TRAIN_SHARE_S = env_float("RL_TRAIN_SHARE_S", 30.0)
+# A launched run's policy servers start on this queue at once (not when its trainer gets the train
+# worker); they run on that worker's machine, as they do on the trainer's.
+RL_SERVING_START_QUEUE = env_str("RL_SERVING_START_QUEUE", "default")
 RL_ROLLOUT_SHARE_S = env_float("RL_ROLLOUT_SHARE_S", 10.0)
