@@ -139,3 +139,22 @@ def test_quick_shape_meets_every_goal(monkeypatch: pytest.MonkeyPatch) -> None:
     out = _bench(monkeypatch)
     assert missing_keys("team", out) == []
     assert all(out["met"].values()), out  # type: ignore[union-attr]
+
+
+def test_chaos_figures_count_the_failures_from_the_first_event_on() -> None:
+    tally = Tally()
+    tally.failures_at = [(5.0, "503 GET /api/me/"), (12.0, "500 POST /api/rl/runs/"),
+                         (13.0, "no answer GET /api/me/: ReadError"), (14.0, "503 GET /api/me/")]  # fmt: skip
+    events = [{"event": "pg", "at_s": 3.0, "monotonic": 10.0, "backends_terminated": 7},
+              {"event": "asr", "at_s": 6.0, "monotonic": 13.0, "down_s": 4.0}]  # fmt: skip
+    out = team.chaos_figures(tally, events)
+    assert out["chaos_events"][0] == {"event": "pg", "at_s": 3.0, "backends_terminated": 7}
+    assert (out["http_5xx_after_chaos"], out["http_500_after_chaos"], out["http_no_answer_after_chaos"]) == (
+        2,
+        1,
+        1,
+    )
+    assert team.chaos_figures(tally, []) == {}
+    assert (
+        not team.TeamBenchConfig.for_run(True).chaos and team.TeamBenchConfig.for_run(True, chaos=True).chaos
+    )
