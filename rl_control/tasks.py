@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from celery import shared_task
 from celery.result import allow_join_result
 from django.conf import settings
+from django.db import DatabaseError
 
 from rl_control import services
 from rl_control.engine.slots import slot_enqueue, slot_fail
@@ -74,20 +76,23 @@ def train_chunk(run_id: int, chunk: int) -> str:
     return outcome
 
 
-@shared_task(name="rl_control.tasks.serving_start", ignore_result=True)
-def serving_start(run_id: int) -> str:
+@shared_task(name="rl_control.tasks.serving_start", bind=True, ignore_result=True, max_retries=3)
+def serving_start(self: Any, run_id: int) -> str:
     """Start a launched run's policy servers and rollout slots (queue RL_SERVING_START_QUEUE): its
-    first episodes do not wait for the train worker, which another run may hold."""
+    first episodes do not wait for the train worker, which another run may hold. A lost database
+    connection (PostgreSQL restarted, the connection terminated) is tried again shortly."""
     from rl_control.engine.control import serving_start_run
     from rl_control.engine.serving import ServingError
 
-    if not Run.objects.filter(pk=run_id).exists():
-        return "gone"
     try:
+        if not Run.objects.filter(pk=run_id).exists():
+            return "gone"
         return serving_start_run(run_id=run_id)
     except ServingError as exc:  # the trainer starts them again and fails the run if it cannot
         log.warning("run %s: its policy servers did not start at launch: %s", run_id, exc)
         return "failed"
+    except DatabaseError as exc:
+        raise self.retry(exc=exc, countdown=2**self.request.retries) from exc
 
 
 @shared_task(name="rl_control.tasks.engine_watch", ignore_result=True)

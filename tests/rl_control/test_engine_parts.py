@@ -373,3 +373,26 @@ def test_a_step_stores_only_the_actions_that_ran() -> None:
     assert refused.ran == [] and not refused.parsed_ok and refused.env_error.startswith("off screen:")
     finished = _act(candidate("finished(content='done')"), obs, lease=None)
     assert [a.kind for a in finished.ran] == ["finished"] and finished.terminal
+
+
+@pytest.mark.django_db(transaction=True)
+def test_serving_start_tries_again_when_its_database_connection_was_terminated(
+    make_run, engine_names
+) -> None:
+    """PostgreSQL terminates the task's connection (a restart, pg_terminate_backend): the task asks
+    Celery to run it again shortly instead of failing for good."""
+    import psycopg
+    from celery.exceptions import Retry
+    from django.db import connection
+
+    from rl_control.tasks import serving_start
+    from webapp.settings.env import database_url
+
+    assert serving_start.apply(args=[10**9]).result == "gone"
+    run = _running(make_run)
+    connection.ensure_connection()
+    with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [connection.connection.info.backend_pid])
+    with pytest.raises(Retry):
+        serving_start.apply(args=[run.pk], throw=True)
+    connection.close()
