@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import current_app, shared_task
@@ -10,6 +11,8 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from annotation import services
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(name="annotation.tasks.propose_candidates", ignore_result=True)
@@ -61,6 +64,13 @@ def _preload_whisper(**_: Any) -> None:
     first chunk (the load was part of that chunk's wait for its transcript)."""
     consumed = set(current_app.amqp.queues.consume_from or {})
     if consumed & {settings.THINKALOUD_LIVE_QUEUE, settings.THINKALOUD_QUEUE}:
+        from django.db import connections
+
         from annotation.thinkaloud import services as thinkaloud
 
-        thinkaloud.transcriber(live=True)
+        try:  # the admins' model choice is read from the database: a process must start without it too
+            thinkaloud.transcriber(live=True)
+        except Exception:  # the first chunk loads it then, and reports what failed on the recording
+            log.warning("think-aloud: Whisper not preloaded at process start", exc_info=True)
+        finally:
+            connections.close_all()
