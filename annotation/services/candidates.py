@@ -23,28 +23,11 @@ from webapp.remote_calls import before_remote_call
 from webapp.store.checkpoints import policy_server_key
 from webapp.store.services import pg_safe
 from workers.actions.coords import action_to_screen, off_screen_error
-from workers.actions.types import Action, Convention
 from workers.envs.base import Element, Observation
-from workers.policy.base import Candidate, HistoryItem, PolicyError
-from workers.policy.hf_vlm import profile_for as hf_vlm_profile
-from workers.policy.openai_client import EMBEDDED, UI_TARS_15, ModelProfile, OpenAIPolicy
+from workers.policy.base import Candidate, HistoryItem
+from workers.policy.openai_client import OpenAIPolicy
+from workers.policy.profiles import profile_named
 from workers.policy.proposals import probability, propose_executable
-
-PROFILES: dict[str, ModelProfile] = {
-    "embedded": EMBEDDED,
-    "ui-tars-1.5": UI_TARS_15,
-    "ui-tars-1.0": ModelProfile(convention=Convention.RELATIVE_1000, smart_resize=False),
-    # an HF vision-language checkpoint (Qwen2.5-VL family) served by our server's HF backend or vLLM:
-    # UI-TARS-1.5's template and coordinates, token ids back (workers.policy.hf_vlm)
-    "hf-vlm": hf_vlm_profile(),
-}
-
-
-def profile_for(name: str) -> ModelProfile:
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise PolicyError(f"unknown policy profile {name!r}; known: {sorted(PROFILES)}") from None
 
 
 def candidates_request(*, session: AnnotationSession) -> None:
@@ -135,7 +118,7 @@ def candidates_propose(*, session_id: int, obs_version: int) -> bool:
         return False
     started = time.perf_counter()
     try:
-        profile = profile_for(session.policy_profile)
+        profile = profile_named(session.policy_profile)
         policy = OpenAIPolicy(
             base_url=session.policy_base_url, model=session.policy_model, profile=profile,
             api_key=policy_server_key(session.policy_base_url),
@@ -159,12 +142,3 @@ def candidates_propose(*, session_id: int, obs_version: int) -> bool:
         session.refresh_from_db()
         events.publish(session.pk, events.candidates_payload(session))
     return bool(stored)
-
-
-def action_json_to_screen(action: dict[str, Any], session: AnnotationSession, convention: str) -> Action:
-    """An action given in `convention` (the model's, or 'screen' for the annotator's clicks) in
-    screen pixels. The session's model image size is the smart_resize of the screen."""
-    parsed = Action.from_json(action)
-    return action_to_screen(
-        parsed, Convention(convention), session.current_width, session.current_height
-    ).action

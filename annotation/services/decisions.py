@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 
 from annotation.models import AnnotationSession
-from annotation.services.candidates import candidates_request, profile_for
+from annotation.services.candidates import candidates_request
 from annotation.services.common import (
     ClaimLapsed,
     SessionConflict,
@@ -34,6 +34,7 @@ from workers.actions.coords import OffScreen, action_from_screen, actions_on_scr
 from workers.actions.parse import parse_response
 from workers.actions.serialize import format_response
 from workers.actions.types import TERMINAL_KINDS, Action, Convention
+from workers.policy.profiles import profile_named
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ def _stored_text(
     screen_actions: list[Action], thought: str, session: AnnotationSession
 ) -> tuple[str, str, list[Action]]:
     """Training data keeps one convention per model: the step's text is in the profile's convention."""
-    convention = profile_for(session.policy_profile).convention
+    convention = profile_named(session.policy_profile).convention
     w, h = session.current_width, session.current_height
     model_actions = [action_from_screen(a, convention, w, h).action for a in screen_actions]
     response = format_response(thought, model_actions)

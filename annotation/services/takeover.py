@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import transaction
 
 from annotation.models import AnnotationSession
-from annotation.services.candidates import candidates_request, profile_for
+from annotation.services.candidates import candidates_request
 from annotation.services.common import (
     SessionConflict,
     observation_store,
@@ -45,6 +45,7 @@ from webapp.store import services as store
 from workers.actions.coords import action_from_screen
 from workers.actions.serialize import format_response
 from workers.envs.vnc.takeover import STREAM_PREFIX, RecordedAction, TakeoverFolder, read_events
+from workers.policy.profiles import profile_named
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ def _store_steps(
     session: AnnotationSession, recorded: list[RecordedAction], screens: list[bytes | None], thought: str
 ) -> list[int]:
     """One step per recorded action, in the model profile's convention (caller's transaction)."""
-    convention = profile_for(session.policy_profile).convention
+    convention = profile_named(session.policy_profile).convention
     w, h = session.current_width, session.current_height
     now_mono, now_clock = time.monotonic(), session_clock(session)
     indices: list[int] = []

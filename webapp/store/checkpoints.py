@@ -111,7 +111,7 @@ def checkpoint_register_endpoint(
     """Register an external model server (e.g. vLLM serving UI-TARS) so admins can promote it."""
     if not endpoint_url.startswith(("http://", "https://")):
         raise CheckpointError(f"endpoint_url must be an http(s) URL, got {endpoint_url!r}")
-    from annotation.services.candidates import PROFILES
+    from workers.policy.profiles import PROFILES
 
     if profile not in PROFILES:
         raise CheckpointError(f"unknown profile {profile!r}; known: {sorted(PROFILES)}")

@@ -77,7 +77,7 @@ def open_policy(
     from workers.policy.openai_client import EMBEDDED, OpenAIPolicy
 
     if checkpoint.endpoint_url:
-        from annotation.services.candidates import PROFILES
+        from workers.policy.profiles import PROFILES
 
         url = checkpoint.endpoint_url
         return OpenAIPolicy(

@@ -37,6 +37,7 @@ from webapp.store.checkpoints import (
 from webapp.store.export.stream import aiter_sync, iter_jsonl_chunks
 from webapp.store.media import media_response
 from webapp.store.models import Checkpoint, ExportFormat, JobStatus
+from workers.policy.profiles import PROFILES
 
 
 class TrajectoryCursorPagination(CursorPagination):
@@ -237,7 +238,7 @@ class CheckpointListView(generics.ListAPIView):
 class EndpointRegisterInput(serializers.Serializer):
     version = serializers.CharField(max_length=100)
     endpoint_url = serializers.URLField(max_length=500)
-    profile = serializers.ChoiceField(choices=["embedded", "ui-tars-1.5", "ui-tars-1.0", "hf-vlm"])
+    profile = serializers.ChoiceField(choices=list(PROFILES))
     notes = serializers.CharField(required=False, allow_blank=True, default="")
 
 
