@@ -253,14 +253,9 @@ class DesktopEnv:
     def evaluate(self) -> float:
         """The task's verifier score: its OSWorld evaluator for source 'osworld'; 0.0 without one."""
         self._check_alive()
-        if self._task is None or self._task.source != "osworld":
-            return 0.0
         from workers.envs import osworld
 
-        evaluator = osworld.evaluator_of(self._task)
-        if evaluator is None:
-            return 0.0
-        return osworld.evaluate(evaluator, runner=self, bundle_dir=osworld.bundle_dir_of(self._task))
+        return osworld.task_score(self._task, runner=self)
 
     # session services ------------------------------------------------------------------------
 

@@ -43,7 +43,14 @@ from workers.envs.osworld.common import (
     CommandRunner,
     OSWorldError,
 )
-from workers.envs.osworld.evaluate import EvalReport, MetricOutcome, evaluate, evaluate_report, regex_match
+from workers.envs.osworld.evaluate import (
+    EvalReport,
+    MetricOutcome,
+    evaluate,
+    evaluate_report,
+    regex_match,
+    task_score,
+)
 from workers.envs.osworld.files import local_copy, mirror_dir, pyautogui_dir
 from workers.envs.osworld.setup import run_setup
 from workers.envs.osworld.support import (
@@ -75,6 +82,7 @@ __all__ = [
     "regex_match",
     "run_setup",
     "setup_steps",
+    "task_score",
     "task_spec_from_json",
 ]
 

@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from workers.envs.base import TaskSpec
 from workers.envs.osworld import chrome, vlc, vocab
 from workers.envs.osworld.commands import _as_osworld_shell, _rewrite_command
 from workers.envs.osworld.common import INFEASIBLE, CommandRunner, OSWorldError, _as_list
 from workers.envs.osworld.files import _url_problems, local_copy
 from workers.envs.osworld.settle import settle
 from workers.envs.osworld.setup import restore_outputs, run_setup
-from workers.envs.osworld.support import _evaluator_problems
+from workers.envs.osworld.support import _evaluator_problems, bundle_dir_of, evaluator_of
 
 
 @dataclass
@@ -37,6 +38,17 @@ class EvalReport:
 
 def evaluate(evaluator: dict[str, Any], runner: CommandRunner, bundle_dir: Path | None = None) -> float:
     return evaluate_report(evaluator, runner, bundle_dir).score
+
+
+def task_score(task: TaskSpec | None, runner: CommandRunner) -> float:
+    """A session's verifier score (an env's `evaluate()`): its OSWorld evaluator run against
+    `runner` for a task of source 'osworld'; 0.0 for any other task, or one without an evaluator."""
+    if task is None or task.source != "osworld":
+        return 0.0
+    evaluator = evaluator_of(task)
+    if evaluator is None:
+        return 0.0
+    return evaluate(evaluator, runner=runner, bundle_dir=bundle_dir_of(task))
 
 
 def evaluate_report(

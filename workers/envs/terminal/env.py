@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from workers.actions.types import Action
+from workers.actions.types import TERMINAL_KINDS, Action
 from workers.envs.base import EnvError, EnvKind, ImageFormat, Observation, StepResult, TaskSpec
 from workers.envs.desktop.capture import encode
 from workers.envs.sandbox import CommandResult, Limits, Sandbox, SandboxPolicy, sandbox_available
@@ -20,7 +20,7 @@ from workers.envs.terminal.api_actions import TERMINAL_API, ApiRegistry
 from workers.envs.terminal.render import render_terminal
 
 MAX_TRANSCRIPT_CHARS = 200_000
-ENDING_KINDS = frozenset({"finished", "call_user", "answer"})
+ENDING_KINDS = TERMINAL_KINDS - {"ask_user"}  # a shell has no user to ask: ask_user is refused
 CLEAR_LINE_HOTKEYS = frozenset({("ctrl", "c"), ("ctrl", "u")})
 
 
@@ -141,14 +141,9 @@ class TerminalEnv:
     def evaluate(self) -> float:
         """The task's verifier score: its OSWorld evaluator for source 'osworld'; 0.0 without one."""
         self._check_open()
-        if self._task is None or self._task.source != "osworld":
-            return 0.0
         from workers.envs import osworld
 
-        evaluator = osworld.evaluator_of(self._task)
-        if evaluator is None:
-            return 0.0
-        return osworld.evaluate(evaluator, runner=self, bundle_dir=osworld.bundle_dir_of(self._task))
+        return osworld.task_score(self._task, runner=self)
 
     def close(self) -> None:
         if self._mcp is not None:
