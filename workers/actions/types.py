@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 
 class Convention(StrEnum):
@@ -20,8 +20,7 @@ class Convention(StrEnum):
     SCREEN = "screen"  # raw screen pixels
 
 
-ActionKind = Literal[
-    # computer
+ComputerKind = Literal[
     "click",
     "left_double",
     "right_single",
@@ -33,23 +32,18 @@ ActionKind = Literal[
     "finished",
     "call_user",
     "hover",
-    # mobile
-    "long_press",
-    "open_app",
-    "press_home",
-    "press_back",
-    "swipe",
-    # MAI-UI / tools
-    "answer",
-    "ask_user",
-    "mcp_call",
-    "api_call",
 ]
+MobileKind = Literal["long_press", "open_app", "press_home", "press_back", "swipe"]
+ToolKind = Literal["answer", "ask_user", "mcp_call", "api_call"]  # MAI-UI / tools
+ActionKind = Literal[ComputerKind, MobileKind, ToolKind]
 
+COMPUTER_KINDS: frozenset[str] = frozenset(get_args(ComputerKind))
 POINTER_KINDS: frozenset[str] = frozenset(
     {"click", "left_double", "right_single", "hover", "long_press", "scroll", "drag", "swipe"}
 )
 TERMINAL_KINDS: frozenset[str] = frozenset({"finished", "call_user", "answer", "ask_user"})
+# What a computer env carries out as input: the computer kinds less those that end the episode.
+INPUT_KINDS: frozenset[str] = COMPUTER_KINDS - TERMINAL_KINDS
 
 
 @dataclass(frozen=True)

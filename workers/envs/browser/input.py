@@ -7,7 +7,7 @@ the viewport are refused with `EnvError` rather than silently clamped, so a wron
 
 from __future__ import annotations
 
-from workers.actions.types import Action, Point
+from workers.actions.types import INPUT_KINDS, Action, Point
 from workers.envs.base import EnvError
 from workers.envs.browser.pool import PageSession
 
@@ -48,9 +48,6 @@ KEY_NAMES: dict[str, str] = {
 }
 SCROLL_STEP_PX = 120  # one wheel notch; a scroll action turns the wheel `SCROLL_NOTCHES` times
 SCROLL_NOTCHES = 3
-BROWSER_KINDS = frozenset(
-    {"click", "left_double", "right_single", "hover", "drag", "type", "hotkey", "scroll", "wait"}
-)
 
 
 def key_name(key: str) -> str:
@@ -92,7 +89,7 @@ async def perform(session: PageSession, action: Action, wait_s: float = 1.0) -> 
     """Carry out one browser action. `finished`-like kinds are the caller's business, not ours."""
     page, viewport = session.page, session.viewport
     kind = action.kind
-    if kind not in BROWSER_KINDS:
+    if kind not in INPUT_KINDS:
         raise EnvError(f"action {kind!r} is not supported in a browser page")
     if kind == "click":
         p = require_point(action, viewport)

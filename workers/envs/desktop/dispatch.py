@@ -5,31 +5,15 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from workers.actions.types import Action, Point
+from workers.actions.types import COMPUTER_KINDS, TERMINAL_KINDS, Action, Point
 from workers.envs.base import EnvError
 from workers.envs.desktop.xinput import BUTTON_LEFT, BUTTON_RIGHT, XInput
 
 if TYPE_CHECKING:
     from workers.envs.desktop.env import DesktopEnv
 
-SUPPORTED_KINDS: frozenset[str] = frozenset(
-    {
-        "click",
-        "left_double",
-        "right_single",
-        "drag",
-        "hotkey",
-        "type",
-        "scroll",
-        "hover",
-        "wait",
-        "finished",
-        "call_user",
-        "answer",
-        "mcp_call",
-    }
-)
-ENDING_KINDS: frozenset[str] = frozenset({"finished", "call_user", "answer"})
+SUPPORTED_KINDS: frozenset[str] = COMPUTER_KINDS | {"answer", "mcp_call"}
+ENDING_KINDS: frozenset[str] = TERMINAL_KINDS & SUPPORTED_KINDS
 
 
 class UnsupportedAction(EnvError):
