@@ -82,14 +82,6 @@ def wait_until(check: Callable[[], bool], timeout_s: float, what: str, interval_
         time.sleep(interval_s)
 
 
-def port_open(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
 def free_port(low: int, high: int, host: str = "127.0.0.1") -> int:
     """A TCP port in [low, high) nobody listens on now (racy by nature; callers retry on bind errors)."""
     for port in range(low, high):

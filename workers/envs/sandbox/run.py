@@ -14,7 +14,6 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from workers.envs.base import EnvError
 
@@ -170,8 +169,3 @@ def _read_available(fd: int) -> bytes:
     except BlockingIOError:
         pass
     return data
-
-
-def ensure_dir(path: Path) -> None:
-    if not path.is_dir():
-        raise EnvError(f"session directory {path} does not exist")

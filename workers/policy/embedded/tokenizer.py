@@ -91,9 +91,6 @@ class FlywheelTokenizer:
     def is_number(self, token_id: int) -> bool:
         return self.number_offset <= token_id < self.literal_offset
 
-    def number_value(self, token_id: int) -> int:
-        return token_id - self.number_offset
-
     # encoding ---------------------------------------------------------------------------------
     def encode_plain(self, text: str) -> list[int]:
         """Bytes and number tokens only (no literals): for free text inside thoughts and contents."""
