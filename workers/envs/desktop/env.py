@@ -228,7 +228,7 @@ class DesktopEnv:
         self.last_action_kind = action.kind
         t0 = time.perf_counter()
         try:
-            done, info = execute_action(self, self._input, action)
+            done, info = execute_action(self.config, self._input, action, self.mcp_toolbox)
         except (ConnectionClosedError, DisplayError, BrokenPipeError) as exc:
             raise EnvCrashed(f"X connection lost: {exc}") from exc
         except EnvError as exc:
