@@ -30,4 +30,4 @@ RUN if [ -n "$OSWORLD_DOMAINS" ]; then DOMAINS="$OSWORLD_DOMAINS" scripts/osworl
       && rm -rf /var/lib/apt/lists/*; fi
 RUN SECRET_KEY=build-only-collectstatic-key-0123456789abcdef python manage.py collectstatic --noinput
 EXPOSE 8000
-CMD ["uvicorn", "--host", "0.0.0.0", "--port", "8000", "--workers", "2", "--no-proxy-headers", "webapp.asgi:application"]
+CMD ["uvicorn", "--host", "0.0.0.0", "--port", "8000", "--workers", "2", "--no-proxy-headers", "project.asgi:application"]

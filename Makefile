@@ -50,8 +50,8 @@ smoke:         ## `make up` in isolation: login page + authenticated API call, t
 test-e2e:      ## only the browser end-to-end tests
 	@scripts/test.sh -m e2e
 
-lint:          ## ruff lint + format check
-	@$(PY) -m ruff check . && $(PY) -m ruff format --check .
+lint:          ## ruff lint + format check, import layers (lint-imports: [tool.importlinter] in pyproject.toml)
+	@$(PY) -m ruff check . && $(PY) -m ruff format --check . && .venv/bin/lint-imports --no-cache --no-logo
 
 format:
 	@$(PY) -m ruff check --fix . && $(PY) -m ruff format .

@@ -242,3 +242,25 @@ def fix_view_data(trajectory: Trajectory) -> dict[str, Any]:
         "steps": steps,
         "flagged_steps": sorted(comments),
     }  # fmt: skip
+
+
+def session_owner_names(ids: set[int]) -> dict[int, tuple[str, str | None]]:
+    """The fleet page's names of the annotation sessions holding leases (webapp.fleet.owners)."""
+    rows = AnnotationSession.objects.filter(pk__in=ids).values_list(
+        "pk", "user__username", "task__external_id"
+    )
+    return {
+        pk: (f"annotation session #{pk} by {username} (task {task})", None) for pk, username, task in rows
+    }
+
+
+def session_media_readable(user: Any, visible: QuerySet[Trajectory], session_id: int) -> bool:
+    """May `user` read a file of annotation session `session_id` (`annotation/s<id>/…`,
+    `thinkaloud/s<id>/…`; webapp.store.media)? Its annotator may, and whoever sees its trajectory
+    (`visible`: the trajectories the user sees)."""
+    session = AnnotationSession.objects.filter(pk=session_id).only("user_id", "trajectory_id").first()
+    if session is None:
+        return False
+    if session.user_id == user.pk:
+        return True
+    return session.trajectory_id is not None and visible.filter(pk=session.trajectory_id).exists()

@@ -86,7 +86,7 @@ class _Stack:
                    "-c", str(self.config.worker_threads))  # fmt: skip
         self.start(sys.executable, "manage.py", "serve_policy", "--port", str(self.policy_port))
         self.start(sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port),
-                   "--no-access-log", "webapp.asgi:application")  # fmt: skip
+                   "--no-access-log", "project.asgi:application")  # fmt: skip
 
     def down(self) -> None:
         stop_all(self.procs)

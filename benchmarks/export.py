@@ -110,7 +110,7 @@ def run_export(quick: bool) -> dict[str, Any]:
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
-         "webapp.asgi:application"],
+         "project.asgi:application"],
         env=env, cwd=settings.BASE_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     peak = {"rss": 0}

@@ -120,7 +120,7 @@ def local_stack() -> Iterator[str]:
     port = free_port()
     stack.start()
     try:
-        web = stack.spawn([sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--host", "127.0.0.1",
+        web = stack.spawn([sys.executable, "-m", "uvicorn", "project.asgi:application", "--host", "127.0.0.1",
                            "--port", str(port), "--no-access-log"], DEBUG="false")  # fmt: skip
         _wait_for_port(port, web, 120)
         yield f"http://127.0.0.1:{port}"

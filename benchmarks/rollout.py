@@ -67,7 +67,7 @@ def mix_pool(name: str) -> Any:
     """The "mix" workload's pool: the starter's MiniWoB++ tasks (browser), every desktop task of the
     shipped OSWorld-format examples (the importer disables what this host cannot run) and every
     shipped game in real time, through the importer `demo_setup` uses (games have none: a row each)."""
-    from webapp.store.importers.demo import osworld_examples_dir
+    from demo.setup import osworld_examples_dir
     from webapp.store.importers.services import task_import_run
     from webapp.store.models import Task, TaskPool
     from workers.envs.games.env import list_games

@@ -35,7 +35,7 @@ DEMO_MINIWOB_TASKS = [
 DEMO_OSWORLD_POOL = "demo-osworld"
 # The OSWorld environment ships its examples here; our own two shell-checked tasks are the fallback.
 OSWORLD_EXAMPLES_DIR = Path(settings.BASE_DIR) / "workers" / "envs" / "osworld_examples"
-FALLBACK_OSWORLD_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "osworld"
+FALLBACK_OSWORLD_DIR = Path(__file__).resolve().parent / "fixtures" / "osworld"
 
 
 @dataclass

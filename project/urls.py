@@ -30,6 +30,8 @@ urlpatterns = [
     path("api/fleet/", include("webapp.fleet.api.urls")),
     path("api/", include("webapp.store.api.urls")),
     path("", include("webapp.pages.urls")),
+    path("", include("annotation.pages")),
+    path("", include("rl_control.pages")),
 ]
 
 # Media only through an authenticated view that checks the object each file belongs to

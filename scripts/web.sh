@@ -4,4 +4,4 @@
 # Django reads it, from TRUSTED_PROXIES only (webapp/client_address.py).
 # uvicorn applies backpressure to streamed responses (daphne buffers them), keeping exports flat in memory.
 UVICORN="${UVICORN:-$(dirname "$0")/../.venv/bin/uvicorn}"
-exec "$UVICORN" --no-proxy-headers "$@" webapp.asgi:application
+exec "$UVICORN" --no-proxy-headers "$@" project.asgi:application

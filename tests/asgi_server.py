@@ -16,7 +16,7 @@ from django.conf import settings
 SERVE = (
     "import sys, uvicorn\n"
     "from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler\n"
-    "from webapp.asgi import application\n"
+    "from project.asgi import application\n"
     "uvicorn.run(ASGIStaticFilesHandler(application), host='127.0.0.1', port=int(sys.argv[1]), log_level='warning')\n"
 )
 

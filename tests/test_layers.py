@@ -1,4 +1,5 @@
-"""The platform packages must import without Django (STYLE.md §3); the product imports nothing from benchmarks/."""
+"""The platform packages must import without Django (STYLE.md §3); imports run one way (STYLE.md §14:
+the import-linter contracts in pyproject.toml); the product imports nothing from benchmarks/."""
 
 import ast
 import subprocess
@@ -36,7 +37,7 @@ def test_the_web_process_does_not_import_torch() -> None:
     code = (
         "import os, sys\n"
         "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'webapp.settings')\n"
-        "import webapp.asgi\n"
+        "import project.asgi\n"
         "from django.urls import get_resolver\n"
         "get_resolver().url_patterns\n"
         "heavy = [m for m in ('torch', 'transformers', 'tensorboardX') if m in sys.modules]\n"
@@ -45,7 +46,7 @@ def test_the_web_process_does_not_import_torch() -> None:
     _runs_clean(code)
 
 
-PRODUCT = ("webapp", "annotation", "rl_control", "workers")
+PRODUCT = ("webapp", "annotation", "rl_control", "workers", "project", "demo", "flywheel_verl")
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -77,3 +78,14 @@ def test_no_benchmark_module_lives_in_the_product() -> None:
     strays = [str(p.relative_to(ROOT)) for package in PRODUCT for p in (ROOT / package).rglob("*bench*")
               if "__pycache__" not in p.parts]  # fmt: skip
     assert not strays, strays
+
+
+def test_imports_run_one_way() -> None:
+    """`lint-imports` keeps every contract of [tool.importlinter]: rl_control -> annotation -> webapp ->
+    workers, the composition root and demo data above them, workers/ without Django (about 2 s)."""
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("lint-imports")), "--no-cache", "--no-logo"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "0 broken" in result.stdout, result.stdout[-4000:]

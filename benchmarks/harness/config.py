@@ -153,7 +153,7 @@ class LearnBenchConfig:
 # realistic workloads play them with the starter, so episode lengths are a trained policy's.
 ROLLOUT_TASKS: tuple[str, ...] = LEARN_TASK_SETS["first"]
 # The "mix" workload: those MiniWoB++ tasks (browser), every desktop task of the OSWorld-format
-# examples the project ships (webapp.store.importers.demo.osworld_examples_dir, played on the
+# examples the project ships (demo.setup.osworld_examples_dir, played on the
 # sandboxed Xvfb desktop) and every shipped HTML5 game (workers.envs.games), one run over all of them.
 ROLLOUT_KINDS: tuple[str, ...] = ("browser", "desktop", "game")
 # Seeds of `bench rollout` (the run's `seed`: task order and episode seeds). Every setting and

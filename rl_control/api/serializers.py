@@ -5,7 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
-from rl_control import selectors
+from rl_control import fleet_selectors, selectors
 from rl_control.models import Run, RunAlert, RunMode
 from rl_control.run_config import AlertSettings
 from rl_control.selectors import MAX_POINTS, X_AXES
@@ -65,7 +65,7 @@ class RunSerializer(serializers.ModelSerializer):
         return None
 
     def get_wait_reason(self, run: Run) -> str | None:
-        return selectors.run_wait_reason(run=run)
+        return fleet_selectors.run_wait_reason(run=run)
 
     @extend_schema_field(RunAlertsSummary)
     def get_alerts(self, run: Run) -> dict[str, object]:

@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from rl_control import selectors, services
+from rl_control import fleet_selectors, selectors, services
 from rl_control.api import serializers as s
 from rl_control.metric_names import metric_catalogue
 from rl_control.models import Run, RunAlert, RunAlgorithm, RunMode, RunStatus
@@ -401,7 +401,7 @@ class RunFleetView(_RunView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, pk: int) -> Response:
         run = self._run(request, pk)
-        return Response(selectors.run_fleet(run_id=run.pk))
+        return Response(fleet_selectors.run_fleet(run_id=run.pk))
 
 
 class RunLeaseWatchView(_RunView):
@@ -410,7 +410,7 @@ class RunLeaseWatchView(_RunView):
     @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT})
     def post(self, request: Request, pk: int, lease_id: str) -> Response:
         run = self._run(request, pk)
-        lease = selectors.run_lease(run_id=run.pk, lease_id=lease_id)
+        lease = fleet_selectors.run_lease(run_id=run.pk, lease_id=lease_id)
         if lease is None:
             raise NotFound("That environment is no longer leased by this run.")
         from webapp.fleet import services as fleet

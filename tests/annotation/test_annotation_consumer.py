@@ -8,8 +8,8 @@ from channels.testing import WebsocketCommunicator
 
 from annotation import events
 from annotation.models import AnnotationSession
+from project.asgi import application
 from tests.factories import TaskFactory, TrajectoryFactory
-from webapp.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

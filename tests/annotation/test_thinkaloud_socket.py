@@ -8,8 +8,8 @@ from channels.testing import WebsocketCommunicator
 
 from annotation.models import AnnotationSession
 from annotation.thinkaloud import services
+from project.asgi import application
 from tests.factories import StepFactory, TaskFactory, TrajectoryFactory
-from webapp.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

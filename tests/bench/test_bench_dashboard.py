@@ -11,10 +11,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from benchmarks.dashboard import signed_in_session
+from project.asgi import application
 from rl_control.models import Run
 from webapp.accounts.roles import Role
 from webapp.accounts.services import user_create
-from webapp.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

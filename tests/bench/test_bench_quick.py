@@ -81,7 +81,7 @@ def test_quick_mode_runs_and_reports_its_spec_keys(name: str) -> None:
 @pytest.mark.slow
 @_timeout("osworld")
 def test_osworld_quick_on_the_shipped_osworld_format_tasks(tmp_path: Path) -> None:
-    from webapp.store.importers.demo import OSWORLD_EXAMPLES_DIR
+    from demo.setup import OSWORLD_EXAMPLES_DIR
 
     domain = tmp_path / "examples" / "os"
     domain.mkdir(parents=True)

@@ -16,6 +16,7 @@ from benchmarks.harness.config import ROLLOUT_SEEDS, ROLLOUT_TASKS, RolloutBench
 from benchmarks.harness.figures import kind_figures, sync_phases
 from benchmarks.harness.stats import bootstrap_sum_ratio_interval
 from benchmarks.rollout import mix_pool, pool_kinds, workload_text
+from demo.setup import osworld_examples_dir
 from rl_control import services
 from rl_control.engine.data import rollout_claim, run_tasks
 from rl_control.engine.keys import rds
@@ -23,7 +24,6 @@ from rl_control.engine.preflight import run_env_kinds
 from rl_control.engine.worker import _lease_for_claim
 from rl_control.models import EngineState, Run
 from webapp.fleet import services as fleet
-from webapp.store.importers.demo import osworld_examples_dir
 from workers.envs.games.env import list_games
 
 

@@ -19,11 +19,11 @@ from channels.testing import WebsocketCommunicator
 from django.test import override_settings
 
 from annotation.models import AnnotationSession
+from project.routing import websocket_urlpatterns
 from rl_control import services as runs
 from tests.factories import TaskFactory, TaskPoolFactory
 from webapp.fleet import services as fleet
 from webapp.flywheel.models import FlywheelJob
-from webapp.routing import websocket_urlpatterns
 from workers.envs.vnc.tokens import TOKEN_PREFIX, parse_grant
 
 

@@ -9,9 +9,9 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
+from project.routing import websocket_urlpatterns
 from rl_control import selectors, services
 from tests.conftest import PASSWORD
-from webapp.routing import websocket_urlpatterns
 
 
 @pytest.mark.django_db(transaction=True)  # services publish on commit

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
-from rl_control import selectors, services
+from rl_control import fleet_selectors, services
 from rl_control.engine.stack import LocalStack, wait_for
 from rl_control.models import Run, RunStatus
 from tests.rl_control.test_engine import _run
@@ -46,7 +46,7 @@ def test_a_run_launched_while_another_trains_gets_episodes_soon(
 
             def first_episode() -> bool:
                 second.refresh_from_db()
-                reason = selectors.run_wait_reason(run=second)
+                reason = fleet_selectors.run_wait_reason(run=second)
                 if reason and reason not in reasons:
                     reasons.append(reason)
                 return Trajectory.objects.filter(run=second, status="completed").exists()

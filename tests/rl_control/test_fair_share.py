@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from rl_control import selectors
+from rl_control import fleet_selectors
 from rl_control.engine import share, slots
 from rl_control.engine.keys import rds
 from rl_control.models import EngineState, Run
@@ -94,7 +94,7 @@ def test_a_second_run_gets_a_rollout_worker_within_two_rounds_and_says_why_it_wa
     caps[second.pk] = 4
     slots.slots_supervise(second.pk, 4)  # queues its 4 slot tasks, behind the first run's, and wants workers
     tasks.extend((second.pk, k) for k in range(4))
-    assert selectors.run_wait_reason(run=second) == "starting its policy servers"  # no servers yet
+    assert fleet_selectors.run_wait_reason(run=second) == "starting its policy servers"  # no servers yet
     assert share.wait_reason(pool=share.ROLLOUT, run_id=second.pk, what="a rollout slot") == (
         f"waiting for a rollout slot: run #{first.pk} holds 2 of 2; position 1"
     )

@@ -8,8 +8,8 @@ from channels.db import database_sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
+from project.routing import websocket_urlpatterns
 from rl_control import services
-from webapp.routing import websocket_urlpatterns
 
 pytestmark = pytest.mark.django_db(transaction=True)  # services publish on commit
 

@@ -61,7 +61,7 @@ def test_nested_json_websocket_message_gets_an_error_and_the_socket_stays(users)
 
 
 async def _websocket(users) -> None:
-    from webapp.asgi import application
+    from project.asgi import application
 
     def session() -> AnnotationSession:
         task = TaskFactory()

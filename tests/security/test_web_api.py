@@ -244,7 +244,7 @@ def test_nul_bytes_get_a_json_400(api, users) -> None:
 
 
 def test_unknown_websocket_path_is_closed_cleanly() -> None:
-    from webapp.asgi import application
+    from project.asgi import application
 
     async def attempt(path: str):
         headers = [(b"origin", b"http://127.0.0.1:8000"), (b"host", b"127.0.0.1")]

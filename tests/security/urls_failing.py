@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from webapp.urls import handler404, handler500, urlpatterns
+from project.urls import handler404, handler500, urlpatterns
 
 
 def _fail(request):

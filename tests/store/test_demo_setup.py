@@ -9,8 +9,8 @@ from django.contrib.auth import authenticate
 from django.core.management import call_command
 
 from annotation.models import Assignment
+from demo.setup import DEMO_MINIWOB_TASKS, osworld_examples_dir
 from webapp.accounts.roles import Role, user_roles
-from webapp.store.importers.demo import DEMO_MINIWOB_TASKS, osworld_examples_dir
 from webapp.store.models import Task, TaskPool
 
 pytestmark = pytest.mark.django_db
@@ -58,8 +58,8 @@ def test_demo_setup_creates_everything_and_is_idempotent() -> None:
 
 
 def test_bundled_osworld_fixtures_import_as_supported_shell_tasks() -> None:
+    from demo.setup import FALLBACK_OSWORLD_DIR
     from webapp.store.importers import task_import_run
-    from webapp.store.importers.demo import FALLBACK_OSWORLD_DIR
 
     result = task_import_run(
         pool_name="fixtures", create_pool=True, paths=[FALLBACK_OSWORLD_DIR], fmt="osworld"

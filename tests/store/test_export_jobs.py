@@ -265,7 +265,7 @@ def test_the_job_socket_sends_the_current_progress_then_each_change(users) -> No
     from channels.routing import URLRouter
     from channels.testing import WebsocketCommunicator
 
-    from webapp.routing import websocket_urlpatterns
+    from project.routing import websocket_urlpatterns
 
     job = ExportJob.objects.create(created_by=users["researcher"], format="jsonl", filters={})
 

@@ -4,22 +4,18 @@ Redis registry (`workers.envs.leases`), owners named from PostgreSQL."""
 
 from __future__ import annotations
 
-import re
 from typing import Any, TypedDict
 
+from webapp.fleet.owners import OWNER_KINDS
 from webapp.fleet.queues import queues_overview
 from webapp.fleet.services import registry
 
-# Owners as the lessees write them (rl_control.engine.worker, annotation.services, flywheel.tasks).
-_RL = re.compile(r"^rl:(\d+)(?::|$)")
-_ANNOTATION = re.compile(r"^annotation:(\d+)$")
-_FLYWHEEL = re.compile(r"^flywheel-job-(\d+)$")
 # A desktop is watched over VNC; other kinds stream screenshots to their own pages.
 WATCHABLE_KINDS = frozenset({"desktop"})
 
 
 class Owner(TypedDict):
-    kind: str  # rl | annotation | flywheel | other
+    kind: str  # an owner kind (webapp.fleet.owners: rl, annotation, flywheel) or "other"
     id: int | None
     label: str
     url: str | None
@@ -27,36 +23,27 @@ class Owner(TypedDict):
 
 def owner_of(raw: str, names: dict[tuple[str, int], tuple[str, str | None]]) -> Owner:
     """What a lease owner string refers to; `names` maps (kind, id) to (label, url) when known."""
-    for kind, pattern in (("rl", _RL), ("annotation", _ANNOTATION), ("flywheel", _FLYWHEEL)):
-        match = pattern.match(raw)
+    for owner_kind in OWNER_KINDS.values():
+        match = owner_kind.pattern.match(raw)
         if match:
-            pk = int(match.group(1))
+            kind, pk = owner_kind.kind, int(match.group(1))
             label, url = names.get((kind, pk), (f"{kind} #{pk} (gone)", None))
             return {"kind": kind, "id": pk, "label": label, "url": url}
     return {"kind": "other", "id": None, "label": raw or "—", "url": None}
 
 
 def _owner_names(owners: list[str]) -> dict[tuple[str, int], tuple[str, str | None]]:
-    from annotation.models import AnnotationSession
-    from rl_control.models import Run
-    from webapp.flywheel.models import FlywheelJob
-
-    ids: dict[str, set[int]] = {"rl": set(), "annotation": set(), "flywheel": set()}
+    """(kind, id) -> (label, url) of every owner in `owners` that still exists, named by its app."""
+    ids: dict[str, set[int]] = {kind: set() for kind in OWNER_KINDS}
     for raw in owners:
-        for kind, pattern in (("rl", _RL), ("annotation", _ANNOTATION), ("flywheel", _FLYWHEEL)):
-            if match := pattern.match(raw):
-                ids[kind].add(int(match.group(1)))
-    names: dict[tuple[str, int], tuple[str, str | None]] = {}
-    for pk, name in Run.objects.filter(pk__in=ids["rl"]).values_list("pk", "name"):
-        names[("rl", pk)] = (f"run #{pk} {name}", f"/runs/{pk}/")
-    sessions = AnnotationSession.objects.filter(pk__in=ids["annotation"]).values_list(
-        "pk", "user__username", "task__external_id"
-    )
-    for pk, username, task in sessions:
-        names[("annotation", pk)] = (f"annotation session #{pk} by {username} (task {task})", None)
-    for pk, kind in FlywheelJob.objects.filter(pk__in=ids["flywheel"]).values_list("pk", "kind"):
-        names[("flywheel", pk)] = (f"flywheel job #{pk} ({kind})", "/flywheel/")
-    return names
+        for owner_kind in OWNER_KINDS.values():
+            if match := owner_kind.pattern.match(raw):
+                ids[owner_kind.kind].add(int(match.group(1)))
+    return {
+        (kind, pk): named
+        for kind, owner_kind in OWNER_KINDS.items()
+        for pk, named in owner_kind.names(ids[kind]).items()
+    }
 
 
 def _health(

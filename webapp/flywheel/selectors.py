@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import Count, Q
@@ -88,29 +89,33 @@ def v1_rate_by_checkpoint(limit: int = 20) -> list[dict[str, Any]]:
     return out[-limit:]
 
 
+def _no_rl_app() -> dict[str, Any] | None:
+    return None
+
+
+# The last RL run's summary is the RL app's to give: it sits above (imports run one way) and hands it
+# over in its AppConfig.ready() (`last_rl_run_source`).
+_last_rl_run: Callable[[], dict[str, Any] | None] = _no_rl_app
+
+
+def last_rl_run_source(summary: Callable[[], dict[str, Any] | None]) -> None:
+    """Where the overview's `last_rl` comes from: {id, name, status, episodes_done, updates_done}."""
+    global _last_rl_run
+    _last_rl_run = summary
+
+
 def flywheel_overview() -> dict[str, Any]:
     """Everything the flywheel page shows at a glance."""
     datasets = list(DatasetIteration.objects.all()[:20])
     last_sft = Checkpoint.objects.filter(metrics__has_key="sft").order_by("-created_at").first()
     last_merge = Checkpoint.objects.filter(metrics__has_key="merge").order_by("-created_at").first()
-    from rl_control.models import Run
-
-    last_run = Run.objects.order_by("-created_at").first()
     return {
         "annotation_model": checkpoint_json(Checkpoint.objects.filter(is_annotation_model=True).first()),
         "rl_start": checkpoint_json(rl_start_checkpoint()),
         "datasets": [dataset_json(d) for d in reversed(datasets)],
         "last_sft": checkpoint_json(last_sft),
         "last_merge": checkpoint_json(last_merge),
-        "last_rl": None
-        if last_run is None
-        else {
-            "id": last_run.pk,
-            "name": last_run.name,
-            "status": last_run.status,
-            "episodes_done": getattr(last_run, "episodes_done", None),
-            "updates_done": getattr(last_run, "updates_done", None),
-        },
+        "last_rl": _last_rl_run(),
         "v1_by_checkpoint": v1_rate_by_checkpoint(),
         "jobs": [job_json(j) for j in FlywheelJob.objects.select_related("checkpoint")[:15]],
         "checkpoints": [c.version for c in Checkpoint.objects.order_by("-created_at")[:50]],
@@ -120,3 +125,9 @@ def flywheel_overview() -> dict[str, Any]:
         "job_kinds": JobKind.values,
         "unvalidated": Trajectory.objects.filter(validation__isnull=True).exclude(status="running").count(),
     }
+
+
+def job_owner_names(ids: set[int]) -> dict[int, tuple[str, str | None]]:
+    """The fleet page's names of the flywheel jobs holding leases (webapp.fleet.owners)."""
+    rows = FlywheelJob.objects.filter(pk__in=ids).values_list("pk", "kind")
+    return {pk: (f"flywheel job #{pk} ({kind})", "/flywheel/") for pk, kind in rows}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
+from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -12,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from webapp.accounts.roles import user_roles
 from webapp.pages.nav import PAGES_BY_NAME
 
-View = Callable[[HttpRequest], HttpResponse]
+View = Callable[..., HttpResponse]  # (request, *url arguments)
 
 
 def page_view(name: str) -> Callable[[View], View]:
@@ -22,10 +23,10 @@ def page_view(name: str) -> Callable[[View], View]:
 
     def decorate(view: View) -> View:
         @wraps(view)
-        def guarded(request: HttpRequest) -> HttpResponse:
+        def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if not page.allows(user_roles(request.user)):
                 raise PermissionDenied(f"{page.label} is open to: {allowed}.")
-            return view(request)
+            return view(request, *args, **kwargs)
 
         return login_required(guarded)
 

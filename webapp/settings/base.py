@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "annotation",
     "rl_control",
     "webapp.flywheel",
+    "demo",  # `manage.py demo_setup`, `manage.py policy_starter`
     "benchmarks",  # `manage.py bench` (benchmarks/management/commands/bench.py)
 ]
 
@@ -71,9 +72,9 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",  # last: turns a lockout into webapp.accounts.lockout's 429
 ]
 
-ROOT_URLCONF = "webapp.urls"
-ASGI_APPLICATION = "webapp.asgi.application"
-WSGI_APPLICATION = "webapp.wsgi.application"
+ROOT_URLCONF = "project.urls"
+ASGI_APPLICATION = "project.asgi.application"
+WSGI_APPLICATION = "project.wsgi.application"
 
 TEMPLATES = [
     {

@@ -22,18 +22,37 @@ from __future__ import annotations
 import mimetypes
 import posixpath
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
 from django.conf import settings
 from django.core.files.storage import default_storage
+from django.db.models import QuerySet
 from django.http import FileResponse, HttpResponse, HttpResponseRedirect
 
 from webapp.accounts.roles import Role, user_roles
-from webapp.store.models import Step
+from webapp.store.models import Step, Trajectory
 from webapp.store.selectors import export_jobs_visible_to, trajectories_visible_to
 
-_OWNED = re.compile(r"^(?P<kind>screenshots/t|annotation/s|thinkaloud/s)(?P<id>\d{1,18})/[^/]+$")
+_OWNED = re.compile(r"^(?P<kind>[a-z]+/[a-z])(?P<id>\d{1,18})/[^/]+$")
+# (user, the trajectories the user sees, the owner's id) -> may the user read the owner's files?
+MediaReadable = Callable[[Any, QuerySet[Trajectory], int], bool]
+
+
+def _trajectory_readable(user: Any, visible: QuerySet[Trajectory], owner_id: int) -> bool:
+    return visible.filter(pk=owner_id).exists()
+
+
+# Path prefix -> who may read files of that owner. An app above the store adds its own
+# (`media_owner_register` in its AppConfig.ready(): annotation sessions); the store never imports it.
+MEDIA_OWNERS: dict[str, MediaReadable] = {"screenshots/t": _trajectory_readable}
+
+
+def media_owner_register(*, prefix: str, readable: MediaReadable) -> None:
+    """Files under `<prefix><id>/` are readable by whom `readable` allows (researchers and admins:
+    every such file)."""
+    MEDIA_OWNERS[prefix] = readable
 
 
 def media_name_clean(name: str) -> str | None:
@@ -58,30 +77,17 @@ def media_readable_by(user: Any, name: str) -> bool:
     if name.startswith("checkpoints/"):
         return bool(roles & {Role.RESEARCHER, Role.ADMIN})
     match = _OWNED.match(name)
-    if match is None:
+    if match is None or match["kind"] not in MEDIA_OWNERS:
         return False
     owner_id = int(match["id"])
     if roles & {Role.RESEARCHER, Role.ADMIN}:
         return True
     visible = trajectories_visible_to(user)
-    if _owner_readable(user, visible, match["kind"], owner_id):
+    if MEDIA_OWNERS[match["kind"]](user, visible, owner_id):
         return True
     # A step may reuse another trajectory's stored screenshot (a fix branch copies the steps before
     # the changed one): whoever sees a trajectory whose step shows the file may read it.
     return Step.objects.filter(trajectory_id__in=visible.values("pk"), screenshot=name).exists()
-
-
-def _owner_readable(user: Any, visible: Any, kind: str, owner_id: int) -> bool:
-    if kind == "screenshots/t":
-        return visible.filter(pk=owner_id).exists()
-    from annotation.models import AnnotationSession  # the annotation app builds on the store
-
-    session = AnnotationSession.objects.filter(pk=owner_id).only("user_id", "trajectory_id").first()
-    if session is None:
-        return False
-    if session.user_id == user.pk:
-        return True
-    return session.trajectory_id is not None and visible.filter(pk=session.trajectory_id).exists()
 
 
 def media_response(name: str, *, attachment_name: str | None = None) -> HttpResponse:

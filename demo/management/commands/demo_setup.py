@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from demo.setup import demo_setup
 from webapp.store.importers import TaskImportError
-from webapp.store.importers.demo import demo_setup
 
 
 class Command(BaseCommand):

@@ -15,10 +15,10 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from demo.setup import DEMO_MINIWOB_POOL
 from webapp.flywheel.models import Promotion, PromotionTarget
 from webapp.flywheel.services.promotion import checkpoint_promote
 from webapp.store.checkpoints import checkpoint_install_starter, checkpoint_success_note
-from webapp.store.importers.demo import DEMO_MINIWOB_POOL
 from webapp.store.models import Checkpoint
 
 
