@@ -1,6 +1,7 @@
 // The live page of one run: status and controls, every metric as a uPlot chart grouped as SPEC §9
 // lists them, alerts with their thresholds, episodes to replay, the environment fleet (watch a
-// desktop read-only through noVNC), checkpoints (fork, promote) and exports.
+// desktop read-only through noVNC), checkpoints (fork, promote) and exports; the tables are drawn by
+// panels.ts.
 //
 // Charts load the server's min/max-downsampled series (the same function serves live and finished
 // runs); live points from the websocket are appended, and once a chart holds more than twice the
@@ -11,9 +12,10 @@ import { openWatch } from "../fleet/watch";
 import { api } from "../lib/api";
 import { badge, h, notice, render } from "../lib/dom";
 import { ago, percent } from "../lib/format";
-import { ChartHub, formatValue, MetricChart } from "./chart";
+import { ChartHub, MetricChart } from "./chart";
 import { progressBar } from "./list";
 import { chartSpecs, eventX, PHASE_METRIC, phaseBands, PRETRAIN_METRIC, PRETRAIN_UPDATES_METRIC, trainingPhase, type ChartSpec } from "./series";
+import { alertsView, checkpointsView, episodesView, fleetView, thresholdsView } from "./panels";
 import { RunSocket } from "./socket";
 import {
   X_AXES,
@@ -365,19 +367,7 @@ class RunPage {
   private async loadAlerts(): Promise<void> {
     const body = await api<AlertRow[] | { results: AlertRow[] }>(`/api/rl/runs/${this.runId}/alerts/`);
     this.alertRows = Array.isArray(body) ? body : body.results;
-    const t = this.run.alert_settings;
-    const rows: [string, string][] = [
-      ["entropy collapse", `policy/entropy < ${t.entropy_min}`],
-      ["entropy blow-up", `policy/entropy > ${t.entropy_max}`],
-      ["explained-variance drop", `value/explained_variance more than ${t.ev_drop} below its best of the last ${t.window} steps`],
-      ["reward up, success down", `both move by ≥ ${t.divergence_min} over ${t.window} steps`],
-      ["staleness violation", `efficiency/staleness_max > ${t.staleness_bound}`],
-      ["environment crash spike", `fleet/crash_rate > ${t.env_crash_rate_max}`],
-    ];
-    render(
-      this.el.thresholds,
-      h("details", {}, h("summary", {}, `Thresholds (set at launch, section "alerts"; an alert repeats at most every ${t.cooldown_steps} steps)`), h("table", { class: "data" }, h("tbody", {}, ...rows.map(([k, v]) => h("tr", {}, h("td", {}, k), h("td", {}, v)))))),
-    );
+    render(this.el.thresholds, thresholdsView(this.run.alert_settings));
     this.renderAlerts();
   }
 
@@ -388,19 +378,7 @@ class RunPage {
   }
 
   private renderAlerts(): void {
-    if (this.alertRows.length === 0) {
-      render(this.el.alerts, notice("empty", "No alerts."));
-      return;
-    }
-    render(
-      this.el.alerts,
-      h(
-        "table",
-        { class: "data" },
-        h("thead", {}, h("tr", {}, ...["Alert", "Step", "Value", "Threshold", ""].map((t) => h("th", {}, t)))),
-        h("tbody", {}, ...this.alertRows.map((a) => h("tr", { class: "rc-alert", "data-testid": `alert-${a.kind}` }, h("td", {}, badge(a.kind.replace(/_/g, " "), "failed")), h("td", { class: "num" }, a.step), h("td", { class: "num" }, formatValue(a.value)), h("td", { class: "num" }, formatValue(a.threshold)), h("td", {}, a.message)))),
-      ),
-    );
+    render(this.el.alerts, alertsView(this.alertRows));
   }
 
   // ----------------------------------------------------------------------------- episodes
@@ -420,19 +398,7 @@ class RunPage {
     const q = new URLSearchParams({ which: this.episodePick, limit: "25" });
     if (this.episodeTask) q.set("task", this.episodeTask);
     const rows = await api<EpisodeRow[]>(`/api/rl/runs/${this.runId}/episodes/pick/?${q.toString()}`);
-    if (rows.length === 0) {
-      render(this.el.episodes, notice("empty", "No episodes yet."));
-      return;
-    }
-    render(
-      this.el.episodes,
-      h(
-        "table",
-        { class: "data" },
-        h("thead", {}, h("tr", {}, ...["Episode", "Task", "Status", "Reward", "Steps", "Policy version", ""].map((t) => h("th", {}, t)))),
-        h("tbody", {}, ...rows.map((r) => h("tr", {}, h("td", {}, `#${r.id}`), h("td", {}, r.task), h("td", {}, badge(r.status)), h("td", { class: "num" }, r.final_reward === null ? "—" : formatValue(r.final_reward)), h("td", { class: "num" }, r.num_steps), h("td", {}, r.policy_version || "—"), h("td", {}, h("a", { href: `/replay/${r.id}/`, "data-testid": `replay-${r.id}` }, "Replay"))))),
-      ),
-    );
+    render(this.el.episodes, episodesView(rows));
   }
 
   // -------------------------------------------------------------------------------- fleet
@@ -457,20 +423,7 @@ class RunPage {
     // While the run runs, its environments and wait reason are read again every few seconds.
     window.clearTimeout(this.fleetPoll);
     if (this.run.status === "running") this.fleetPoll = window.setTimeout(() => { this.scheduleFleet(); }, FLEET_POLL_MS);
-    const counts = Object.entries(f.counts).map(([k, v]) => h("span", { class: "rc-count" }, h("b", {}, v), ` ${k}`));
-    const live = f.live.map((l) => {
-      const watch = h("button", { type: "button", class: "btn btn-small btn-secondary", disabled: !l.watchable, title: l.watchable ? "watch live, read-only" : "only desktops stream over VNC", "data-testid": `watch-${l.lease_id}` }, "Watch");
-      watch.addEventListener("click", () => { void this.watch(l.lease_id); });
-      return h("tr", {}, h("td", {}, l.env_id), h("td", {}, l.kind), h("td", {}, l.task || "—"), h("td", {}, badge(l.state)), h("td", { class: "num" }, l.boot_s === null ? "—" : `${l.boot_s.toFixed(1)} s`), h("td", {}, watch));
-    });
-    const ended = f.ended.slice(0, 10).map((l) => h("tr", {}, h("td", {}, l.env_id), h("td", {}, l.kind), h("td", {}, l.task || "—"), h("td", {}, badge(l.state)), h("td", { class: "num" }, l.boot_s === null ? "—" : `${l.boot_s.toFixed(1)} s`), h("td", {}, l.ended_at ? ago(l.ended_at) : "")));
-    const head = (cols: string[]): HTMLElement => h("thead", {}, h("tr", {}, ...cols.map((c) => h("th", {}, c))));
-    render(
-      this.el.fleet,
-      h("div", { class: "rc-counts" }, ...counts, h("span", { class: "rc-count" }, h("b", {}, f.fleet_idle), " idle in the fleet"), f.boot_s_mean === null ? null : h("span", { class: "rc-count" }, h("b", {}, `${f.boot_s_mean} s`), " mean boot")),
-      live.length ? h("table", { class: "data" }, head(["Environment", "Kind", "Task", "State", "Boot", ""]), h("tbody", {}, ...live)) : notice("empty", "No environment is leased by this run right now."),
-      ended.length ? h("details", {}, h("summary", {}, `Recent ended leases (${f.ended.length})`), h("table", { class: "data" }, head(["Environment", "Kind", "Task", "Outcome", "Boot", "Ended"]), h("tbody", {}, ...ended))) : null,
-    );
+    render(this.el.fleet, ...fleetView(f, (leaseId) => { void this.watch(leaseId); }));
   }
 
   private async watch(leaseId: string): Promise<void> {
@@ -482,29 +435,7 @@ class RunPage {
   private async loadCheckpoints(): Promise<void> {
     this.checkpointsSeen = this.run.policy_version;
     const rows = await api<CheckpointRow[]>(`/api/rl/runs/${this.runId}/checkpoints/`);
-    if (rows.length === 0) {
-      render(this.el.checkpoints, notice("empty", "This run has not saved a checkpoint yet."));
-      return;
-    }
-    const status = h("div", { class: "form-status" });
-    render(
-      this.el.checkpoints,
-      h(
-        "table",
-        { class: "data" },
-        h("thead", {}, h("tr", {}, ...["Version", "Saved", "Metrics", ""].map((t) => h("th", {}, t)))),
-        h("tbody", {}, ...rows.map((c) => {
-          const promote = h("button", { type: "button", class: "btn btn-small", disabled: c.is_annotation_model, title: "make it the annotation model (admins)" }, c.is_annotation_model ? "annotation model" : "Promote");
-          promote.addEventListener("click", () => {
-            api(`/api/checkpoints/${c.id}/promote/`, { method: "POST" })
-              .then(() => { render(status, notice("info", `${c.version} is now the annotation model.`)); void this.loadCheckpoints(); })
-              .catch((err: unknown) => { render(status, notice("error", err instanceof Error ? err.message : String(err))); });
-          });
-          return h("tr", {}, h("td", {}, c.version), h("td", {}, ago(c.created_at)), h("td", { class: "muted" }, Object.entries(c.metrics).slice(0, 4).map(([k, v]) => `${k} ${typeof v === "number" ? formatValue(v) : JSON.stringify(v)}`).join(" · ")), h("td", {}, h("a", { class: "btn btn-small btn-secondary", href: `/runs/new/?fork=${this.runId}&checkpoint=${encodeURIComponent(c.version)}` }, "Fork from here"), " ", promote));
-        })),
-      ),
-      status,
-    );
+    render(this.el.checkpoints, ...checkpointsView(rows, this.runId, () => { void this.loadCheckpoints(); }));
   }
 }
 
