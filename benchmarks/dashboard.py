@@ -104,6 +104,29 @@ def _fill(conn: psycopg.Connection, run_id: int, n: int, names: tuple[str, ...])
     conn.autocommit = False
 
 
+def _bench_db_env(db_url: str) -> dict[str, str]:
+    """The environment of a child process working on the bench database (production-like settings)."""
+    return {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
+        "DEBUG": "false",
+    }
+
+
+def _in_bench_db(env: dict[str, str], part: str, call: str) -> dict[str, Any]:
+    """Run `call` (a measure_* function of this module) in `manage.py shell` with `env`; its one JSON line."""
+    code = f"from benchmarks.dashboard import measure_in_bench_db, measure_live_in_bench_db; {call}"
+    result = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], env=env,
+                            capture_output=True, text=True, cwd=settings.BASE_DIR)  # fmt: skip
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"bench dashboard: the {part} part failed ({result.returncode}):\n{result.stderr[-3000:]}"
+        )
+    figures: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return figures
+
+
 def measure_in_bench_db(run_id: int, n: int, repeats: int, names: tuple[str, ...], points: int) -> None:
     """Runs inside `manage.py shell` on the bench database: pack blocks with the real service, then
     time the real read path of the series endpoint (`points` out of `n` of the first name). Prints
@@ -124,11 +147,11 @@ def measure_in_bench_db(run_id: int, n: int, repeats: int, names: tuple[str, ...
             json.dumps(out)
             timings[x].append((time.perf_counter() - start) * 1000)
     (series,) = out["series"]
-    every = sorted(timings["step"] + timings["wall"])
+    every = timings["step"] + timings["wall"]
     print(json.dumps({
         "downsample_1m_ms": round(statistics.median(timings["step"]), 1),
         "downsample_1m_wall_axis_ms": round(statistics.median(timings["wall"]), 1),
-        "downsample_1m_p95_ms": round(every[max(0, math.ceil(0.95 * len(every)) - 1)], 1),
+        "downsample_1m_p95_ms": round(_percentile(every, 0.95), 1),
         "points_in": series["total"],
         "points_out": len(series["x"]),
         "blocks": blocks,
@@ -140,12 +163,7 @@ def run_dashboard_downsample(config: DashboardBenchConfig) -> dict[str, Any]:
     db_name = f"{settings.DATABASES['default']['NAME']}_bench_dashboard"
     db_url = database_url(db_name)
     recreate_database(db_name)
-    env = {
-        **os.environ,
-        "DATABASE_URL": db_url,
-        "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
-        "DEBUG": "false",
-    }
+    env = _bench_db_env(db_url)
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], env=env, check=True,
                    capture_output=True, cwd=settings.BASE_DIR)  # fmt: skip
     create = (
@@ -161,17 +179,11 @@ def run_dashboard_downsample(config: DashboardBenchConfig) -> dict[str, Any]:
         t0 = time.perf_counter()
         _fill(conn, run_id, points, names)
         fill_s = time.perf_counter() - t0
-    code = (
-        "from benchmarks.dashboard import measure_in_bench_db;"
-        f" measure_in_bench_db({run_id}, {points}, {repeats}, {names!r}, {config.requested_points})"
+    figures = _in_bench_db(
+        env,
+        "downsample",
+        f"measure_in_bench_db({run_id}, {points}, {repeats}, {names!r}, {config.requested_points})",
     )
-    result = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], env=env,
-                            capture_output=True, text=True, cwd=settings.BASE_DIR)  # fmt: skip
-    if result.returncode != 0:
-        raise RuntimeError(
-            f"bench dashboard: the live part failed ({result.returncode}):\n{result.stderr[-3000:]}"
-        )
-    figures: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     if figures["points_in"] != points:
         raise RuntimeError(f"served {figures['points_in']} points, expected {points}")
     return {
@@ -342,7 +354,7 @@ def measure_live_in_bench_db(samples: int, sockets: int, connecting: int) -> Non
     port = free_port()
     serve = (
         "import sys, uvicorn\n"
-        "uvicorn.run('webapp.asgi:application', host='127.0.0.1', port=int(sys.argv[1]), log_level='warning',"
+        "uvicorn.run('project.asgi:application', host='127.0.0.1', port=int(sys.argv[1]), log_level='warning',"
         " ws_max_queue=64, backlog=4096)\n"
     )
     server_log = tempfile.NamedTemporaryFile(prefix="bench-dashboard-uvicorn-", suffix=".log", delete=False)
@@ -384,24 +396,12 @@ def run_dashboard(quick: bool) -> dict[str, Any]:
     """`bench dashboard`: 1M-point downsample, metric-to-client latency, concurrent sockets."""
     config = DashboardBenchConfig.for_run(quick)
     downsample = run_dashboard_downsample(config)
-    db_url = database_url(f"{settings.DATABASES['default']['NAME']}_bench_dashboard")
-    env = {
-        **os.environ,
-        "DATABASE_URL": db_url,
-        "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
-        "DEBUG": "false",
-    }
-    code = (
-        "from benchmarks.dashboard import measure_live_in_bench_db;"
-        f" measure_live_in_bench_db({config.latency_samples}, {config.sockets}, {config.connecting})"
+    env = _bench_db_env(database_url(f"{settings.DATABASES['default']['NAME']}_bench_dashboard"))
+    live = _in_bench_db(
+        env,
+        "live",
+        f"measure_live_in_bench_db({config.latency_samples}, {config.sockets}, {config.connecting})",
     )
-    result = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], env=env,
-                            capture_output=True, text=True, cwd=settings.BASE_DIR)  # fmt: skip
-    if result.returncode != 0:
-        raise RuntimeError(
-            f"bench dashboard: the live part failed ({result.returncode}):\n{result.stderr[-3000:]}"
-        )
-    live: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     return {
         "metric_to_browser_p50_ms": live.pop("metric_to_browser_p50_ms"),
         "metric_to_browser_p95_ms": live.pop("metric_to_browser_p95_ms"),
