@@ -123,3 +123,21 @@ def test_page_renders_the_cycle(client, users, tasks, lineage) -> None:
     assert data["v1_by_checkpoint"] == [] and data["datasets"][0]["sft"] == 1
     client.force_login(users["annotator"])
     assert client.get("/flywheel/").status_code == 403
+
+
+def test_the_overview_shows_the_last_rl_run(api, tasks) -> None:
+    """The RL app hands the flywheel its last run (rl_control's AppConfig.ready(): the flywheel sits
+    below it and does not import it)."""
+    from rl_control.models import Run
+
+    assert api("researcher").get("/api/flywheel/overview/").json()["last_rl"] is None
+    Run.objects.create(name="older", status="finished")
+    run = Run.objects.create(name="newest", status="running", episodes_done=40, updates_done=3)
+    last = api("researcher").get("/api/flywheel/overview/").json()["last_rl"]
+    assert last == {
+        "id": run.pk,
+        "name": "newest",
+        "status": "running",
+        "episodes_done": 40,
+        "updates_done": 3,
+    }
