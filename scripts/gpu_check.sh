@@ -22,4 +22,4 @@ if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/nvidia-smi.csv"
 fi
 "$PY" -c 'import torch, transformers, peft; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available(), "transformers", transformers.__version__, "peft", peft.__version__)' | tee "$OUT/versions.txt"
-timeout "${GPU_CHECK_TIMEOUT_S:-420}" "$PY" -m workers.policy.hf_vlm.gpu_check --out "$OUT/gpu_check.json" "$@" 2>&1 | tee "$OUT/gpu_check.log"
+timeout "${GPU_CHECK_TIMEOUT_S:-420}" "$PY" -m workers.rl.gpu_check --out "$OUT/gpu_check.json" "$@" 2>&1 | tee "$OUT/gpu_check.log"

@@ -1,5 +1,5 @@
 """The LLM judge as an RL outcome reward (seed 000 §2.5, seed 004): for tasks with no verifier (or
-every episode, when the run says so) the run's judge (workers.envs.judge.LLMJudge, any
+every episode, when the run says so) the run's judge (workers.policy.judge.LLMJudge, any
 OpenAI-compatible server) reads the instruction, every thought and action and the last screenshots,
 and its verdict (success = 1, failure = 0) replaces the environment's reward. The verdict is kept in
 the trajectory's metadata (`engine.judge`) and shown in replay."""
@@ -10,7 +10,7 @@ from typing import Any
 
 from webapp.store.models import Task, TaskSource, Trajectory
 from webapp.store.selectors import trajectory_judge_steps
-from workers.envs.judge import JudgeError, LLMJudge
+from workers.policy.judge import JudgeError, LLMJudge
 
 # Sources whose environments score every task themselves (MiniWoB++ rewards, game scores).
 _SCORED_SOURCES = {TaskSource.MINIWOB, TaskSource.GAME}

@@ -51,7 +51,7 @@ def test_judge_validator_records_prefix(tasks, judge) -> None:
     assert len(judge.requests) == 2
     texts = [" ".join(p.get("text", "") for p in r["messages"][-1]["content"]) for r in judge.requests]
     assert sum("Click OK (2)." in t for t in texts) == 1
-    # The one judge (workers.envs.judge): every thought and action, screenshots of the last steps.
+    # The one judge (workers.policy.judge): every thought and action, screenshots of the last steps.
     assert all("Thought:" in t and "Action:" in t and "Verifier reward:" in t for t in texts)
     assert judge.requests[0]["model"] == "orm-1" and judge.requests[0]["temperature"] == 0.0
 

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from PIL import Image
 
-from workers.envs.judge import JudgeError, JudgeStep, LLMJudge, judge_messages, parse_verdict
+from workers.policy.judge import JudgeError, JudgeStep, LLMJudge, judge_messages, parse_verdict
 
 
 def _png(color: tuple[int, int, int]) -> bytes:

@@ -57,12 +57,12 @@ def export_job_get_for_user(*, user: Any, job_id: int) -> ExportJob | None:
 
 
 def trajectory_judge_steps(trajectory: Trajectory, final_screen: bytes | None = None) -> list[Any]:
-    """The trajectory as the LLM judge reads it (workers.envs.judge.JudgeStep): every step's thought
+    """The trajectory as the LLM judge reads it (workers.policy.judge.JudgeStep): every step's thought
     and action with the screen it acted on, then the final screen when given. Screens whose file is
     missing from storage are left out (the judge still reads the text)."""
     from django.core.files.storage import default_storage
 
-    from workers.envs.judge import JudgeStep
+    from workers.policy.judge import JudgeStep
 
     out: list[Any] = []
     for step in trajectory.steps.order_by("index"):

@@ -2,7 +2,7 @@
 vision-language path on one GPU in bf16, with UI-TARS-1.5's architecture (Qwen2.5-VL) scaled to
 ~0.5B parameters from a config (random weights; nothing downloaded).
 
-    python3 -m workers.policy.hf_vlm.gpu_check [--out FILE] [--quick]
+    python3 -m workers.rl.gpu_check [--out FILE] [--quick]
 
 Measured (one JSON line printed last, also written to --out):
 - `proposals_per_s`: candidates per second from `HFVLMPolicy.generate` (n candidates per call, at

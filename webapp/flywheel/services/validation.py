@@ -38,9 +38,9 @@ class JudgeVerdict:
 
 
 def parse_judge_reply(text: str, num_steps: int) -> JudgeVerdict:
-    """V(s) and the correct prefix from a judge's answer (the one parser: workers.envs.judge);
+    """V(s) and the correct prefix from a judge's answer (the one parser: workers.policy.judge);
     V=1 → every step is correct, V=0 → the judge's correct steps clipped to [0, num_steps]."""
-    from workers.envs.judge import JudgeError, parse_verdict
+    from workers.policy.judge import JudgeError, parse_verdict
 
     try:
         success, _reason, correct = parse_verdict(text, num_steps)
@@ -78,10 +78,10 @@ def pool_validation_set(
 
 
 def judge_trajectory(*, trajectory: Trajectory, config: PoolValidation) -> JudgeVerdict:
-    """Ask the pool's judge (workers.envs.judge.LLMJudge: instruction, every thought and action, the
+    """Ask the pool's judge (workers.policy.judge.LLMJudge: instruction, every thought and action, the
     last screenshots) for V(s); the verifier's reward and the status go along as notes."""
     from webapp.store.selectors import trajectory_judge_steps
-    from workers.envs.judge import JudgeError, LLMJudge
+    from workers.policy.judge import JudgeError, LLMJudge
 
     if not config.judge_url:
         raise ValidationError(f"pool {trajectory.task.pool_id} uses the judge but has no judge_url")

@@ -133,7 +133,7 @@ def tiny_config(
     vision: dict[str, Any] | None = None,
 ) -> PretrainedConfig:
     """The tiny model's Qwen2_5_VLConfig; `text` / `vision` override fields of the language model's
-    and the vision tower's config (a larger model of the same architecture: hf_vlm.gpu_check)."""
+    and the vision tower's config (a larger model of the same architecture: workers.rl.gpu_check)."""
     from transformers import Qwen2_5_VLConfig
 
     ids = {t: _token_id(tokenizer, t) for t in SPECIAL_TOKENS}
