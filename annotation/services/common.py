@@ -133,14 +133,23 @@ def _screenshot_save(session: AnnotationSession, wire_obs: dict[str, Any]) -> st
     )
 
 
-def observation_store(*, session: AnnotationSession, wire_obs: dict[str, Any]) -> AnnotationSession:
-    """Make a new observation current: screenshot to storage first, then the row (version + 1)."""
+# The fields a new current screen sets (final_observation_store saves only these).
+_SCREEN_FIELDS = ["obs_version", "current_screenshot", "current_width", "current_height", "current_clock"]
+
+
+def _screen_apply(session: AnnotationSession, wire_obs: dict[str, Any]) -> None:
+    """The screenshot to storage first, then the session's screen fields (version + 1), unsaved."""
     name = _screenshot_save(session, wire_obs)
     session.obs_version += 1
     session.current_screenshot = name
     session.current_width = int(wire_obs["width"])
     session.current_height = int(wire_obs["height"])
     session.current_clock = session_clock(session)
+
+
+def observation_store(*, session: AnnotationSession, wire_obs: dict[str, Any]) -> AnnotationSession:
+    """Make a new observation current: screenshot to storage first, then the row (version + 1)."""
+    _screen_apply(session, wire_obs)
     session.current_instruction = wire_obs.get("instruction") or session.task.instruction
     session.current_elements = wire_obs.get("elements") or []
     session.current_dom_text = wire_obs.get("dom_text") or ""
@@ -154,21 +163,8 @@ def observation_store(*, session: AnnotationSession, wire_obs: dict[str, Any]) -
 def final_observation_store(*, session: AnnotationSession, wire_obs: dict[str, Any]) -> AnnotationSession:
     """The screen captured at Finish becomes the session's last one (what the page shows after it,
     and the trajectory's final screenshot); no candidates are asked for it."""
-    name = _screenshot_save(session, wire_obs)
-    session.obs_version += 1
-    session.current_screenshot = name
-    session.current_width = int(wire_obs["width"])
-    session.current_height = int(wire_obs["height"])
-    session.current_clock = session_clock(session)
-    session.save(
-        update_fields=[
-            "obs_version",
-            "current_screenshot",
-            "current_width",
-            "current_height",
-            "current_clock",
-        ]
-    )
+    _screen_apply(session, wire_obs)
+    session.save(update_fields=_SCREEN_FIELDS)
     return session
 
 
