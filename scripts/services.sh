@@ -198,6 +198,9 @@ write_services_env() {
   if [[ "${FLYWHEEL_DEBUG:-0}" == 1 ]]; then debug=true; fi
   (
     umask 077
+    # The redirection below opens its file before `secret` makes the directory: with DATABASE_URL
+    # and REDIS_URL given, nothing else has made it on a fresh checkout.
+    mkdir -p "$SECRETS" && chmod 700 "$SECRETS"
     {
       echo "SECRET_KEY=$(secret secret_key)"
       echo "DEBUG=$debug"
