@@ -95,8 +95,9 @@ def session_open(*, user: Any, task: Task, track: str, metadata: dict[str, Any])
 
 def session_reset(*, session: AnnotationSession, seed: int) -> dict[str, Any]:
     """Lease an environment for the session and reset it for its task with `seed`; returns the env's
-    answer ({"observation": wire obs}). The episode's instruction (MiniWoB++ generates one per
-    episode) is stored on the trajectory. No free environment: session and trajectory are deleted
+    answer ({"observation": wire obs, "env": ...}). What re-creates the episode (the task as reset,
+    the seed, the env's kind, version and start state) and its instruction (MiniWoB++ generates one
+    per episode) are stored on the trajectory. No free environment: session and trajectory are deleted
     and NoEnvironmentAvailable raised; the env failing to start closes both as crashed/abandoned."""
     task, trajectory = session.task, session.trajectory
     try:
@@ -107,15 +108,15 @@ def session_reset(*, session: AnnotationSession, seed: int) -> dict[str, Any]:
         raise
     session.lease_id, session.lease_env, session.lease_worker = lease.lease_id, lease.env_id, lease.worker
     session.save(update_fields=["lease_id", "lease_env", "lease_worker"])
+    wire = task_spec_wire(task, for_human=True)
     try:
-        out = fleet.env_call(
-            lease=lease, op="reset", payload={"task": task_spec_wire(task, for_human=True), "seed": seed}
-        )
+        out = fleet.env_call(lease=lease, op="reset", payload={"task": wire, "seed": seed})
     except Exception as exc:
         fleet.lease_release(lease_id=lease.lease_id)
         store.trajectory_finish(trajectory=trajectory, status="crashed", final_reward=None)
         _set_status(session, SessionStatus.ABANDONED, f"the environment could not start the task: {exc}")
         raise
+    store.trajectory_record_episode(trajectory=trajectory, task_spec=wire, seed=seed, env=out.get("env"))
     store.trajectory_set_instruction(
         trajectory=trajectory, instruction=str(out["observation"].get("instruction") or "")
     )

@@ -145,8 +145,8 @@ def _play(
     context = int(run.config["env"]["context_screenshots"])
     seed = episode_seed(run.config, group.pk, trajectory.pk)
     wire = task_spec_wire(group.task)
-    store.trajectory_record_episode(trajectory=trajectory, task_spec=wire, seed=seed)
     out = fleet.env_call(lease=lease, op="reset", payload={"task": wire, "seed": seed})
+    store.trajectory_record_episode(trajectory=trajectory, task_spec=wire, seed=seed, env=out.get("env"))
     obs = observation_from_wire(out["observation"])
     store.trajectory_set_instruction(trajectory=trajectory, instruction=obs.instruction)
     history: list[HistoryItem] = []

@@ -46,8 +46,13 @@ def test_warm_pool_lease_and_act(host: EnvHost) -> None:
     host.maintain()  # the leased env no longer counts as idle: a second one boots
     assert host.registry.idle_count("desktop") == 1 and len(host.envs) == 2
 
-    obs = observation_from_wire(host.call(lease.env_id, "reset", {"task": TASK})["observation"])
+    answer = host.call(lease.env_id, "reset", {"task": TASK})
+    obs = observation_from_wire(answer["observation"])
     assert (obs.width, obs.height) == (1280, 800) and obs.screenshot[:2] == b"\xff\xd8"
+    # what re-creates the episode besides task and seed (workers.envs.episode): no apps, this screen
+    env = answer["env"]
+    assert env["kind"] == "desktop" and env["start"] == {"screen": [1280, 800], "apps": []}
+    assert env["version"]["xvfb"] and env["version"]["desktop-env"]
     result = step_result_from_wire(
         host.call(lease.env_id, "step", {"action": Action(kind="click", point=Point(640, 400)).to_json()})
     )

@@ -120,6 +120,10 @@ def _check_record(run: Run) -> None:
         assert steps and all(s.policy_version.isdigit() for s in steps)
         # what re-creates the episode, and where it ended with which reward (workers/envs/replay.py)
         assert isinstance(t.metadata["seed"], int) and t.metadata["episode"]["task"]["kind"] == "browser"
+        assert (
+            t.metadata["episode"]["env"]["kind"] == "browser"
+            and "miniwob" in t.metadata["episode"]["env"]["version"]
+        )
         assert [s.done for s in steps][-1] and not any(s.done for s in steps[:-1])
         assert steps[-1].reward == t.final_reward and all(s.reward == 0.0 for s in steps[:-1])
         assert all(s.rl["token_ids"] and len(s.rl["token_ids"]) == len(s.rl["logprobs"]) for s in steps)

@@ -151,11 +151,17 @@ def trajectory_set_instruction(*, trajectory: Trajectory, instruction: str) -> T
     return trajectory
 
 
-def trajectory_record_episode(*, trajectory: Trajectory, task_spec: dict[str, Any], seed: int) -> Trajectory:
+def trajectory_record_episode(
+    *, trajectory: Trajectory, task_spec: dict[str, Any], seed: int, env: dict[str, Any] | None = None
+) -> Trajectory:
     """Record what re-creates the episode, as the environment was reset: `metadata.seed` and
-    `metadata.episode` {task (the task on the wire), env_kind, seed}. Merged into the metadata in one
-    UPDATE, so keys others wrote (the engine's) stay."""
-    episode = pg_safe({"task": task_spec, "env_kind": task_spec.get("kind", ""), "seed": int(seed)})
+    `metadata.episode` {task (the task on the wire), env_kind, seed, env}; `env` is the env host's
+    answer to the reset ({kind, version, start}: workers.envs.episode). Merged into the metadata in
+    one UPDATE, so keys others wrote (the engine's, the session's) stay."""
+    episode = pg_safe(
+        {"task": task_spec, "env_kind": task_spec.get("kind", ""), "seed": int(seed),
+         **({"env": env} if isinstance(env, dict) else {})}
+    )  # fmt: skip
     added = {"seed": int(seed), "episode": episode}
     Trajectory.objects.filter(pk=trajectory.pk).update(
         metadata=RawSQL("COALESCE(metadata, '{}'::jsonb) || %s::jsonb", (json.dumps(added),))

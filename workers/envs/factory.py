@@ -21,8 +21,9 @@ def _browser_pool() -> Any:
     return _shared["pool"]
 
 
-def make_desktop() -> Environment:
-    """FLYWHEEL_VNC_SOCKET_DIR: where x11vnc's sockets go, the one place the token proxy connects to
+def make_desktop(**config: Any) -> Environment:
+    """`config`: DesktopConfig fields that differ from the defaults (a replay's screen size, no VNC).
+    FLYWHEEL_VNC_SOCKET_DIR: where x11vnc's sockets go, the one place the token proxy connects to
     (in compose a volume both share, never mounted in a sandbox; `vnc.server.default_socket_root`).
     FLYWHEEL_DESKTOP_BACKEND: 'xvfb' (the default) or 'osworld-vm' (OSWorld's own VMs through
     desktop-env's providers, for hosts that have them: workers/envs/osworld/vm.py)."""
@@ -36,7 +37,7 @@ def make_desktop() -> Environment:
     from workers.envs.desktop.config import DesktopConfig
     from workers.envs.desktop.env import DesktopEnv
 
-    return DesktopEnv(DesktopConfig())
+    return DesktopEnv(DesktopConfig(**config))
 
 
 def make_browser() -> Environment:

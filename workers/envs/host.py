@@ -18,6 +18,7 @@ from typing import Any
 
 from workers.actions.types import Action
 from workers.envs.base import EnvCrashed, EnvError, Environment
+from workers.envs.episode import episode_env
 from workers.envs.leases import LeaseRegistry
 from workers.envs.wire import observation_to_wire, step_result_to_wire, task_spec_from_wire
 
@@ -234,7 +235,8 @@ class EnvHost:
 
     # ------------------------------------------------------------------ calls
     def call(self, env_id: str, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Run one operation on a hosted env: reset {task, seed}, step {action}, observe {},
+        """Run one operation on a hosted env: reset {task, seed} (answers the observation and the
+        env's kind, version and start state: workers.envs.episode), step {action}, observe {},
         evaluate {}. Returns a JSON-safe dict; a crash takes the env out of service and raises
         `EnvCrashed` for the caller."""
         hosted = self.envs.get(env_id)
@@ -246,9 +248,13 @@ class EnvHost:
                 raise UnknownEnv(f"environment {env_id} is no longer hosted by {self.worker}")
             try:
                 if op == "reset":
-                    obs = hosted.env.reset(task_spec_from_wire(payload["task"]), payload.get("seed"))
+                    spec = task_spec_from_wire(payload["task"])
+                    obs = hosted.env.reset(spec, payload.get("seed"))
                     hosted.started = True
-                    return {"observation": observation_to_wire(obs)}
+                    return {
+                        "observation": observation_to_wire(obs),
+                        "env": episode_env(hosted.env, spec, obs),
+                    }
                 if op == "step":
                     return step_result_to_wire(hosted.env.step(Action.from_json(payload["action"])))
                 if op == "observe":

@@ -75,6 +75,7 @@ class DesktopEnv:
         self._task: TaskSpec | None = None
         self._steps = 0
         self.last_action_kind: str | None = None  # OSWorld 'infeasible' is scored from it
+        self.started_apps: tuple[str, ...] = ()  # what the last reset launched (its start state)
         self._mcp: Any = None
         self._frames: FrameRecorder | None = None
         self.boot_s: float | None = None
@@ -164,6 +165,7 @@ class DesktopEnv:
         self._offer_apps(apps)
         for name in apps:
             self.launch(name)
+        self.started_apps = tuple(apps)
         if task.source == "osworld":
             from workers.envs import osworld
 
