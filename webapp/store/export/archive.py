@@ -20,6 +20,7 @@ from typing import Any
 from django.core.files.storage import default_storage
 from PIL import Image
 
+from webapp.store.export.records import json_line
 from workers.actions.coords import action_to_screen
 from workers.actions.pyautogui_code import to_pyautogui
 from workers.actions.types import Action, Convention
@@ -95,7 +96,7 @@ def write_native_jsonl(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], p
             if data is not None:
                 record["final_screenshot"] = f"images/t{int(record['id'])}/final.{_ext(str(final))}"
                 zf.writestr(record["final_screenshot"], data)
-            out.write((json.dumps(record, ensure_ascii=False) + "\n").encode())
+            out.write((json_line(json.dumps(record, ensure_ascii=False)) + "\n").encode())
             done += 1
             if not progress(done):
                 break
@@ -221,7 +222,8 @@ def _verl_schemas() -> tuple[Any, Any]:
 def write_verl_parquet(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], progress: ProgressFn) -> int:
     """verl data: `train.parquet`, one RL row per trajectory as verl 0.9's `RLHFDataset` reads it,
     and `sft.parquet`, one row per trajectory with steps for its `MultiTurnSFTDataset` (see
-    `_verl_rows`)."""
+    `_verl_rows`). A row's task is the one its episode was reset with (`metadata.episode.task`),
+    the stored task's only for trajectories recorded before that was kept."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -248,7 +250,11 @@ def write_verl_parquet(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], p
             data = _image_bytes(step["screenshot"]) if step["screenshot"] else None
             if data is not None:
                 step_images.append({"bytes": data, "path": step["screenshot"]})
-        rl, sft = _verl_rows(record, done, step_images, wire_task(record["task_id"]))
+        episode = (record.get("metadata") or {}).get("episode") or {}
+        task = episode.get("task")
+        rl, sft = _verl_rows(
+            record, done, step_images, task if isinstance(task, dict) else wire_task(record["task_id"])
+        )
         batches["train.parquet"].append(rl)
         if sft is not None:
             batches["sft.parquet"].append(sft)
@@ -343,22 +349,24 @@ def write_osworld(zf: zipfile.ZipFile, records: Iterable[dict[str, Any]], progre
                 png_name = f"step_{number}_{stamp}.png" if stamp else f"step_{number}.png"
                 zf.writestr(f"{folder}/{png_name}", data if str(after).endswith(".png") else _as_png(data))
             lines.append(
-                json.dumps(
-                    {
-                        "step_num": number,
-                        "action_timestamp": stamp,
-                        "action": _pyautogui(step),
-                        "response": step["raw_text"] or _assistant_text(step),
-                        "reward": step["reward"],
-                        "done": step["done"],
-                        "info": {
-                            "decision": step["decision"],
-                            "action_text": step["action_text"],
-                            "parse_error": step["parse_error"],
+                json_line(
+                    json.dumps(
+                        {
+                            "step_num": number,
+                            "action_timestamp": stamp,
+                            "action": _pyautogui(step),
+                            "response": step["raw_text"] or _assistant_text(step),
+                            "reward": step["reward"],
+                            "done": step["done"],
+                            "info": {
+                                "decision": step["decision"],
+                                "action_text": step["action_text"],
+                                "parse_error": step["parse_error"],
+                            },
+                            "screenshot_file": png_name,
                         },
-                        "screenshot_file": png_name,
-                    },
-                    ensure_ascii=False,
+                        ensure_ascii=False,
+                    )
                 )
             )
         zf.writestr(f"{folder}/traj.jsonl", "\n".join(lines) + ("\n" if lines else ""))

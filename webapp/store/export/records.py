@@ -73,9 +73,23 @@ STEP_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 _N_TRAJ = len(TRAJECTORY_COLUMNS)
+
 _TRAJ_KEYS = [name for name, _ in TRAJECTORY_COLUMNS]
 _STEP_KEYS = [name for name, _ in STEP_COLUMNS]
 _SCREENSHOT_AT = _STEP_KEYS.index("screenshot")
+
+# Characters JSON leaves raw inside strings that readers splitting text into lines at every Unicode
+# line boundary (Python's str.splitlines, some JSONL tools) take for the end of a line.
+_LINE_BREAKERS = ("\u2028", "\u2029", "\x85")
+
+
+def json_line(text: str) -> str:
+    """One serialised JSON value made safe as a JSONL line: U+2028, U+2029 and U+0085 written as
+    their `\\uXXXX` escapes (the same JSON value; JSON's own escaping leaves them raw)."""
+    for char in _LINE_BREAKERS:
+        if char in text:
+            text = text.replace(char, f"\\u{ord(char):04x}")
+    return text
 
 
 def iter_trajectory_records(

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from django.db import connection
 from django.db.models import QuerySet
 
+from webapp.store.export.records import json_line
 from webapp.store.models import Trajectory
 
 _STEP_FIELDS = [
@@ -93,5 +94,5 @@ def iter_jsonl_chunks_sql(
             if not ids:
                 return
             cursor.execute(sql, [media_base, media_base, ids])  # final screenshot, step screenshots
-            yield ("\n".join(row[0] for row in cursor.fetchall()) + "\n").encode()
+            yield ("\n".join(json_line(row[0]) for row in cursor.fetchall()) + "\n").encode()
             last_id = ids[-1]

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db.models import QuerySet
 
-from webapp.store.export.records import iter_trajectory_records
+from webapp.store.export.records import iter_trajectory_records, json_line
 from webapp.store.export.sql_stream import iter_jsonl_chunks_sql
 from webapp.store.models import Trajectory
 
@@ -48,7 +48,7 @@ def iter_jsonl_chunks_python(queryset: QuerySet[Trajectory], *, chunk_size: int 
     buffer: list[str] = []
     size = 0
     for record in iter_trajectory_records(queryset, media_ref=media_url_builder(), chunk_size=chunk_size):
-        line = dumps(record)
+        line = json_line(dumps(record))
         buffer.append(line)
         size += len(line)
         if size >= _FLUSH_BYTES:
