@@ -59,7 +59,11 @@ def trajectory_replay(*, trajectory_id: int) -> dict[str, Any]:
     lease = None
     try:
         lease = _acquire(trajectory.env_kind, f"replay:{trajectory_id}", str(trajectory.task_id))
-        payload: dict[str, Any] = {"task": task_spec_wire(trajectory.task)}
+        # The task as the episode was reset (metadata.episode.task); the stored task's for older ones.
+        recorded = (trajectory.metadata.get("episode") or {}).get("task")
+        payload: dict[str, Any] = {
+            "task": recorded if isinstance(recorded, dict) else task_spec_wire(trajectory.task)
+        }
         if seed is not None:
             payload["seed"] = int(seed)
         fleet.env_call(lease=lease, op="reset", payload=payload)
