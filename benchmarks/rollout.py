@@ -139,8 +139,8 @@ def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchCon
     from rl_control.engine.slots import slot_read
     from rl_control.engine.stack import launch_when_ready, wait_for
     from rl_control.models import Run, RunMetric
-    from rl_control.run_config import MIXED_KIND
     from webapp.store.models import Trajectory
+    from workers.rl.run_config import MIXED_KIND
 
     if config.algorithm == "grpo":
         algo: dict[str, Any] = {"temperature": config.temperature, "rollouts_per_task": config.group_size,

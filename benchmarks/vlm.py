@@ -98,7 +98,9 @@ def run_vlm(quick: bool = False) -> dict[str, Any]:
                 str(i), f"t{i % len(tasks)}", f"g{i % len(tasks)}", [step], float(i % 2), bool(i % 2)
             )
         )
-    rl = RLConfig.from_dict({"algorithm": "grpo", "grpo": {"lr": config.lr, "entropy_keep_fraction": 1.0}})
+    rl = RLConfig.model_validate(
+        {"algorithm": "grpo", "grpo": {"lr": config.lr, "entropy_keep_fraction": 1.0}}
+    )
     trainer = VLMPolicyTrainer(
         checkpoint, rl, seed=0, vlm={"lora_rank": config.lora_rank, "lora_alpha": config.lora_alpha}
     )

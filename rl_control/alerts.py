@@ -23,7 +23,7 @@ from django.db.models import Max
 
 from rl_control.events import RunAlertEvent, publish_run_alert
 from rl_control.models import AlertKind, Run, RunAlert, RunMetric
-from rl_control.run_config import AlertSettings
+from workers.rl.run_config import AlertSettings
 
 Candidate = tuple[str, float, float, str]  # kind, value, threshold, message
 
@@ -82,7 +82,7 @@ def alerts_evaluate(*, run: Run, step: int, values: Mapping[str, float]) -> list
 
     Call after the step's metrics are stored (the windows include them). Returns the new alerts.
     """
-    cfg = AlertSettings.from_dict(run.config.get("alerts") or {})
+    cfg = AlertSettings.model_validate(run.config.get("alerts") or {})
     found = _candidates(run, step, values, cfg)
     if not found:
         return []

@@ -33,7 +33,7 @@ class RunMode(models.TextChoices):
 
 
 class Run(models.Model):
-    """One training run. `config` is the full validated hyperparameter set (rl_control.run_config)."""
+    """One training run. `config` is the full validated hyperparameter set (workers.rl.run_config)."""
 
     name = models.CharField(max_length=200)
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.CREATED)

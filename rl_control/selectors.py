@@ -380,7 +380,7 @@ def preset_list_for_host(checkpoint: Checkpoint | None = None) -> list[dict[str,
     """The presets as the launch form shows them for a run starting from `checkpoint` (None: the
     checkpoint promoted to RL start, else a fresh embedded model): each preset's defaults for that
     model (presets.preset_overrides), with this deployment's environments in parallel (unless the
-    preset names its own), its help saying where the number comes from."""
+    preset names its own), its note saying where the number comes from."""
     from rl_control.engine.preflight import host_parallel_envs
     from webapp.flywheel.selectors import rl_start_checkpoint
 
@@ -390,7 +390,7 @@ def preset_list_for_host(checkpoint: Checkpoint | None = None) -> list[dict[str,
             continue
         n, why = host_parallel_envs(preset["config"]["env"]["kind"])
         preset["config"]["env"]["parallel_envs"] = n
-        preset["help"]["env.parallel_envs"] = f"{preset['help'].get('env.parallel_envs', '')} ({why})"
+        preset["notes"]["env.parallel_envs"] = why
     return out
 
 

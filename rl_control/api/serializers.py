@@ -7,9 +7,9 @@ from rest_framework import serializers
 
 from rl_control import fleet_selectors, selectors
 from rl_control.models import Run, RunAlert, RunMode
-from rl_control.run_config import AlertSettings
 from rl_control.selectors import MAX_POINTS, X_AXES
 from webapp.store.models import Checkpoint, TaskPool, Trajectory
+from workers.rl.run_config import AlertSettings
 
 
 class RunServing(serializers.Serializer):
@@ -140,7 +140,7 @@ class RunPageSerializer(RunDetailWithLatestSerializer):
         return endpoint_secrets(run)
 
     def get_alert_settings(self, run: Run) -> dict[str, float]:
-        settings = AlertSettings.from_dict(run.config.get("alerts") or {}).to_dict()
+        settings = AlertSettings.model_validate(run.config.get("alerts") or {}).model_dump()
         settings["staleness_bound"] = (run.config.get("curation") or {}).get("staleness_bound", 1)
         return settings
 
@@ -240,18 +240,12 @@ class PresetSerializer(serializers.Serializer):
     start_profile = serializers.CharField(
         help_text="The start model these defaults are for: embedded, hf_vlm or endpoint."
     )
-    config = serializers.DictField()
-    help = serializers.DictField(child=serializers.CharField())
-    choices = serializers.DictField(
-        child=serializers.ListField(child=serializers.JSONField()),
-        help_text="Allowed values of the fields that take one of a fixed set.",
+    config = serializers.DictField(
+        help_text="The full run config; its fields, labels, help and choices: GET /api/rl/config-schema/."
     )
-    labels = serializers.DictField(child=serializers.CharField(), help_text="Each field's label in words.")
-    basic = serializers.ListField(
-        child=serializers.CharField(), help_text="Fields of the form's basic section (the rest is Advanced)."
-    )
-    mirrored = serializers.DictField(
-        child=serializers.CharField(), help_text="Fields the form sets from another one (asked once)."
+    notes = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="Per field (section.field), what this deployment adds to its help (where a default comes from).",
     )
 
 

@@ -34,5 +34,6 @@ urlpatterns = [
     path("compare/", views.RunCompareView.as_view(), name="api-rl-compare"),
     path("trajectories/<int:pk>/replay/", views.TrajectoryReplayView.as_view(), name="api-rl-replay"),
     path("presets/", views.PresetListView.as_view(), name="api-rl-presets"),
+    path("config-schema/", views.ConfigSchemaView.as_view(), name="api-rl-config-schema"),
     path("metric-names/", views.MetricCatalogueView.as_view(), name="api-rl-metric-names"),
 ]

@@ -23,9 +23,9 @@ from rl_control import fleet_selectors, selectors, services
 from rl_control.api import serializers as s
 from rl_control.metric_names import metric_catalogue
 from rl_control.models import Run, RunAlert, RunAlgorithm, RunMode, RunStatus
-from rl_control.run_config import RunConfigError
 from webapp.accounts.permissions import IsResearcherOrAdmin
 from webapp.store.models import Checkpoint, Trajectory
+from workers.rl.run_config import run_config_schema
 
 
 def _service_response(
@@ -34,7 +34,7 @@ def _service_response(
     """Run a service; map its errors to 400 {field: [messages]}, 409 (illegal transition) or 400."""
     try:
         run = call()
-    except RunConfigError as exc:
+    except services.RunConfigError as exc:
         return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
     except services.RunTransitionError as exc:
         return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
@@ -279,6 +279,17 @@ class PresetListView(APIView):
             if checkpoint is None:
                 raise ValidationError({"start_checkpoint": [f"no checkpoint {version[:200]!r}"]})
         return Response(selectors.preset_list_for_host(checkpoint))
+
+
+class ConfigSchemaView(APIView):
+    permission_classes = [IsResearcherOrAdmin]
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request) -> Response:
+        """{algorithm: JSON schema of its run config}: every field with its label (`title`), help
+        (`description`), bounds, choices (`enum`) and default; `x-basic` lists the launch form's basic
+        fields, `x-mirrored` the fields it copies from another one."""
+        return Response(run_config_schema())
 
 
 class MetricCatalogueView(APIView):

@@ -30,12 +30,12 @@ from django.db.models import F, Q
 
 from rl_control.engine.keys import key, rds
 from rl_control.models import EngineState, RolloutGroup, RolloutGroupState, Run, RunMode
-from rl_control.run_config import MIXED_KIND
 from webapp.store import services as store
 from webapp.store.models import UNTRAINABLE_REVIEW_STATES, Task, Trajectory, TrajectoryStatus
 from webapp.store.taskspec import task_step_budget
 from workers.rl.config import CurationConfig
 from workers.rl.curator import GroupCurator
+from workers.rl.run_config import MIXED_KIND
 
 POOL_MAXLEN = 100_000
 
@@ -57,7 +57,7 @@ def curator_of(run: Run, state: EngineState) -> GroupCurator:
     if state.curation:
         return GroupCurator.from_dict(state.curation)
     curator = GroupCurator(
-        CurationConfig.from_dict({**run.config["curation"], "seed": run.config.get("seed", 0)})
+        CurationConfig.model_validate({**run.config["curation"], "seed": run.config.get("seed", 0)})
     )
     if curator.config.injection == "experience_pool":
         for task_key, trajectory_id in stored_successes(run, curator.config.experience_pool_per_task):

@@ -15,9 +15,9 @@ from typing import Any
 from django.conf import settings
 
 from rl_control.models import Run
-from rl_control.run_config import EntropulseSettings
 from webapp.store.models import Trajectory, TrajectoryStatus
 from workers.policy.base import PolicyError
+from workers.rl.run_config import EntropulseSettings
 from workers.rl.trainer import PolicyTrainer
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ def entropulse_after_update(run: Run, trainer: PolicyTrainer) -> dict[str, float
     from rl_control.engine.rollout import run_profile
     from rl_control.engine.samples import trajectory_sample
 
-    cfg = EntropulseSettings.from_dict(run.config.get("entropulse") or {})
+    cfg = EntropulseSettings.model_validate(run.config.get("entropulse") or {})
     if not cfg.enabled:
         return {}
     out: dict[str, float] = {"policy/entropulse_phases": float(trainer.entropulse_count)}

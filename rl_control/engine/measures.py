@@ -66,8 +66,8 @@ def episode_figures(finished: list[Trajectory], successes: list[bool], pool_name
 def fleet_figures(kind: str) -> dict[str, float]:
     """Live and idle environments of the run's kind (every kind for "mixed") and their mean boot
     time (the Redis registry)."""
-    from rl_control.run_config import MIXED_KIND
     from webapp.fleet.services import registry
+    from workers.rl.run_config import MIXED_KIND
 
     metrics = registry().metrics()
     counted = [c for k, c in metrics["envs"].items() if kind in (k, MIXED_KIND)]

@@ -25,10 +25,10 @@ from django.conf import settings
 
 from rl_control.engine.serving import endpoint_answers, external_urls, serving_key
 from rl_control.models import Run
-from rl_control.run_config import MIXED_KIND
 from webapp.remote_calls import before_remote_call
 from webapp.store.models import Task
 from workers.policy.hf_vlm import VLM_MODEL_TYPES  # light: config.json only, no torch
+from workers.rl.run_config import MIXED_KIND
 
 PREFLIGHT_INSPECT_S = 2.5
 

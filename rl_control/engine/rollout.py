@@ -244,7 +244,9 @@ def _complete(
     """Close the trajectory as completed with its reward breakdown; the first close pushes it to the
     run's pool and counts it in the rollout accounting."""
     trajectory, group = claim.trajectory, claim.group
-    breakdown = total_reward(reward, actions_done, parse_oks, RewardConfig.from_dict(run.config["reward"]))
+    breakdown = total_reward(
+        reward, actions_done, parse_oks, RewardConfig.model_validate(run.config["reward"])
+    )
     success = reward >= float(run.config["curation"]["success_min_reward"])
     closed = _close(
         trajectory, TrajectoryStatus.COMPLETED, reward,

@@ -43,9 +43,9 @@ from django.conf import settings
 
 from rl_control.engine.keys import key, rds
 from rl_control.models import EngineState, Run
-from rl_control.run_config import ServingSettings
 from workers.policy.hf_vlm.lora import adapter_of
 from workers.policy.openai_client import OpenAIClient
+from workers.rl.run_config import ServingSettings
 
 log = logging.getLogger(__name__)
 LIFELINE_TTL_S = 45.0
@@ -58,7 +58,7 @@ class ServingError(RuntimeError):
 
 
 def serving_settings(run: Run) -> ServingSettings:
-    return ServingSettings.from_dict(run.config.get("serving") or {})
+    return ServingSettings.model_validate(run.config.get("serving") or {})
 
 
 def external_urls(run: Run) -> list[str]:

@@ -28,10 +28,10 @@ from rl_control.engine.keys import key, rds
 from rl_control.engine.rollout import Fenced, policy_for, run_episode, run_profile
 from rl_control.engine.serving import lifeline_renew, lora_models, serving_urls, version_label
 from rl_control.models import EngineState, Run, RunStatus
-from rl_control.run_config import MIXED_KIND
 from webapp.fleet import services as fleet
 from webapp.store.models import Trajectory
 from workers.envs.leases import Lease
+from workers.rl.run_config import MIXED_KIND
 
 log = logging.getLogger(__name__)
 ENV_WAIT_TTL_S = 5

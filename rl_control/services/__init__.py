@@ -8,6 +8,7 @@ from rl_control.services import metrics, runs
 from rl_control.services.metrics import metrics_compact, metrics_record
 from rl_control.services.runs import (
     TRANSITIONS,
+    RunConfigError,
     RunError,
     RunPreflightError,
     RunTransitionError,
@@ -30,6 +31,7 @@ from rl_control.services.runs import (
 
 __all__ = [
     "TRANSITIONS",
+    "RunConfigError",
     "RunError",
     "RunPreflightError",
     "RunTransitionError",

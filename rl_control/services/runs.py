@@ -26,27 +26,37 @@ from django.db import transaction
 from django.db.models import DurationField, ExpressionWrapper, F, FloatField, Value
 from django.db.models.functions import Coalesce, Extract, Greatest, Now
 from django.utils import timezone
+from pydantic import ValidationError
 
 from rl_control.events import RunStatusEvent, publish_run_status
 from rl_control.models import Run, RunMode, RunStatus
 from rl_control.presets import PRESETS, preset_overrides
-from rl_control.run_config import (
+from rl_control.selectors import start_profile
+from webapp.flywheel.selectors import rl_start_checkpoint
+from webapp.store.models import Checkpoint, Task, TaskPool
+from webapp.store.selectors import runnable_env_kinds
+from workers.rl.config import errors_by_field
+from workers.rl.run_config import (
     MIXED_KIND,
+    RUN_CONFIGS,
     EnvSettings,
-    RunConfigError,
     ServingSettings,
     deep_merge,
     env_kind_for,
     run_config_build,
 )
-from rl_control.selectors import start_profile
-from webapp.flywheel.selectors import rl_start_checkpoint
-from webapp.store.models import Checkpoint, Task, TaskPool
-from webapp.store.selectors import runnable_env_kinds
 
 
 class RunError(Exception):
     """A request about a run that cannot be carried out as asked (the API answers 400)."""
+
+
+class RunConfigError(ValueError):
+    """Invalid run input; `errors` maps "section.field" (or an argument's name) to messages."""
+
+    def __init__(self, errors: Mapping[str, list[str]]) -> None:
+        self.errors = {key: list(messages) for key, messages in errors.items()}
+        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in sorted(self.errors.items())))
 
 
 class RunPreflightError(RunConfigError):
@@ -151,7 +161,7 @@ def run_create(
     full: dict[str, Any] = {}
     try:
         merged = _with_pool_kind(deep_merge(base, config or {}), pool)
-        full = run_config_build(algorithm=algorithm, config=_with_host_defaults(merged))
+        full = run_config_check(algorithm=algorithm, config=_with_host_defaults(merged))
     except RunConfigError as exc:
         errors.update(exc.errors)
     if full:
@@ -180,12 +190,29 @@ def run_create(
     return run
 
 
+def run_config_check(*, algorithm: str, config: Any) -> dict[str, Any]:
+    """`config` for `algorithm` validated by the run config's model, defaults filled in; raises
+    `RunConfigError` {"section.field": [messages]} listing every problem (hostile input included)."""
+    if algorithm not in RUN_CONFIGS:
+        raise RunConfigError({"algorithm": [f"must be one of {sorted(RUN_CONFIGS)}"]})
+    if not isinstance(config, Mapping):
+        raise RunConfigError({"config": ["must be a JSON object"]})
+    try:
+        return run_config_build(algorithm=algorithm, config=config)
+    except ValidationError as exc:
+        errors = errors_by_field(exc)
+    for other in set(RUN_CONFIGS) - {algorithm}:
+        if other in errors:
+            errors[other] = [f"only for algorithm {other}; this run uses {algorithm}"]
+    raise RunConfigError(errors)
+
+
 def _endpoint_errors(config: Mapping[str, Any]) -> dict[str, list[str]]:
     """A run's external endpoints must not be servers the platform owns (the annotation model's,
     another run's, a platform service): the engine pushes weights there."""
     from rl_control.engine.serving import platform_endpoint_problem
 
-    urls = ServingSettings.from_dict(config.get("serving") or {}).urls()
+    urls = ServingSettings.model_validate(config.get("serving") or {}).urls()
     problems = [p for url in urls if (p := platform_endpoint_problem(url))]
     return {"serving.endpoints": problems} if problems else {}
 
@@ -203,7 +230,7 @@ def _with_pool_kind(config: Mapping[str, Any], pool: TaskPool | None) -> dict[st
     env = out.get("env", {})
     task_ids = out.get("task_ids") or []
     if not isinstance(env, Mapping) or "kind" in env or not isinstance(task_ids, list):
-        return out  # set by the caller (or malformed: run_config_build says so)
+        return out  # set by the caller (or malformed: run_config_check says so)
     if not all(isinstance(t, int) and not isinstance(t, bool) for t in task_ids):
         return out
     kind = env_kind_for(runnable_env_kinds(pool_id=pool.pk if pool else None, task_ids=task_ids))
@@ -221,9 +248,9 @@ def _with_host_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(config)
     env = out.get("env", {})
     if not isinstance(env, Mapping) or "parallel_envs" in env:
-        return out  # set by the caller (or not a section at all: run_config_build says so)
+        return out  # set by the caller (or not a section at all: run_config_check says so)
     env = dict(env)
-    kind = env.get("kind", EnvSettings.kind)
+    kind = env.get("kind", EnvSettings.model_fields["kind"].default)
     if isinstance(kind, str):
         env["parallel_envs"] = host_parallel_envs(kind)[0]
         out["env"] = env

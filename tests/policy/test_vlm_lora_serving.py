@@ -39,7 +39,7 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The base and two LoRA versions saved by the VLM trainer (adapters moved off zero)."""
     root = tmp_path_factory.mktemp("lora")
     base = build_tiny_checkpoint(root / "base", seed=0)
-    trainer = VLMPolicyTrainer(base, RLConfig.from_dict({"algorithm": "grpo"}), vlm={"lora_rank": 4})
+    trainer = VLMPolicyTrainer(base, RLConfig.model_validate({"algorithm": "grpo"}), vlm={"lora_rank": 4})
     out = {"base": base}
     torch.manual_seed(0)
     for v in (1, 2):

@@ -95,5 +95,5 @@ def test_bad_input() -> None:
         cur.process_group("t", [], 3)
     with pytest.raises(ValueError):
         cur.process_group("t", [RolloutOutcome("a", float("nan"), 3, 3)], 3)
-    with pytest.raises(ValueError, match="CurationConfig"):
+    with pytest.raises(ValueError, match="rollouts_min"):
         GroupCurator(CurationConfig(rollouts_min=1))

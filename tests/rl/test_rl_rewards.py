@@ -81,5 +81,5 @@ def test_total_reward_defaults_and_errors() -> None:
     assert clean.total == 1.0
     with pytest.raises(ValueError, match="task_reward"):
         total_reward(float("nan"), [], [], RewardConfig())
-    with pytest.raises(ValueError, match="RewardConfig"):
+    with pytest.raises(ValueError, match="must be > length_soft_limit"):
         total_reward(1.0, [], [], RewardConfig(length_soft_limit=40, length_hard_limit=30))

@@ -27,7 +27,7 @@ from workers.policy.embedded.policy import EmbeddedPolicy
 from workers.policy.openai_client import EMBEDDED, OpenAIPolicy
 from workers.policy.prompts import embedded_prompt_from_messages
 from workers.policy.server import PolicyService
-from workers.rl.config import ConfigError, CurationConfig, RLConfig
+from workers.rl.config import CurationConfig, RLConfig
 from workers.rl.samples import StepSample, TrajectorySample, step_sample_from
 from workers.rl.trainer import PolicyTrainer
 
@@ -262,7 +262,7 @@ def test_value_pretraining_trains_only_the_critic_until_done() -> None:
 
 
 def test_plateau_then_entropulse_sft_on_successes_and_reference_reset() -> None:
-    config = replace(grpo_config(beta_kl=0.1), curation=CurationConfig(plateau_window=2))
+    config = grpo_config(beta_kl=0.1).model_copy(update={"curation": CurationConfig(plateau_window=2)})
     trainer = PolicyTrainer(tiny_model(0), config)
     policy = EmbeddedPolicy(trainer.model, seed=1)
     batch = bandit_batch(policy, 0)
@@ -295,9 +295,6 @@ def test_samples_and_config_are_validated() -> None:
         StepSample(prompt=None, token_ids=[1, 2], rollout_logprobs=[0.0], policy_version=0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="no steps"):
         TrajectorySample("t", "task", "g", [], 0.0, False)
-    with pytest.raises(ConfigError) as err:
-        RLConfig.from_dict({"algorithm": "dqn", "grpo": {"lr": 0}})
-    assert set(err.value.errors) == {"algorithm", "grpo.lr"}
     config = RLConfig.from_run_config(
         "grpo", {"grpo": {"beta_kl": 0.0}, "seed": 3, "env": {"kind": "browser"}}
     )

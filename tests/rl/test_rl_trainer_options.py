@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+from pydantic import ValidationError
 
 from tests.rl.trainer_helpers import (  # one_thread: autouse fixture
     bandit_batch,
@@ -20,7 +21,7 @@ from tests.rl.trainer_helpers import (  # one_thread: autouse fixture
 from workers.policy.embedded.generation import grammar_keys, score
 from workers.policy.embedded.grammar import THOUGHT_TEXT
 from workers.policy.embedded.policy import EmbeddedPolicy
-from workers.rl.config import ConfigError, RLConfig
+from workers.rl.config import RLConfig
 from workers.rl.trainer import EMA_DIR, PolicyTrainer
 from workers.rl.trainer.batch import rows_tensors
 
@@ -48,9 +49,10 @@ def test_lr_schedule_anneals_over_the_budget_and_resume_keeps_the_config_lr(tmp_
     constant = PolicyTrainer(tiny_model(4), ppo_config(), seed=7)
     assert constant.set_progress(0.9) == 1.0
     assert [g["lr"] for g in constant.optimizer.param_groups] == [3e-3, 1e-2]
-    assert grpo_config(lr_decay_start=1.0).validate() == {"grpo.lr_decay_start": "must be in [0, 1)"}
-    with pytest.raises(ConfigError, match="lr_schedule"):
-        RLConfig.from_dict({"algorithm": "grpo", "grpo": {"lr_schedule": "step"}})
+    with pytest.raises(ValidationError, match="lr_decay_start"):
+        grpo_config(lr_decay_start=1.0)
+    with pytest.raises(ValidationError, match="lr_schedule"):
+        RLConfig.model_validate({"algorithm": "grpo", "grpo": {"lr_schedule": "step"}})
 
 
 @pytest.mark.parametrize(
@@ -96,9 +98,10 @@ def test_weight_ema_off_saves_no_average_and_is_validated(tmp_path) -> None:
     trainer.update(bandit_batch(EmbeddedPolicy(trainer.model, seed=1), 0))
     trainer.save(tmp_path / "v1", version=trainer.version)
     assert not (tmp_path / "v1" / EMA_DIR).exists()
-    assert grpo_config(weight_ema=1.0).validate() == {"grpo.weight_ema": "must be in [0, 1)"}
-    with pytest.raises(ConfigError, match="weight_ema"):
-        RLConfig.from_dict({"algorithm": "ppo", "ppo": {"weight_ema": -0.1}})
+    with pytest.raises(ValidationError, match="weight_ema"):
+        grpo_config(weight_ema=1.0)
+    with pytest.raises(ValidationError, match="weight_ema"):
+        RLConfig.model_validate({"algorithm": "ppo", "ppo": {"weight_ema": -0.1}})
 
 
 def test_thought_temperature_applies_to_the_thought_only_in_sampling_and_scoring() -> None:
@@ -120,8 +123,8 @@ def test_thought_temperature_applies_to_the_thought_only_in_sampling_and_scoring
     assert torch.allclose(split.logprobs[~thought], action_scale.logprobs[~thought], atol=1e-5)
     for generated, row in zip(rows[0], split.logprobs, strict=True):  # sampled under the same split
         assert torch.allclose(torch.tensor(generated.logprobs), row[: len(generated.logprobs)], atol=1e-4)
-    with pytest.raises(ConfigError, match="thought_temperature"):
-        RLConfig.from_dict({"algorithm": "grpo", "grpo": {"thought_temperature": 0}})
+    with pytest.raises(ValidationError, match="thought_temperature"):
+        RLConfig.model_validate({"algorithm": "grpo", "grpo": {"thought_temperature": 0}})
 
 
 def test_untrained_thought_carries_no_policy_loss() -> None:

@@ -19,7 +19,7 @@ from workers.policy.hf_vlm.model import HFVLMPolicy
 from workers.policy.hf_vlm.tiny import build_tiny_checkpoint
 from workers.policy.openai_client import chat_messages
 from workers.policy.server import PolicyService
-from workers.rl.config import ConfigError, RLConfig
+from workers.rl.config import RLConfig
 from workers.rl.samples import TrajectorySample, chat_step_sample_from
 from workers.rl.trainer import resume_trainer, trainer_for
 from workers.rl.trainer.vlm import VLMPolicyTrainer
@@ -66,7 +66,9 @@ def _rollouts(tiny: Path, n: int = 4, steps: int = 2) -> list[TrajectorySample]:
 @pytest.mark.slow
 def test_trainer_logprobs_equal_served_and_lora_grpo_learns(tiny: Path, tmp_path: Path) -> None:
     rollouts = _rollouts(tiny)
-    config = RLConfig.from_dict({"algorithm": "grpo", "grpo": {"lr": 5e-3, "entropy_keep_fraction": 1.0}})
+    config = RLConfig.model_validate(
+        {"algorithm": "grpo", "grpo": {"lr": 5e-3, "entropy_keep_fraction": 1.0}}
+    )
     trainer = trainer_for(tiny, config, seed=0, vlm={"lora_rank": 4, "lora_alpha": 8})
     assert isinstance(trainer, VLMPolicyTrainer)
     trainable = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
@@ -104,7 +106,7 @@ def test_trainer_logprobs_equal_served_and_lora_grpo_learns(tiny: Path, tmp_path
 @pytest.mark.slow
 def test_full_fine_tuning_ppo_with_a_value_head(tiny: Path, tmp_path: Path) -> None:
     rollouts = _rollouts(tiny, n=2)
-    config = RLConfig.from_dict({"algorithm": "ppo", "ppo": {"lr_policy": 1e-3, "lr_value": 1e-2}})
+    config = RLConfig.model_validate({"algorithm": "ppo", "ppo": {"lr_policy": 1e-3, "lr_value": 1e-2}})
     trainer = trainer_for(tiny, config, seed=0, vlm={"lora_rank": 0})
     assert all(p.requires_grad for p in trainer.model.parameters())
     first = trainer.update(rollouts)
@@ -119,15 +121,14 @@ def test_full_fine_tuning_ppo_with_a_value_head(tiny: Path, tmp_path: Path) -> N
 
 
 def test_vlm_trainer_refuses_the_embedded_only_thought_temperature(tiny: Path) -> None:
-    config = RLConfig.from_dict({"algorithm": "grpo", "grpo": {"thought_temperature": 0.1}})
-    with pytest.raises(ConfigError) as exc:
+    config = RLConfig.model_validate({"algorithm": "grpo", "grpo": {"thought_temperature": 0.1}})
+    with pytest.raises(ValueError, match=r"grpo\.thought_temperature: not available for HF VLM"):
         trainer_for(tiny, config)
-    assert "grpo.thought_temperature" in exc.value.errors
 
 
 def test_entropulse_phase_trains_the_sampled_tokens_of_successes_under_lora(tiny: Path) -> None:
     successes = [t for t in _rollouts(tiny, n=2, steps=1) if t.success] * 2
-    config = RLConfig.from_dict({"algorithm": "grpo"})
+    config = RLConfig.model_validate({"algorithm": "grpo"})
     trainer = trainer_for(tiny, config, seed=0, vlm={"lora_rank": 4})
     steps = [s for t in successes for s in t.steps]
     before = sum(sum(lps) for lps in trainer.recompute_logprobs(steps))

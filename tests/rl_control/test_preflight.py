@@ -186,7 +186,7 @@ def test_environments_in_parallel_default_to_what_the_host_holds(api, isolated, 
 
     def shown() -> tuple[int, str]:
         grpo = next(p for p in api("researcher").get("/api/rl/presets/").json() if p["name"] == "grpo-dart")
-        return grpo["config"]["env"]["parallel_envs"], grpo["help"]["env.parallel_envs"]
+        return grpo["config"]["env"]["parallel_envs"], grpo["notes"]["env.parallel_envs"]
 
     cores = min(8, os.cpu_count() or 1)
     assert shown() == (cores, shown()[1]) and f"this machine has {os.cpu_count()} cores" in shown()[1]

@@ -28,6 +28,7 @@ def _endpoints(run_id: int) -> list[tuple[str, str]]:
         ("post", f"/api/rl/runs/{run_id}/fork/"), ("get", f"/api/rl/runs/{run_id}/metrics/?names=policy/kl"),
         ("get", f"/api/rl/runs/{run_id}/metric-names/"), ("get", f"/api/rl/runs/{run_id}/alerts/"),
         ("get", f"/api/rl/runs/{run_id}/episodes/"), ("get", "/api/rl/presets/"), ("get", "/api/rl/metric-names/"),
+        ("get", "/api/rl/config-schema/"),
     ]  # fmt: skip
 
 
@@ -86,7 +87,10 @@ def test_create_errors_are_per_field(api, pool) -> None:
         format="json",
     )
     assert response.status_code == 400
-    assert response.json() == {"ppo.clip_low": ["must be in (0, 1)"], "ppo.lr_value": ["must be in (0, 1]"]}
+    assert response.json() == {
+        "ppo.clip_low": ["Input should be less than 1"],
+        "ppo.lr_value": ["Input should be greater than 0"],
+    }
     response = api("researcher").post("/api/rl/runs/", {"preset": "grpo-dart"}, format="json")
     assert response.status_code == 400 and "name" in response.json()
     assert not Run.objects.exists()
@@ -189,7 +193,7 @@ def test_alerts_presets_and_catalogue(api, run) -> None:
         "grpo-entropulse",
         "sync-baseline",
     ]
-    assert presets[1]["help"]["grpo.is_cap"].startswith("C in the truncated IS weight")
+    assert presets[1]["config"]["grpo"]["is_cap"] == 1.0
     catalogue = api("admin").get("/api/rl/metric-names/").json()
     entropy = next(row for row in catalogue if row["name"] == "policy/entropy")
     assert entropy["group"] == "policy" and entropy["keyed"] is False and entropy["description"]
@@ -205,6 +209,7 @@ def test_openapi_schema_lists_the_run_api(api) -> None:
         "/api/rl/runs/{id}/pause/",
         "/api/rl/runs/{id}/metrics/",
         "/api/rl/presets/",
+        "/api/rl/config-schema/",
     ]:
         assert path in text, path
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from rl_control import services
 from rl_control.models import Run
-from rl_control.run_config import RunConfigError
+from rl_control.services import RunConfigError
 from rl_control.tasks import runs_enforce_budgets
 from tests.factories import TaskFactory
 from webapp.store.models import Checkpoint

@@ -12,8 +12,10 @@ import pytest
 
 from rl_control.models import Run
 from rl_control.presets import EMBEDDED_FIT, PRESETS, preset_get, preset_overrides
-from rl_control.run_config import RunConfigError, run_config_build
+from rl_control.services import RunConfigError
+from rl_control.services.runs import run_config_check
 from webapp.store.models import Checkpoint
+from workers.rl.run_config import run_config_build
 
 
 def test_the_embedded_starter_gets_the_settings_rl_learns_under() -> None:
@@ -46,7 +48,7 @@ def test_ppo_critic_warmup_ends_within_the_update_budget() -> None:
         config = preset_get("ppo-uitars2", profile)["config"]
         assert config["ppo"]["value_pretrain_max_updates"] * 10 <= config["budget"]["max_updates"]
     with pytest.raises(RunConfigError) as err:
-        run_config_build(
+        run_config_check(
             algorithm="ppo",
             config={"ppo": {"value_pretrain_max_updates": 500}, "budget": {"max_updates": 200}},
         )

@@ -155,7 +155,7 @@ def test_lora_versions_reach_stock_vllm_and_rollouts_ask_for_them(make_run, vllm
     state, _ = EngineState.objects.get_or_create(run=run)  # run_create made it (the endpoint keys)
     assert serving.lora_models(run) and serving.endpoint_answers(vllm.url) is None
     base = build_tiny_checkpoint(tmp_path / "base", seed=0)
-    trainer = VLMPolicyTrainer(base, RLConfig.from_dict({"algorithm": "grpo"}), vlm={"lora_rank": 4})
+    trainer = VLMPolicyTrainer(base, RLConfig.model_validate({"algorithm": "grpo"}), vlm={"lora_rank": 4})
     for version in range(4):
         with torch.no_grad():
             for name, p in trainer.model.named_parameters():

@@ -81,6 +81,8 @@ def test_run_responses_match_the_schema(openapi, api, users) -> None:
     check(openapi, "/api/rl/runs/", "post", created)
     assert created.json()["start_checkpoint"] is None  # nullable, and declared so
     check(openapi, "/api/rl/runs/", "get", client.get("/api/rl/runs/"))
+    check(openapi, "/api/rl/presets/", "get", client.get("/api/rl/presets/"))
+    check(openapi, "/api/rl/config-schema/", "get", client.get("/api/rl/config-schema/"))
     listed = client.get("/api/rl/runs/").json()["results"][0]
     assert isinstance(listed["alerts"], dict) and listed["alerts"]["count"] == 0
     schema = openapi["paths"]["/api/rl/runs/"]["post"]["requestBody"]["content"]["application/json"]["schema"]

@@ -77,9 +77,6 @@ class GroupCurator:
     """Curation state for a whole run, configured by a `CurationConfig`."""
 
     def __init__(self, config: CurationConfig) -> None:
-        problems = config.validate()
-        if problems:
-            raise ValueError(f"invalid CurationConfig: {problems}")
         self.config = config
         self.rollouts = DynamicRolloutCount(
             config.rollouts_max, config.rollouts_min, config.success_threshold, config.success_window
@@ -164,7 +161,7 @@ class GroupCurator:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "config": self.config.to_dict(),
+            "config": self.config.model_dump(),
             "rollouts": self.rollouts.to_dict(),
             "step_limit": self.step_limit.to_dict(),
             "pool": self.pool.to_dict(),
@@ -175,7 +172,7 @@ class GroupCurator:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
-        obj = cls(CurationConfig.from_dict(data["config"]))
+        obj = cls(CurationConfig.model_validate(data["config"]))
         obj.rollouts = DynamicRolloutCount.from_dict(data["rollouts"])
         obj.step_limit = StepLimit.from_dict(data["step_limit"])
         obj.pool = ExperiencePool.from_dict(data["pool"])

@@ -149,7 +149,9 @@ def run(quick: bool = False, out: Path | None = None, device: str = "cuda") -> d
     del policy, model
     if cuda:
         torch.cuda.empty_cache()
-    config = RLConfig.from_dict({"algorithm": "grpo", "grpo": {"lr": 1e-5, "entropy_keep_fraction": 1.0}})
+    config = RLConfig.model_validate(
+        {"algorithm": "grpo", "grpo": {"lr": 1e-5, "entropy_keep_fraction": 1.0}}
+    )
     trainer = VLMPolicyTrainer(checkpoint, config, vlm={"lora_rank": 16, "lora_alpha": 32, "device": device,
                                                          "dtype": str(dtype).removeprefix("torch.")})  # fmt: skip
     update_s, save_s = [], []

@@ -103,13 +103,10 @@ def total_reward(
         actions: canonical action strings, one per executed step.
         parse_oks: whether each step's output parsed (len may exceed len(actions): unparsed outputs
             execute nothing).
-        config: a valid RewardConfig.
+        config: the shaping weights and limits (valid: a RewardConfig is checked when built).
     """
     if not math.isfinite(task_reward):
         raise ValueError(f"task_reward must be finite, got {task_reward}")
-    problems = config.validate()
-    if problems:
-        raise ValueError(f"invalid RewardConfig: {problems}")
     fmt = format_penalty(parse_oks)
     n_steps = max(len(actions), len(parse_oks))
     length = length_penalty(n_steps, config.length_soft_limit, config.length_hard_limit)

@@ -1,6 +1,72 @@
-// The launch form's layout rules, kept pure so they are tested: which fields are basic and which
-// are folded under "Advanced", the label of each (words, never the config key), fields asked once
-// and copied into another (the group size), and where a server error is shown.
+// The launch form's layout rules, kept pure so they are tested: the fields read from the run
+// config's JSON schema (label, help, choices, default of each), which are basic and which are folded
+// under "Advanced", fields asked once and copied into another (the group size), and where a server
+// error is shown.
+
+/** The parts of a JSON schema (as pydantic writes it) the form reads. */
+export interface JsonSchema {
+  title?: string;
+  description?: string;
+  default?: unknown;
+  enum?: unknown[];
+  anyOf?: JsonSchema[];
+  type?: string;
+  $ref?: string;
+  properties?: Record<string, JsonSchema>;
+  $defs?: Record<string, JsonSchema>;
+  "x-basic"?: string[]; // the fields shown before "Advanced", in order
+  "x-mirrored"?: Record<string, string>; // field → the field it is copied from
+}
+
+export interface FieldSpec {
+  label: string;
+  help: string;
+  choices?: unknown[]; // the values of a fixed-set field; null among them when it may be empty
+  default?: unknown;
+}
+
+export interface ConfigForm {
+  fields: Map<string, FieldSpec>; // "section.field" (top-level fields by name) → spec, in schema order
+  sections: Record<string, string>; // section → its title; "run" holds the top-level fields
+  basic: string[];
+  mirrored: Record<string, string>;
+}
+
+function fieldSpec(schema: JsonSchema): FieldSpec {
+  const arms = schema.anyOf ?? [schema];
+  const values = arms.flatMap((arm) => arm.enum ?? []);
+  const spec: FieldSpec = { label: schema.title ?? "", help: schema.description ?? "" };
+  if (values.length > 0) spec.choices = arms.some((arm) => arm.type === "null") ? [...values, null] : values;
+  if ("default" in schema) spec.default = schema.default;
+  return spec;
+}
+
+/** The form of one algorithm's run config, from its JSON schema (GET /api/rl/config-schema/). */
+export function schemaForm(schema: JsonSchema): ConfigForm {
+  const fields = new Map<string, FieldSpec>();
+  const sections: Record<string, string> = { run: schema.title ?? "Run" };
+  for (const [name, prop] of Object.entries(schema.properties ?? {})) {
+    const section = prop.$ref === undefined ? undefined : schema.$defs?.[prop.$ref.split("/").pop() ?? ""];
+    if (section === undefined) {
+      fields.set(name, fieldSpec(prop));
+      continue;
+    }
+    sections[name] = section.title ?? name;
+    for (const [key, spec] of Object.entries(section.properties ?? {})) fields.set(`${name}.${key}`, fieldSpec(spec));
+  }
+  return { fields, sections, basic: schema["x-basic"] ?? [], mirrored: schema["x-mirrored"] ?? {} };
+}
+
+/** The values the form starts from: `config`'s, and each field's default where it has none (a run
+ * stored before the field existed); in the schema's order. */
+export function formValues(form: ConfigForm, config: Map<string, unknown>): Map<string, unknown> {
+  const out = new Map<string, unknown>();
+  for (const [key, spec] of form.fields) {
+    if (config.has(key)) out.set(key, config.get(key));
+    else if ("default" in spec) out.set(key, spec.default);
+  }
+  return out;
+}
 
 export interface FormLayout {
   basic: string[];
@@ -8,11 +74,11 @@ export interface FormLayout {
 }
 
 /** Basic fields first, in the server's order; everything else by section. A mirrored field is
- * never shown (the form fills it from its source). PPO trains single rollouts: no group size. */
-export function layoutFields(keys: readonly string[], basic: readonly string[], mirrored: Record<string, string>, algorithm: string): FormLayout {
+ * never shown (the form fills it from its source). */
+export function layoutFields(keys: readonly string[], basic: readonly string[], mirrored: Record<string, string>): FormLayout {
   const present = new Set(keys);
   const hidden = new Set(Object.keys(mirrored));
-  const basicShown = basic.filter((k) => present.has(k) && !hidden.has(k) && !(algorithm === "ppo" && k === "curation.rollouts_max"));
+  const basicShown = basic.filter((k) => present.has(k) && !hidden.has(k));
   const inBasic = new Set(basicShown);
   const advanced = new Map<string, string[]>();
   for (const key of keys) {
@@ -23,9 +89,8 @@ export function layoutFields(keys: readonly string[], basic: readonly string[], 
   return { basic: basicShown, advanced };
 }
 
-/** The words a field is labelled with: the server's label, else the last key part in words. */
-export function fieldLabel(key: string, labels: Record<string, string>): string {
-  const label = labels[key];
+/** The words a field is labelled with: the schema's label, else the last key part in words. */
+export function fieldLabel(key: string, label: string | undefined): string {
   if (label !== undefined && label !== "") return label;
   const last = key.split(".").pop() ?? key;
   const words = last.replace(/_/g, " ");

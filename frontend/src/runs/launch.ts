@@ -1,11 +1,14 @@
 // The launch form: a basic section (name, preset, pool, start checkpoint, environments, group size,
 // budget, policy endpoints, Entropulse, judge) and every other option folded under "Advanced", each
-// labelled in words with its one-line help. A fork keeps its parent's preset and settings. The
-// server validates; its messages appear next to the fields they concern ("grpo.clip_low": [...]).
+// labelled in words with its one-line help. The fields, labels, help, choices and defaults are the
+// run config's JSON schema (GET /api/rl/config-schema/); the values are the preset's. A fork keeps its
+// parent's preset and settings. The server validates; its messages appear next to the fields they
+// concern ("grpo.clip_low": [...]).
 
 import { api, ApiError, resultsOf } from "../lib/api";
 import { h, notice, render } from "../lib/dom";
-import { applyMirrors, endpointsToConfig, endpointsToText, errorSlotFor, fieldLabel, layoutFields, poolKind, startProfileNote } from "./form";
+import { applyMirrors, endpointsToConfig, endpointsToText, errorSlotFor, fieldLabel, formValues, layoutFields, poolKind, schemaForm, startProfileNote } from "./form";
+import type { ConfigForm, JsonSchema } from "./form";
 import { fieldText, flattenConfig, overrides, parseField } from "./series";
 import type { CheckpointRow, Preset, RunDetail } from "./types";
 
@@ -16,21 +19,6 @@ interface Pool {
   /** kinds of its enabled, supported tasks */
   env_kinds?: string[];
 }
-
-const SECTION_TITLES: Record<string, string> = {
-  env: "Environments",
-  budget: "Budget",
-  ppo: "PPO",
-  grpo: "Step-wise GRPO",
-  curation: "Curation",
-  reward: "Reward shaping",
-  alerts: "Alert thresholds",
-  entropulse: "Entropulse (RL ↔ SFT)",
-  judge: "LLM judge",
-  serving: "Policy serving",
-  vlm: "Vision-language start model (LoRA)",
-  run: "Run",
-};
 
 const ENDPOINTS = "serving.endpoints";
 const ENV_KIND = "env.kind";
@@ -69,8 +57,9 @@ function csrf(): string {
 export async function mountLaunch(root: HTMLElement): Promise<void> {
   const params = new URLSearchParams(window.location.search);
   const forkId = Number(params.get("fork") ?? "0");
-  const [initialPresets, pools, parent] = await Promise.all([
+  const [initialPresets, schemas, pools, parent] = await Promise.all([
     api<Preset[]>("/api/rl/presets/"),
+    api<Record<string, JsonSchema>>("/api/rl/config-schema/"),
     api<Pool[] | { results: Pool[] }>("/api/pools/").then(resultsOf),
     forkId > 0 ? api<RunDetail>(`/api/rl/runs/${forkId}/`) : Promise.resolve(null),
   ]);
@@ -78,19 +67,8 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
   const checkpoints = parent ? await api<CheckpointRow[]>(`/api/rl/runs/${parent.id}/checkpoints/`) : [];
   // a new run starts from the checkpoint promoted to "RL start" unless another one is chosen
   const allCheckpoints = parent ? [] : await api<CheckpointRow[] | { results: CheckpointRow[] }>("/api/checkpoints/").then(resultsOf);
-  // each preset lists the help, labels and choices of its own sections (PPO or GRPO): merge them all
-  const help: Record<string, string> = {};
-  const labels: Record<string, string> = {};
-  const choices: Record<string, unknown[]> = {};
-  const mirrored: Record<string, string> = {};
-  let basicKeys: string[] = [];
-  for (const p of presets) {
-    Object.assign(help, p.help);
-    Object.assign(labels, p.labels);
-    Object.assign(choices, p.choices);
-    Object.assign(mirrored, p.mirrored);
-    for (const k of p.basic) if (!basicKeys.includes(k)) basicKeys = [...basicKeys, k];
-  }
+  // one form per algorithm (its own section, PPO or GRPO), read from the config's JSON schema
+  const forms = new Map<string, ConfigForm>(Object.entries(schemas).map(([name, schema]) => [name, schemaForm(schema)]));
   const parentPreset = parent ? presets.find((p) => p.name === parent.preset) : undefined;
 
   const form = h("form", { class: "rc-launch", "data-testid": "launch-form", novalidate: true });
@@ -113,6 +91,8 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
   const inputs = new Map<string, HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement>();
   let base = new Map<string, unknown>();
   let algorithm = parent?.algorithm ?? presets[0]?.algorithm ?? "grpo";
+  let notes: Record<string, string> = {}; // what this deployment adds to a field's help
+  const configForm = (): ConfigForm => forms.get(algorithm) ?? { fields: new Map(), sections: {}, basic: [], mirrored: {} };
 
   const errorSlot = (key: string): HTMLElement => {
     const el = h("div", { class: "rc-error", "data-testid": `error-${key}`, role: "alert" });
@@ -122,7 +102,8 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
 
   const fieldRow = (key: string, value: unknown): HTMLElement => {
     const attrs = { name: key, id: `f-${key}`, "data-testid": `field-${key}`, "aria-describedby": `help-${key}`, title: key };
-    const allowed = choices[key];
+    const spec = configForm().fields.get(key);
+    const allowed = spec?.choices;
     let input: HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement;
     if (key === ENDPOINTS) {
       input = h("textarea", { ...attrs, rows: 2, placeholder: "empty: the run starts its own policy server\nhttp://vllm-host:8000/v1" });
@@ -138,19 +119,21 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
       }
     }
     inputs.set(key, input);
-    return h("div", { class: "rc-field" }, h("label", { for: `f-${key}` }, fieldLabel(key, labels)), input, h("small", { id: `help-${key}`, class: "muted" }, help[key] ?? ""), errorSlot(key));
+    const help = [spec?.help ?? "", notes[key] === undefined ? "" : `(${notes[key]})`].filter((t) => t).join(" ");
+    return h("div", { class: "rc-field" }, h("label", { for: `f-${key}` }, fieldLabel(key, spec?.label)), input, h("small", { id: `help-${key}`, class: "muted" }, help), errorSlot(key));
   };
 
   const fillSections = (config: Record<string, unknown>): void => {
-    base = flattenConfig(config);
+    const cf = configForm();
+    base = formValues(cf, flattenConfig(config));
     inputs.clear();
-    for (const key of [...errorEls.keys()]) if (key.includes(".") || key === "seed" || key === "task_ids") errorEls.delete(key);
-    const layout = layoutFields([...base.keys()], basicKeys, mirrored, algorithm);
+    for (const key of [...errorEls.keys()]) if (cf.fields.has(key) || key.includes(".")) errorEls.delete(key);
+    const layout = layoutFields([...base.keys()], cf.basic, cf.mirrored);
     render(basicFields, ...layout.basic.map((key) => fieldRow(key, base.get(key))));
     render(
       sections,
       ...[...layout.advanced].map(([section, keys]) =>
-        h("fieldset", { class: "rc-section", "data-testid": `section-${section}` }, h("legend", {}, SECTION_TITLES[section] ?? section), ...keys.map((key) => fieldRow(key, base.get(key)))),
+        h("fieldset", { class: "rc-section", "data-testid": `section-${section}` }, h("legend", {}, cf.sections[section] ?? section), ...keys.map((key) => fieldRow(key, base.get(key)))),
       ),
     );
   };
@@ -177,6 +160,7 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
     const p = currentPreset();
     if (p === undefined) return;
     algorithm = p.algorithm;
+    notes = p.notes;
     presetDesc.textContent = `${p.description} Algorithm ${p.algorithm.toUpperCase()}, ${p.mode === "sync" ? "synchronous" : "asynchronous"}. ${startProfileNote(p.start_profile)}`;
     fillSections(p.config);
     applyPoolKind();
@@ -204,7 +188,7 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
       if (key === ENDPOINTS) out.set(key, endpointsToConfig(input.value));
       else out.set(key, input instanceof HTMLInputElement && input.type === "checkbox" ? input.checked : parseField(input.value, base.get(key)));
     }
-    return applyMirrors(out, mirrored, new Set(base.keys()));
+    return applyMirrors(out, configForm().mirrored, new Set(base.keys()));
   };
 
   const row = (label: string, forId: string, control: HTMLElement, key: string, extra: HTMLElement | null = null): HTMLElement =>
@@ -248,7 +232,7 @@ export async function mountLaunch(root: HTMLElement): Promise<void> {
         if (err instanceof FieldErrors) {
           const loose: string[] = [];
           for (const [key, messages] of Object.entries(err.errors)) {
-            const el = errorEls.get(errorSlotFor(key, mirrored));
+            const el = errorEls.get(errorSlotFor(key, configForm().mirrored));
             if (el) el.textContent = [el.textContent, messages.join(" ")].filter((t) => t).join(" ");
             else loose.push(`${key}: ${messages.join(" ")}`);
           }

@@ -84,12 +84,8 @@ export interface Preset {
   mode: string;
   /** the start model these defaults are for: embedded, hf_vlm or endpoint */
   start_profile?: string;
-  config: Record<string, unknown>;
-  help: Record<string, string>;
-  choices: Record<string, unknown[]>; // allowed values of the fields that take one of a fixed set
-  labels: Record<string, string>; // each field's label in words
-  basic: string[]; // the form's basic section; the rest is folded under "Advanced"
-  mirrored: Record<string, string>; // field → the field it is copied from (asked once)
+  config: Record<string, unknown>; // the full run config (its fields: the config schema)
+  notes: Record<string, string>; // per field, what this deployment adds to its help
 }
 
 export interface CatalogueRow {

@@ -22,7 +22,7 @@ from workers.policy.embedded.modeling import FlywheelPolicyModel
 from workers.policy.embedded.policy import EmbeddedPolicy, load_checkpoint, load_image
 from workers.policy.embedded.tokenizer import FlywheelTokenizer
 from workers.policy.prompts import EmbeddedInputs
-from workers.rl.config import ConfigError, RLConfig, lr_scale
+from workers.rl.config import RLConfig, lr_scale
 from workers.rl.curation import PlateauDetector
 from workers.rl.samples import StepSample, TrajectorySample, sft_examples_from
 from workers.rl.trainer import grpo, ppo
@@ -48,9 +48,6 @@ class PolicyTrainer:
         config: RLConfig,
         seed: int = 0,
     ) -> None:
-        problems = config.validate()
-        if problems:
-            raise ConfigError(problems)
         if isinstance(checkpoint_dir, FlywheelPolicyModel):
             model, tokenizer = checkpoint_dir, FlywheelTokenizer()
         else:
@@ -448,7 +445,7 @@ class PolicyTrainer:
     def resume(cls, out_dir: str | Path, config: RLConfig | None = None) -> PolicyTrainer:
         """A trainer continuing exactly where `save` left off (config defaults to the saved one)."""
         state = saved.load(Path(out_dir))
-        config = config or RLConfig.from_dict(state["config"])
+        config = config or RLConfig.model_validate(state["config"])
         trainer = cls(Path(out_dir), config, seed=int(state["seed"]))
         trainer.restore(state, config)
         return trainer

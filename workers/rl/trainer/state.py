@@ -46,7 +46,7 @@ def state_of(trainer: PolicyTrainer) -> dict[str, Any]:
     """Everything `restore` needs besides the weights."""
     return {
         "kind": STATE_KIND,
-        "config": trainer.config.to_dict(),
+        "config": trainer.config.model_dump(),
         "seed": trainer.seed,
         "version": trainer.version,
         "steps_done": trainer.steps_done,

@@ -35,7 +35,7 @@ from workers.policy.hf_vlm.lora import ADAPTER_DIR, add_lora, is_peft, save_hf
 from workers.policy.hf_vlm.model import PromptInputs, encode_prompt, eos_ids, load_vlm, score
 from workers.policy.hf_vlm.sft import EncodedPair, train_pairs
 from workers.policy.prompts import ChatInputs
-from workers.rl.config import ConfigError, RLConfig
+from workers.rl.config import RLConfig
 from workers.rl.curation import PlateauDetector
 from workers.rl.samples import StepSample, TrajectorySample
 from workers.rl.trainer import state as saved
@@ -73,11 +73,8 @@ class VLMPolicyTrainer(PolicyTrainer):
         vlm: dict[str, Any] | None = None,
         base_dir: str | Path | None = None,
     ) -> None:
-        problems = config.validate()
         if config.thought_temperature is not None:
-            problems["grpo.thought_temperature"] = "not available for HF VLM policies (use null)"
-        if problems:
-            raise ConfigError(problems)
+            raise ValueError("grpo.thought_temperature: not available for HF VLM policies (use null)")
         self.vlm = {"lora_rank": 0, "lora_alpha": 16, **(vlm or {})}
         # "device" / "dtype" (e.g. "cuda", "bfloat16"): where the model runs; the trainer's math and
         # the value head stay on the CPU in float32 (scripts/gpu_check.sh)
@@ -242,7 +239,7 @@ class VLMPolicyTrainer(PolicyTrainer):
     def resume(cls, out_dir: str | Path, config: RLConfig | None = None) -> VLMPolicyTrainer:
         out = Path(out_dir)
         state = saved.load(out)
-        config = config or RLConfig.from_dict(state["config"])
+        config = config or RLConfig.model_validate(state["config"])
         vlm = state.get("vlm") or {}
         lora = int(vlm.get("lora_rank", 0)) > 0
         # LoRA: the base weights plus the saved adapter (the merged directory would double-apply it)
