@@ -155,7 +155,10 @@ class RunCreateInput(serializers.Serializer):
         help_text="The task pool to train on. Required unless `config.task_ids` lists the tasks (400 otherwise).",
     )  # fmt: skip
     config = serializers.DictField(
-        required=False, default=dict, help_text="Overrides applied over the preset."
+        required=False,
+        default=dict,
+        help_text="Overrides applied over the preset: any part of the run config, whose JSON schema is "
+        'GET /api/rl/config-schema/ (a bad field: 400 {"section.field": [messages]}).',
     )
     start_checkpoint = serializers.SlugRelatedField(
         slug_field="version", queryset=Checkpoint.objects.all(), required=False, allow_null=True,
