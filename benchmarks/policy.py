@@ -4,9 +4,10 @@ issue 4 §8, issue 34 item 2).
 The model is the starter (workers.policy.starter, trained once per machine and cached under
 FLYWHEEL_CACHE_DIR), unless `FLYWHEEL_BENCH_POLICY_CHECKPOINT` names another checkpoint.
 
-- Latency: one proposal = `propose_executable(observation, history, k=4)` (the greedy answer, then
-  rounds of samples until 4 distinct executable actions or the budget) for a 1280×800 JPEG
-  screenshot with a 24-element list and two history steps, on 2 torch threads (the target machine),
+- Latency: one proposal = `propose_executable(observation, history, k=4)` (the greedy answer and
+  the most probable answers from one batched decode, then rounds of samples while fewer than 4
+  distinct executable actions are found, within the budget) for a 1280×800 JPEG screenshot with a
+  24-element list and two history steps, on the policy server's torch threads (1 by default),
   in-process (`EmbeddedPolicy`) and over real HTTP through the policy server (`OpenAIPolicy` →
   `workers.policy.server`), which adds JSON, base64 and the prompt rebuild. Goal: HTTP p50 ≤ 300 ms.
 - `executable_share`: of the candidates shown on live MiniWoB++ pages (the starter's tasks, the

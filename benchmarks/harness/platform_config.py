@@ -85,7 +85,7 @@ class EnvstepBenchConfig:
 @dataclass(frozen=True)
 class PolicyBenchConfig:
     quick: bool
-    threads: int = 2  # torch threads: the target machine's 2 cores
+    threads: int = 1  # torch threads: the policy server's default (workers.policy.server.cli)
     checkpoint: str | None = None  # a checkpoint directory; None: the starter (a fresh install's)
     candidates: int = 4  # k of one proposal (candidates shown)
     repeats: int = 30
@@ -99,7 +99,7 @@ class PolicyBenchConfig:
     def for_run(cls, quick: bool) -> PolicyBenchConfig:
         return cls(
             quick=quick,
-            threads=positive("BENCH_POLICY_THREADS", 2),
+            threads=positive("BENCH_POLICY_THREADS", 1),
             checkpoint=setting("BENCH_POLICY_CHECKPOINT", None, str),
             candidates=positive("POLICY_CANDIDATES", 4),
             repeats=positive("POLICY_REPEATS", 5 if quick else 30),

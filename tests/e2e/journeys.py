@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -268,3 +269,58 @@ def needs_fix_via_api(stack: LiveStack, task: str) -> tuple[int, int]:
                          json={"verdict": verdict, "comment": "", "step_verdicts": step_verdicts})  # fmt: skip
             assert r.status_code == 200, r.text
     return sid, tid
+
+
+# The launch form and the run page (tests/e2e/test_e2e_launch.py, test_e2e_preset_defaults.py) ----
+def chart_points(page: Page, metric: str) -> int:
+    """Points drawn on the metric's chart (0 while the chart is not there yet: charts appear with
+    their first series)."""
+    chart = page.get_by_test_id(f"chart-{metric}")
+    return int(chart.get_attribute("data-points") or 0) if chart.count() else 0
+
+
+def wait_chart_points(page: Page, metric: str, more_than: int, timeout_s: float) -> int:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        n = chart_points(page, metric)
+        if n > more_than:
+            return n
+        page.wait_for_timeout(1000)
+    raise AssertionError(f"chart {metric} stayed at {more_than} points for {timeout_s:.0f} s")
+
+
+def submit_launch(page: Page, away_from: int | None = None) -> float:
+    """Press Create run; while the env host is still booting its browsers right after `make up` (or a
+    stopped run's environments are still being handed back), the preflight refuses and the form says
+    so: press again, as a person would. Returns when it went."""
+    deadline = time.monotonic() + 240
+    went = re.compile(r"/runs/\d+/$")
+    while True:
+        started = time.monotonic()
+        page.get_by_test_id("launch-submit").click()
+        try:
+            page.wait_for_url(
+                lambda u: went.search(u) is not None and f"/runs/{away_from}/" not in u, timeout=20_000
+            )
+            return started
+        except Exception:
+            said = page.get_by_test_id("launch-form").inner_text()
+            if time.monotonic() > deadline or "can be leased" not in said:
+                page.screenshot(path="/tmp/launch-refused.png", full_page=True)
+                raise AssertionError(f"the launch was refused: {said[-2000:]}") from None
+            page.wait_for_timeout(5000)
+
+
+def wait_run(
+    api: httpx.Client, run_id: int, ok: Callable[[dict[str, Any]], bool], timeout_s: float, what: str
+) -> dict[str, Any]:
+    """The run (its API detail) once `ok(run)` holds; AssertionError after `timeout_s` or once it
+    stopped running."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        run = api.get(f"/api/rl/runs/{run_id}/").json()
+        if ok(run):
+            return run
+        if time.monotonic() > deadline or run["status"] not in ("running", "created", "paused"):
+            raise AssertionError(f"no {what} in {timeout_s:.0f} s: {run}")
+        time.sleep(2)

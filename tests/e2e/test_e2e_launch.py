@@ -19,6 +19,7 @@ import psycopg
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from tests.e2e.journeys import chart_points, submit_launch, wait_chart_points, wait_run
 from tests.e2e.live_stack import LiveStack
 
 pytestmark = [pytest.mark.e2e]
@@ -36,56 +37,6 @@ def _open_advanced(page: Page) -> None:
 
 def _fill(page: Page, field: str, value: str) -> None:
     page.get_by_test_id(f"field-{field}").fill(value)
-
-
-def _points(page: Page, metric: str) -> int:
-    """Points drawn on the metric's chart (0 while the chart is not there yet: charts appear with
-    their first series)."""
-    chart = page.get_by_test_id(f"chart-{metric}")
-    return int(chart.get_attribute("data-points") or 0) if chart.count() else 0
-
-
-def _wait_points(page: Page, metric: str, more_than: int, timeout_s: float) -> int:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        n = _points(page, metric)
-        if n > more_than:
-            return n
-        page.wait_for_timeout(1000)
-    raise AssertionError(f"chart {metric} stayed at {more_than} points for {timeout_s:.0f} s")
-
-
-def _submit(page: Page, away_from: int | None = None) -> float:
-    """Press Create run; while the env host is still booting its browsers right after `make up` (or a
-    stopped run's environments are still being handed back), the preflight refuses and the form says
-    so: press again, as a person would. Returns when it went."""
-    deadline = time.monotonic() + 240
-    went = re.compile(r"/runs/\d+/$")
-    while True:
-        started = time.monotonic()
-        page.get_by_test_id("launch-submit").click()
-        try:
-            page.wait_for_url(
-                lambda u: went.search(u) is not None and f"/runs/{away_from}/" not in u, timeout=20_000
-            )
-            return started
-        except Exception:
-            said = page.get_by_test_id("launch-form").inner_text()
-            if time.monotonic() > deadline or "can be leased" not in said:
-                page.screenshot(path="/tmp/launch-refused.png", full_page=True)
-                raise AssertionError(f"the launch was refused: {said[-2000:]}") from None
-            page.wait_for_timeout(5000)
-
-
-def _wait_run(api: httpx.Client, run_id: int, ok, timeout_s: float, what: str) -> dict:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        run = api.get(f"/api/rl/runs/{run_id}/").json()
-        if ok(run):
-            return run
-        if time.monotonic() > deadline or run["status"] not in ("running", "created", "paused"):
-            raise AssertionError(f"no {what} in {timeout_s:.0f} s: {run}")
-        time.sleep(2)
 
 
 def _server_of(api: httpx.Client, run_id: int) -> str | None:
@@ -120,14 +71,14 @@ def test_researcher_launches_watches_pauses_resumes_forks_and_stops_a_run(
                          "alerts.entropy_min": "50", "alerts.entropy_max": "100"}.items():  # fmt: skip
         _fill(page, field, value)
     page.screenshot(path=str(shots / "launch-form.png"), full_page=True)
-    started = _submit(page)
+    started = submit_launch(page)
     run_id = int(re.search(r"/runs/(\d+)/", page.url).group(1))
     expect(page.get_by_test_id("run-status")).to_contain_text("running")
     expect(page.get_by_test_id("link-state")).to_contain_text("live")
 
     # the first metric point comes from the real trainer over the socket, without a reload
     try:
-        _wait_points(page, "outcome/reward_mean", 0, FIRST_METRIC_S)
+        wait_chart_points(page, "outcome/reward_mean", 0, FIRST_METRIC_S)
     except AssertionError:
         detail = api.get(f"/api/rl/runs/{run_id}/").json()
         raise AssertionError(
@@ -139,13 +90,13 @@ def test_researcher_launches_watches_pauses_resumes_forks_and_stops_a_run(
     # the run's own server answers only with the run's key (another account of the machine gets 401)
     card = httpx.get(url.removesuffix("/v1") + "/v1/models", timeout=10)
     assert card.status_code == 401 and "X-Model-Version" not in card.headers, card.text
-    points = _wait_points(page, "outcome/reward_mean", 1, FIRST_METRIC_S)  # charts move on their own
+    points = wait_chart_points(page, "outcome/reward_mean", 1, FIRST_METRIC_S)  # charts move on their own
     page.wait_for_timeout(500)
     page.screenshot(path=str(shots / "dashboard-live.png"), full_page=True)
     print(f"first metric point after {first_metric_s:.0f} s; {points} points")
     # Something trains: an update whose batch had a learning signal makes a new version (an update with
     # nothing to train on keeps it, so the rollouts in flight stay fresh and later batches train).
-    trained = _wait_run(api, run_id, lambda r: r["policy_version"] >= 1, FIRST_METRIC_S, "a trained version")
+    trained = wait_run(api, run_id, lambda r: r["policy_version"] >= 1, FIRST_METRIC_S, "a trained version")
     # the configured alert fires on the trained update's entropy and shows up without a reload
     expect(page.get_by_test_id("alert-entropy_collapse").first).to_contain_text("50", timeout=30_000)
     # the episode list follows the run (it said "No episodes yet" for good when opened at launch)
@@ -169,16 +120,16 @@ def test_researcher_launches_watches_pauses_resumes_forks_and_stops_a_run(
         raise AssertionError("the run's policy server kept serving after the pause")
     time.sleep(5)  # let an update in flight land
     paused = api.get(f"/api/rl/runs/{run_id}/").json()
-    paused_points = _points(page, "outcome/reward_mean")
+    paused_points = chart_points(page, "outcome/reward_mean")
     assert paused["policy_version"] >= trained["policy_version"] and paused["updates_done"] >= 1, paused
 
     # resume: a new server with the committed weights; training continues from the same version and
     # the update count keeps growing
     page.get_by_test_id("action-resume").click()
     expect(page.get_by_test_id("run-status")).to_contain_text("running")
-    _wait_points(page, "outcome/reward_mean", paused_points, FIRST_METRIC_S)
+    wait_chart_points(page, "outcome/reward_mean", paused_points, FIRST_METRIC_S)
     more = lambda r: r["updates_done"] > paused["updates_done"]  # noqa: E731
-    resumed = _wait_run(api, run_id, more, FIRST_METRIC_S, "an update after resume")
+    resumed = wait_run(api, run_id, more, FIRST_METRIC_S, "an update after resume")
     assert resumed["policy_version"] >= paused["policy_version"], (paused, resumed)
     assert resumed["updates_done"] >= resumed["policy_version"]  # an update trains at most one version
     # every trained version is a checkpoint of the run, numbered on from the start without a gap or restart
@@ -225,13 +176,13 @@ def test_researcher_launches_watches_pauses_resumes_forks_and_stops_a_run(
     page.get_by_test_id("action-fork").click()
     expect(page.get_by_test_id("launch-form")).to_be_visible()
     page.get_by_test_id("field-name").fill("e2e live fork")
-    _submit(page, away_from=run_id)
+    submit_launch(page, away_from=run_id)
     fork_id = int(re.search(r"/runs/(\d+)/", page.url).group(1))
     expect(page.get_by_test_id("run-status")).to_contain_text("running")
     expect(page.get_by_test_id("run-head")).to_contain_text(f"fork of #{run_id}")
     fork = api.get(f"/api/rl/runs/{fork_id}/").json()
     assert fork["start_checkpoint"].startswith(f"run{run_id}-v")
-    _wait_points(page, "outcome/verified_success_rate", 0, FIRST_METRIC_S)
+    wait_chart_points(page, "outcome/verified_success_rate", 0, FIRST_METRIC_S)
     page.get_by_test_id("action-stop").click()
     expect(page.get_by_test_id("run-status")).to_contain_text("stopped")
     time.sleep(3)

@@ -109,9 +109,28 @@ def test_over_http_the_first_candidate_is_the_greedy_decode(
 
 
 def test_the_time_budget_ends_the_draw(miniwob: MiniWoBEnv) -> None:
-    """A clock past the budget after the greedy call: no round of samples is drawn."""
+    """A clock past the budget after the first call: no round of samples is drawn."""
     policy = _policy(seed=1)
     obs = miniwob.reset(TASK, seed=SEED)
     ticks = iter([0.0, 10.0, 10.0, 10.0])
     proposal = propose_executable(policy, obs, [], k=4, budget_s=1.0, clock=lambda: next(ticks))
-    assert proposal.rounds == 0 and proposal.drawn == 1 and len(proposal.candidates) <= 1
+    assert proposal.rounds == 0 and 1 <= proposal.drawn <= 1 + 8  # the greedy answer and up to 2k beams
+    assert len(proposal.candidates) <= 4
+
+
+class _Sampler(EmbeddedPolicy):
+    """The same real model behind a policy that can only sample (as a vLLM server for a model
+    without beam search): proposals fall back to the greedy call and rounds of samples."""
+
+    ranks = False
+
+
+def test_a_policy_that_only_samples_gets_rounds_of_samples(miniwob: MiniWoBEnv) -> None:
+    policy = _Sampler(new_model(FlywheelPolicyConfig(max_thought=2, max_text=6), seed=1), seed=1)
+    obs = miniwob.reset(TASK, seed=SEED)
+    greedy = policy.propose(obs, [], n=1, temperature=0.0)[0]
+    proposal = propose_executable(policy, obs, [], k=4, draw=16, max_rounds=3, budget_s=60.0)
+    assert proposal.rounds >= 1 and proposal.drawn >= 1 + 16
+    assert proposal.greedy_first and proposal.candidates[0].raw_text == greedy.raw_text
+    for candidate in proposal.candidates:
+        _shown_is_sound(candidate, obs)

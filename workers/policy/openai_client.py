@@ -237,6 +237,8 @@ class ModelProfile:
     - include_elements: add the "Elements:" text part (required by the embedded model)
     - max_pixels: smart_resize's pixel cap, the checkpoint's image processor's (UI-TARS-1.5:
       16384·28·28; the tiny HF VLM: workers.policy.hf_vlm.tiny.TINY_MAX_PIXELS)
+    - ranks: the server gives the greedy answer and the n most probable ones in one request
+      (`use_beam_search` with this platform's `greedy_first`; the embedded model's policy server)
     """
 
     prompt: str = "computer"
@@ -249,6 +251,7 @@ class ModelProfile:
     max_tokens: int | None = 512
     top_logprobs: int | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
+    ranks: bool = False  # the server answers `use_beam_search` + `greedy_first` (our policy server)
 
 
 UI_TARS_15 = ModelProfile()
@@ -256,8 +259,12 @@ EMBEDDED = ModelProfile(
     convention=Convention.SCREEN,
     smart_resize=False,
     include_elements=True,
+    # the embedded model reads the current screenshot only (prompts.embedded_prompt_from_messages):
+    # earlier ones would be encoded, sent and decoded for nothing
+    max_screenshots=1,
     max_tokens=None,
     extra_body={"return_tokens_as_token_ids": True},
+    ranks=True,
 )
 
 
@@ -363,6 +370,29 @@ class OpenAIPolicy:
             **extra,
         )
         return [self._candidate(choice, result.model_version, size) for choice in result.body["choices"]]
+
+    @property
+    def ranks(self) -> bool:
+        return self.profile.ranks
+
+    def propose_ranked(
+        self,
+        observation: Observation,
+        history: list[HistoryItem],
+        task: TaskSpec | None = None,
+        width: int = 8,
+    ) -> tuple[Candidate, list[Candidate]]:
+        """The greedy candidate and the `width` most probable ones, best first, from one request
+        (only to a server whose profile `ranks`)."""
+        messages, size = self.build_messages(observation, history, task)
+        result = self.client.chat(
+            messages, self.model, n=width, temperature=0.0, max_tokens=self.profile.max_tokens, logprobs=True,
+            **{**self.profile.extra_body, "use_beam_search": True, "greedy_first": True},
+        )  # fmt: skip
+        choices = [self._candidate(c, result.model_version, size) for c in result.body["choices"]]
+        if not choices:
+            raise PolicyError("the server answered no choices")
+        return choices[0], choices[1:]
 
     def _candidate(self, choice: dict[str, Any], version: str, size: tuple[int, int]) -> Candidate:
         message = choice.get("message") or {}

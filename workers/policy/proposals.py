@@ -1,19 +1,23 @@
 """Candidates an annotator can accept (issue 34 item 2): the greedy action first, then distinct,
-executable samples ordered by log-probability.
+executable answers ordered by log-probability.
 
 `propose_executable` asks any `Policy` (the embedded model in-process, or `OpenAIPolicy` over a
-policy server or vLLM) for its greedy answer (temperature 0), then for rounds of samples at
-temperature 1, until `k` distinct executable actions are found, `max_rounds` rounds were drawn or
-`budget_s` has passed. A candidate is executable when its text parses, every point lies on the
-screen and every key is a key name (`executable_error`); nothing else is ever returned. Sampling at
-temperature 1 keeps every log-probability under the model's own distribution (the greedy's is
-reported under T = 1 too), so they rank the candidates and label each with its probability.
+policy server or vLLM) for its greedy answer (temperature 0) and, from a policy that `ranks` (the
+embedded model: one batched beam search over one encoding of the screenshot and prompt), its most
+probable distinct answers in the same call; then, while fewer than `k` distinct executable actions
+are found, for rounds of samples at temperature 1, up to `max_rounds` and within `budget_s`.
+
+A candidate is executable when its text parses, every point lies on the screen and every key is a
+key name (`executable_error`); nothing else is ever returned. Beams and samples at temperature 1
+keep every log-probability under the model's own distribution (the greedy's is reported under T = 1
+too), so they rank the candidates and label each with its probability.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -27,7 +31,7 @@ from workers.envs.base import Observation, TaskSpec
 from workers.policy.base import Candidate, HistoryItem
 
 SAMPLE_TEMPERATURE = 1.0
-DEFAULT_BUDGET_S = 1.5  # wall time after which no further round of samples is drawn
+DEFAULT_BUDGET_S = 1.0  # no round of samples is started that would end after this (wall time)
 DEFAULT_MAX_ROUNDS = 3  # rounds of samples at most (the greedy call is not counted)
 
 # Why a drawn answer is not shown (the keys of `Proposal.rejected`).
@@ -121,6 +125,33 @@ def _score(candidate: Candidate) -> float:
     return candidate.logprob_sum if candidate.logprob_sum is not None else -math.inf
 
 
+def _ranked(
+    policy: Any,
+    observation: Observation,
+    history: list[HistoryItem],
+    task: TaskSpec | None,
+    width: int,
+    budget_s: float,
+) -> tuple[Candidate, list[Candidate]] | None:
+    """The greedy candidate and the `width` most probable ones from one call, when `policy` can
+    give them (the embedded model in-process, or a client whose server `ranks`); else None."""
+    ranks = getattr(policy, "ranks", None)  # a client says whether its server ranks (OpenAIPolicy)
+    if ranks is not None:
+        if not ranks:
+            return None
+        answer: tuple[Candidate, list[Candidate]] = policy.propose_ranked(
+            observation, history, task, width=width
+        )
+        return answer
+    # An in-process embedded model: its module is loaded when one exists (no torch import otherwise).
+    embedded = sys.modules.get("workers.policy.embedded.policy")
+    if embedded is not None and isinstance(policy, embedded.EmbeddedPolicy):
+        from workers.policy.ranking import propose_ranked
+
+        return propose_ranked(policy, observation, history, task, width=width, budget_s=budget_s)
+    return None
+
+
 def propose_executable(
     policy: Any,
     observation: Observation,
@@ -134,24 +165,42 @@ def propose_executable(
     clock: Callable[[], float] = time.perf_counter,
 ) -> Proposal:
     """Up to `k` distinct executable candidates for `observation` (precondition: k >= 1): the greedy
-    answer first when it is executable (its own text, even if a sample of the same action scored
-    higher), then the others by log-probability, highest first. `draw`: samples per round (default
-    2k). Raises what `policy.propose` raises (PolicyError)."""
+    answer first when it is executable (its own text, even if another text of the same action scored
+    higher), then the others by log-probability, highest first. `draw`: answers per call (default
+    2k). Raises what the policy raises (PolicyError).
+
+    A policy that `ranks` (the embedded model, in-process or over its policy server) gives the greedy
+    answer and the `draw` most probable distinct answers from one call; any other, the greedy answer
+    and then rounds of `draw` samples. Either way, rounds of samples follow while fewer than `k` are
+    found, `max_rounds` is not reached and the next round is expected to end within `budget_s` (it
+    takes as long as the last call did)."""
     started = clock()
+    width = draw or 2 * k
     pool = _Pool(observation.width, observation.height)
-    greedy = policy.propose(observation, history, task, n=1, temperature=0.0)
-    drawn = len(greedy)
-    greedy_key = pool.add(greedy[0]) if greedy else ""
+    answer = _ranked(policy, observation, history, task, width, budget_s)
+    if answer is not None:
+        greedy_list, ranked = [answer[0]], answer[1]
+        drawn = 1 + len(ranked)
+    else:
+        greedy_list, ranked = policy.propose(observation, history, task, n=1, temperature=0.0), []
+        drawn = len(greedy_list)
+    greedy_key = pool.add(greedy_list[0]) if greedy_list else ""
     if greedy_key:
-        pool.by_key[greedy_key] = greedy[0]  # the greedy text stays, whatever merges into its action
-    rounds = 0
-    while len(pool.by_key) < k and rounds < max_rounds and clock() - started < budget_s:
-        samples = policy.propose(observation, history, task, n=draw or 2 * k, temperature=SAMPLE_TEMPERATURE)
-        rounds, drawn = rounds + 1, drawn + len(samples)
-        for candidate in samples:
+        pool.by_key[greedy_key] = greedy_list[0]  # the greedy text stays, whatever merges into its action
+
+    def add_all(candidates: list[Candidate]) -> None:
+        for candidate in candidates:
             key = pool.add(candidate)
             if key and key == greedy_key:
-                pool.by_key[greedy_key] = greedy[0]
+                pool.by_key[greedy_key] = greedy_list[0]
+
+    add_all(ranked)
+    rounds, last_call_s = 0, clock() - started
+    while len(pool.by_key) < k and rounds < max_rounds and clock() - started + last_call_s <= budget_s:
+        call_started = clock()
+        samples = policy.propose(observation, history, task, n=width, temperature=SAMPLE_TEMPERATURE)
+        rounds, drawn, last_call_s = rounds + 1, drawn + len(samples), clock() - call_started
+        add_all(samples)
     others = sorted((c for key, c in pool.by_key.items() if key != greedy_key), key=_score, reverse=True)
     first = [pool.by_key[greedy_key]] if greedy_key else []
     return Proposal(

@@ -62,6 +62,20 @@ class EmbeddedBackend:
             raise BadRequest(str(exc)) from exc
         return rows[0], version, len(self.policy.encode_prompt(inputs.text))
 
+    def rank(self, messages: Any, width: int, max_tokens: int | None) -> tuple[list[Generated], str, int]:
+        """[greedy, *the `width` most probable answers, best first] for the messages' prompt."""
+        try:
+            inputs = embedded_prompt_from_messages(messages)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from exc
+        from workers.policy.ranking import rank
+
+        try:
+            ranked, version = rank(self.policy, inputs, width, max_tokens)
+        except PolicyError as exc:
+            raise BadRequest(str(exc)) from exc
+        return [ranked.greedy, *ranked.beams], version, len(self.policy.encode_prompt(inputs.text))
+
     def text(self, token_ids: list[int]) -> str:
         tok = self.policy.tokenizer
         return tok.decode([t for t in token_ids if t != tok.eos_id])
@@ -127,6 +141,9 @@ class HFVLMBackend:
         except PolicyError as exc:
             raise BadRequest(str(exc)) from exc
         return rows, version, len(prompt.ids)
+
+    def rank(self, messages: Any, width: int, max_tokens: int | None) -> tuple[list[Generated], str, int]:
+        raise BadRequest("'use_beam_search' is served for the embedded model only")
 
     def text(self, token_ids: list[int]) -> str:
         return self.policy.decode(token_ids)

@@ -27,7 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--model-name", default="flywheel-embedded")
-    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    # One thread: on a shared 2-core machine two intra-op threads spin against each other and every
+    # other process (measured at load 26: a decode step 1.1-2.5 s with 2 threads, 72-120 ms with 1).
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--version-label", help="report the loaded weights under this version label")
     parser.add_argument("--adapter", help="a LoRA adapter directory served on top of --checkpoint (HF VLM)")
     parser.add_argument("--lifeline-key", help="exit once this Redis key is gone (FLYWHEEL_LIFELINE_REDIS)")

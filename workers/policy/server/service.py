@@ -130,9 +130,22 @@ class PolicyService:
             raise BadRequest("'max_tokens' must be a positive integer (at most 8192)")
         want_logprobs = bool(body.get("logprobs", False))
         as_ids = bool(body.get("return_tokens_as_token_ids", False))
-        rows, version, prompt_tokens = self.backend.complete(
-            body.get("messages"), n, temperature, top if want_logprobs else 0, max_tokens, thought_temperature
-        )
+        # vLLM's extra parameter: the n most probable answers (beam search), best first; this server's
+        # extension `greedy_first` puts the greedy answer before them (n + 1 choices), both from one
+        # decode over one encoding of the prompt (the annotation proposals, workers.policy.proposals).
+        if _bool(body, "use_beam_search"):
+            if not _bool(body, "greedy_first"):
+                raise BadRequest("'use_beam_search' is served with 'greedy_first': true")
+            rows, version, prompt_tokens = self.backend.rank(body.get("messages"), n, max_tokens)
+        else:
+            rows, version, prompt_tokens = self.backend.complete(
+                body.get("messages"),
+                n,
+                temperature,
+                top if want_logprobs else 0,
+                max_tokens,
+                thought_temperature,
+            )
         choices = [self._choice(i, g, want_logprobs, as_ids) for i, g in enumerate(rows)]
         completion_tokens = sum(len(g.token_ids) for g in rows)
         return {
@@ -181,6 +194,15 @@ def _int(body: dict[str, Any], key: str, default: int, low: int, high: int) -> i
         return default
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise BadRequest(f"'{key}' must be an integer in [{low}, {high}]")
+    return value
+
+
+def _bool(body: dict[str, Any], key: str) -> bool:
+    value = body.get(key, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise BadRequest(f"'{key}' must be true or false")
     return value
 
 
