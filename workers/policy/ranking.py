@@ -14,6 +14,7 @@ It lives beside the embedded package, not in it: the starter's cache key hashes 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -47,6 +48,7 @@ class Ranked:
 
     greedy: Generated
     beams: list[Generated]
+    prompt_tokens: int = 0
 
 
 def _forced(grammar: Grammar, state: GrammarState) -> int | None:
@@ -110,7 +112,7 @@ def greedy_and_beams(
         max_new_tokens = grammar.max_thought + grammar.max_text + 16
     eos, pad = grammar.tok.eos_id, grammar.tok.pad_id
     rows = 1 + width
-    prefix = model.encode_prefix(batch.pixel_values, batch.prompt_ids, batch.prompt_mask).repeat(rows)
+    one = model.encode_prefix(batch.pixel_values, batch.prompt_ids, batch.prompt_mask)
     states = [GrammarState() for _ in range(rows)]
     out = [Generated([], [], [], 0.0, False) for _ in range(rows)]
     # one live beam at first (the others would repeat it); -inf marks an empty beam slot
@@ -120,14 +122,20 @@ def greedy_and_beams(
     lead = [t for t in _forced_run(grammar, states[0]) if t != eos]
     for row in range(rows):
         _take(grammar, states[row], out[row], lead)
-    ids = torch.tensor([[grammar.tok.bos_id, *lead]] * rows, dtype=torch.long)
-    fed, past = 0, None
-    while fed < max_new_tokens:
-        logp, values, past = model.decode(prefix, ids, offset=fed, past=past)
-        if fed == 0:
-            for row, value in enumerate(values[:, 0].tolist()):
-                out[row].value = value
-        fed += ids.shape[1]
+    # Every row starts alike: the first pass runs once and its cache is copied to the rows; later
+    # passes read the prefix's cache from there (the repeated prefix needs no cache of its own).
+    logp, values, past = model.decode(one, torch.tensor([[grammar.tok.bos_id, *lead]]), offset=0)
+    spread = torch.zeros(rows, dtype=torch.long)
+    past = DecodeState(
+        [(k.index_select(0, spread), v.index_select(0, spread)) for k, v in past.kv],
+        None if past.last_attn is None else past.last_attn.index_select(0, spread),
+        None if past.prior is None else past.prior.index_select(0, spread),
+    )
+    prefix = dataclasses.replace(one, cache=[]).repeat(rows)
+    logp, fed = logp.expand(rows, -1, -1), 1 + len(lead)
+    for row in range(rows):
+        out[row].value = float(values[0, 0])
+    while True:
         keys = torch.tensor([grammar.mask_key(s) for s in states])
         lp = constrained_logp(logp[:, -1], grammar.masks[keys], 1.0)
         next_ids = [pad] * rows
@@ -200,8 +208,12 @@ def greedy_and_beams(
             None if past.last_attn is None else past.last_attn.index_select(0, index),
             None if past.prior is None else past.prior.index_select(0, index),
         )
+        if fed >= max_new_tokens:
+            break
+        logp, _, past = model.decode(prefix, ids, offset=fed, past=past)
+        fed += ids.shape[1]
     finished.sort(key=lambda item: item[0], reverse=True)
-    return Ranked(out[0], [gen for _, gen in finished[:width]])
+    return Ranked(out[0], [gen for _, gen in finished[:width]], int(batch.prompt_mask.sum()))
 
 
 def rank(

@@ -74,7 +74,7 @@ class EmbeddedBackend:
             ranked, version = rank(self.policy, inputs, width, max_tokens)
         except PolicyError as exc:
             raise BadRequest(str(exc)) from exc
-        return [ranked.greedy, *ranked.beams], version, len(self.policy.encode_prompt(inputs.text))
+        return [ranked.greedy, *ranked.beams], version, ranked.prompt_tokens
 
     def text(self, token_ids: list[int]) -> str:
         tok = self.policy.tokenizer
