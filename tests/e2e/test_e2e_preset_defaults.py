@@ -42,7 +42,9 @@ def test_preset_defaults_train_the_starter_from_the_basic_form(
     expect(page.get_by_test_id("launch-form")).to_be_visible()
     page.get_by_test_id("field-preset").select_option(preset)
     # the run starts from the starter, and the form says its defaults are the starter's
-    expect(page.get_by_test_id("field-start-checkpoint")).to_contain_text(re.compile(r"RL start: starter-\w+"))
+    expect(page.get_by_test_id("field-start-checkpoint")).to_contain_text(
+        re.compile(r"RL start: starter-\w+")
+    )
     expect(page.get_by_test_id("preset-description")).to_contain_text("embedded model")
     page.get_by_test_id("field-name").fill(f"defaults of {preset}")
     pool = page.get_by_test_id("field-pool")

@@ -31,6 +31,13 @@ def _policy(seed: int, max_new_tokens: int | None = None) -> EmbeddedPolicy:
     return EmbeddedPolicy(new_model(config, seed=seed), seed=seed, max_new_tokens=max_new_tokens)
 
 
+class _Sampler(EmbeddedPolicy):
+    """The same real model behind a policy that can only sample (as a vLLM server for a model
+    without beam search): proposals fall back to the greedy call and rounds of samples."""
+
+    ranks = False
+
+
 def _shown_is_sound(candidate: Candidate, obs: Observation) -> None:
     """What the page may show, checked from first principles (not with the code under test)."""
     assert candidate.parsed.ok, candidate.raw_text
@@ -50,7 +57,8 @@ def _shown_is_sound(candidate: Candidate, obs: Observation) -> None:
 def test_hostile_answers_are_never_shown_and_the_page_executes_every_candidate(
     miniwob: MiniWoBEnv, seed: int, max_new_tokens: int | None, hostile: set[str]
 ) -> None:
-    policy = _policy(seed, max_new_tokens)
+    # samples (the path of a server without beam search) are where a random model's hostile text is
+    policy = _Sampler(_policy(seed).model, seed=seed, max_new_tokens=max_new_tokens)
     obs = miniwob.reset(TASK, seed=SEED)
     proposal = propose_executable(policy, obs, [], k=4, draw=16, max_rounds=3, budget_s=60.0)
     # the model did answer with hostile text, which the old path showed as candidates
@@ -116,13 +124,6 @@ def test_the_time_budget_ends_the_draw(miniwob: MiniWoBEnv) -> None:
     proposal = propose_executable(policy, obs, [], k=4, budget_s=1.0, clock=lambda: next(ticks))
     assert proposal.rounds == 0 and 1 <= proposal.drawn <= 1 + 8  # the greedy answer and up to 2k beams
     assert len(proposal.candidates) <= 4
-
-
-class _Sampler(EmbeddedPolicy):
-    """The same real model behind a policy that can only sample (as a vLLM server for a model
-    without beam search): proposals fall back to the greedy call and rounds of samples."""
-
-    ranks = False
 
 
 def test_a_policy_that_only_samples_gets_rounds_of_samples(miniwob: MiniWoBEnv) -> None:

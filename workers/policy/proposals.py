@@ -131,7 +131,6 @@ def _ranked(
     history: list[HistoryItem],
     task: TaskSpec | None,
     width: int,
-    budget_s: float,
 ) -> tuple[Candidate, list[Candidate]] | None:
     """The greedy candidate and the `width` most probable ones from one call, when `policy` can
     give them (the embedded model in-process, or a client whose server `ranks`); else None."""
@@ -148,7 +147,7 @@ def _ranked(
     if embedded is not None and isinstance(policy, embedded.EmbeddedPolicy):
         from workers.policy.ranking import propose_ranked
 
-        return propose_ranked(policy, observation, history, task, width=width, budget_s=budget_s)
+        return propose_ranked(policy, observation, history, task, width=width)
     return None
 
 
@@ -177,7 +176,7 @@ def propose_executable(
     started = clock()
     width = draw or 2 * k
     pool = _Pool(observation.width, observation.height)
-    answer = _ranked(policy, observation, history, task, width, budget_s)
+    answer = _ranked(policy, observation, history, task, width)
     if answer is not None:
         greedy_list, ranked = [answer[0]], answer[1]
         drawn = 1 + len(ranked)

@@ -36,8 +36,11 @@ from workers.policy.embedded.modeling import DecodeState, FlywheelPolicyModel
 from workers.policy.embedded.policy import EmbeddedPolicy
 from workers.policy.prompts import EmbeddedInputs
 
-# Beams of one proposal still open after this long are dropped (the greedy answer is always
-# finished): an annotator waits for the proposal.
+# Beams of one proposal still open after this much CPU time of the decoding thread are dropped (the
+# greedy answer is always finished). CPU time, not wall time: on a loaded machine a wall-clock budget
+# cut the beams to 2 at load 42 without making the answer much sooner (the starter's 4-candidate
+# proposal takes ~220 ms of CPU on the policy server's one torch thread, which computes in the
+# calling thread; with more threads this undercounts).
 RANK_BUDGET_S = 1.0
 
 
@@ -101,12 +104,12 @@ def greedy_and_beams(
     distinct token sequences, best first; the search stops once no live beam can beat the
     `width`-th finished one (log-probs only fall). Tokens the grammar forces cost no choice: a run
     of them up to <eos> ends the answer without a model pass, and a run every live row has goes into
-    the same model pass as the token before it. After `budget_s` seconds the live beams are dropped
-    (those finished stay) and only the greedy answer is completed. Precondition: one prompt, width
-    >= 1."""
+    the same model pass as the token before it. After `budget_s` seconds of this thread's CPU time
+    the live beams are dropped (those finished stay) and only the greedy answer is completed.
+    Precondition: one prompt, width >= 1."""
     if len(batch) != 1 or width < 1:
         raise ValueError("greedy_and_beams takes one prompt and width >= 1")
-    deadline = None if budget_s is None else time.perf_counter() + budget_s
+    deadline = None if budget_s is None else time.thread_time() + budget_s
     model.eval()
     if max_new_tokens is None:
         max_new_tokens = grammar.max_thought + grammar.max_text + 16
@@ -158,10 +161,10 @@ def greedy_and_beams(
         new_states, new_out = [states[0]], [out[0]]
         scores = torch.full((width,), float("-inf"))
         for slot, (beam, token_id, score) in enumerate(kept):
-            state, row = _copy_state(states[1 + beam]), out[1 + beam]
+            state, was = _copy_state(states[1 + beam]), out[1 + beam]
             grammar.advance(state, token_id)
-            gen = Generated([*row.token_ids, token_id], [*row.logprobs, float(lp[1 + beam, token_id])], [],
-                            row.value, token_id == eos)  # fmt: skip
+            gen = Generated([*was.token_ids, token_id], [*was.logprobs, float(lp[1 + beam, token_id])], [],
+                            was.value, token_id == eos)  # fmt: skip
             if gen.finished:
                 finished.append((score, gen))
             else:
@@ -187,7 +190,7 @@ def greedy_and_beams(
                 runs[row] = run
         finished.sort(key=lambda item: item[0], reverse=True)
         best_live = float(scores.max())
-        late = deadline is not None and time.perf_counter() > deadline
+        late = deadline is not None and time.thread_time() > deadline
         if late or (len(finished) >= width and best_live <= finished[width - 1][0]):
             scores[:] = float("-inf")  # no live beam can enter the best `width` (or no time is left)
             runs = {row: run for row, run in runs.items() if row == 0}
