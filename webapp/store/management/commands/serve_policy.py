@@ -21,7 +21,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8100)
-        parser.add_argument("--threads", type=int, default=1, help="torch threads (workers.policy.server.cli)")
+        parser.add_argument(
+            "--threads", type=int, default=1, help="torch threads (workers.policy.server.cli)"
+        )
 
     def handle(
         self, *args: Any, checkpoint_version: str | None, host: str, port: int, threads: int, **_: Any
