@@ -110,7 +110,7 @@ def greedy_and_beams(
     if len(batch) != 1 or width < 1:
         raise ValueError("greedy_and_beams takes one prompt and width >= 1")
     deadline = None if budget_s is None else time.thread_time() + budget_s
-    model.eval()
+    model.train(False)
     if max_new_tokens is None:
         max_new_tokens = grammar.max_thought + grammar.max_text + 16
     eos, pad = grammar.tok.eos_id, grammar.tok.pad_id
