@@ -75,3 +75,35 @@ def test_crash_is_recorded(fleet) -> None:
     services.fleet_persist_events()
     assert EnvRecord.objects.get(env_id="d9").state == "crashed"
     assert LeaseRecord.objects.get(lease_id=lease.lease_id).outcome == "crashed"
+
+
+def test_an_annotator_waits_for_an_env_that_is_booting(fleet) -> None:
+    """Every browser leased: an interactive lease waits while a host boots one (here 1 s later) instead
+    of answering 'no idle' at once; a background (RL) lease does not wait."""
+    import threading
+
+    fleet.register_env(env_id="b7", kind="browser", worker="w", boot_s=0.2)
+    services.lease_acquire(kind="browser", owner="annotation:1")
+    with pytest.raises(services.NoEnvironmentAvailable):
+        services.lease_acquire(kind="browser", owner="rl:1:0:0", background=True)
+    later = threading.Timer(
+        1.0, lambda: fleet.register_env(env_id="b8", kind="browser", worker="w", boot_s=0.2)
+    )
+    later.start()
+    started = time.monotonic()
+    with override_settings(FLEET_INTERACTIVE_WAIT_S=15.0):
+        lease = services.lease_acquire(kind="browser", owner="annotation:2")
+    later.join()
+    assert lease.env_id == "b8" and 0.9 <= time.monotonic() - started < 15.0
+
+
+def test_an_annotator_stops_waiting_at_the_bound(fleet) -> None:
+    fleet.register_env(env_id="b9", kind="browser", worker="w", boot_s=0.2)
+    services.lease_acquire(kind="browser", owner="annotation:1")
+    started = time.monotonic()
+    with (
+        override_settings(FLEET_INTERACTIVE_WAIT_S=1.0),
+        pytest.raises(services.NoEnvironmentAvailable, match="no idle browser environment"),
+    ):
+        services.lease_acquire(kind="browser", owner="annotation:2")
+    assert 0.9 <= time.monotonic() - started < 10.0

@@ -175,7 +175,9 @@ def test_annotation_gets_environments_before_runs(names) -> None:
     reg = fleet.registry()
     for k in range(3):
         reg.register_env(env_id=f"browser-{k}", kind="browser", worker="h1", boot_s=0.1)
-    with override_settings(FLEET_INTERACTIVE_RESERVE=1):
+    with override_settings(
+        FLEET_INTERACTIVE_RESERVE=1, FLEET_INTERACTIVE_WAIT_S=0.0
+    ):  # no wait here: the refusal itself is what this test looks at
         rl = [fleet.lease_acquire(kind="browser", owner=f"rl:1:{k}:1", background=True) for k in range(2)]
         with pytest.raises(fleet.NoEnvironmentAvailable):  # the last idle one is kept for annotators
             fleet.lease_acquire(kind="browser", owner="rl:1:2:1", background=True)

@@ -4,6 +4,7 @@ durable record in PostgreSQL."""
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -35,14 +36,20 @@ def lease_acquire(
     settings.FLEET_INTERACTIVE_RESERVE envs of the kind idle for it, and take none while an
     annotator was refused one lately (workers.envs.leases)."""
     reserve = settings.FLEET_INTERACTIVE_RESERVE if background else None
-    lease = registry().acquire(
-        kind=kind, owner=owner, task=task, ttl_s=ttl_s or settings.FLEET_LEASE_TTL_S, reserve=reserve
-    )
-    if lease is None:
-        raise NoEnvironmentAvailable(
-            f"no idle {kind} environment; {registry().metrics()['envs'].get(kind, {})}"
+    # An annotator who finds none idle waits a bounded time while the kind has live envs: its hosts
+    # boot more up to their capacity (the warm pool refills within seconds) and RL gives envs back
+    # (each refusal tells it an annotator is owed one). Background lessees do not wait here.
+    deadline = time.monotonic() + (0.0 if background else settings.FLEET_INTERACTIVE_WAIT_S)
+    while True:
+        lease = registry().acquire(
+            kind=kind, owner=owner, task=task, ttl_s=ttl_s or settings.FLEET_LEASE_TTL_S, reserve=reserve
         )
-    return lease
+        if lease is not None:
+            return lease
+        counts = registry().metrics()["envs"].get(kind, {})
+        if time.monotonic() >= deadline or not counts.get("idle", 0) + counts.get("leased", 0):
+            raise NoEnvironmentAvailable(f"no idle {kind} environment; {counts}")
+        time.sleep(0.5)
 
 
 class LeaseLost(RuntimeError):

@@ -296,6 +296,9 @@ FLEET_CAPACITY = env_str("FLEET_CAPACITY", "")
 FLEET_HOST_PERIOD_S = env_float("FLEET_HOST_PERIOD_S", 1.0)
 # Annotation before RL: RL rollouts leave this many idle envs of each kind to annotators.
 FLEET_INTERACTIVE_RESERVE = env_int("FLEET_INTERACTIVE_RESERVE", 1, minimum=0)
+# An annotator who finds no idle env waits up to this long (hosts boot more up to their capacity,
+# RL gives envs back) before the session start answers 503.
+FLEET_INTERACTIVE_WAIT_S = env_float("FLEET_INTERACTIVE_WAIT_S", 20.0)
 # The websocket→VNC proxy (workers/envs/vnc/proxy.py): where it listens, where browsers reach it
 # (by default the listen address, so a stack on other ports gives out its own proxy's URL), token
 # lifetime.
