@@ -96,3 +96,17 @@ def test_osworld_quick_on_the_shipped_osworld_format_tasks(tmp_path: Path) -> No
 def test_launch_quick_against_a_stack_of_its_own() -> None:
     figures = run_quick("launch", FLYWHEEL_BENCH_URL="local")
     assert figures["first_metric_s"] is not None, figures
+
+
+@pytest.mark.slow
+@_timeout("asr")
+def test_asr_quick_on_the_hard_speech_set() -> None:
+    """The hard set (issue 32) reports SPEC §10's keys too (its result once lacked `wer`, so the
+    command refused it and printed nothing)."""
+    figures = run_quick("asr", FLYWHEEL_ASR_SPEECH_SET="hard")
+    assert figures["speech_set"] == "hard" and set(figures["wer_by_condition"]) <= {
+        "fast",
+        "noisy",
+        "background",
+        "technical",
+    }
