@@ -61,16 +61,13 @@ def transcribe_recording(self: Any, recording_id: int) -> bool:
 @worker_process_init.connect
 def _preload_whisper(**_: Any) -> None:
     """A worker process that consumes a think-aloud queue loads Whisper as it starts, not with its
-    first chunk (the load was part of that chunk's wait for its transcript)."""
+    first chunk (the load was part of that chunk's wait for its transcript). Celery's Django fixup
+    closes the connection this read opens at the task boundaries, as for any task."""
     consumed = set(current_app.amqp.queues.consume_from or {})
     if consumed & {settings.THINKALOUD_LIVE_QUEUE, settings.THINKALOUD_QUEUE}:
-        from django.db import connections
-
         from annotation.thinkaloud import services as thinkaloud
 
         try:  # the admins' model choice is read from the database: a process must start without it too
             thinkaloud.transcriber(live=True)
         except Exception:  # the first chunk loads it then, and reports what failed on the recording
             log.warning("think-aloud: Whisper not preloaded at process start", exc_info=True)
-        finally:
-            connections.close_all()

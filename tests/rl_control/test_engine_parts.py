@@ -245,14 +245,22 @@ def test_a_launched_run_serves_and_rolls_out_before_its_trainer_runs(make_run, e
     train worker): the run's own policy server answers with the start weights as version 0, and its
     rollout slots are queued; asked again (the trainer's turn), nothing new is started."""
     from rl_control.engine.control import serving_start_run
-    from rl_control.engine.serving import serving_ensure, serving_stop, serving_urls, version_label
+    from rl_control.engine.serving import (
+        serving_ensure,
+        serving_key,
+        serving_stop,
+        serving_urls,
+        version_label,
+    )
 
     run = _running(make_run)
     try:
         assert serving_start_run(run_id=run.pk) == "started"
         state = EngineState.objects.get(run=run)
         [url] = serving_urls(run)
-        models = httpx.get(f"{url}/models", timeout=30).json()
+        assert httpx.get(f"{url}/models", timeout=30).status_code == 401  # the run's key only
+        key = serving_key(run.pk, url)
+        models = httpx.get(f"{url}/models", headers={"Authorization": f"Bearer {key}"}, timeout=30).json()
         assert version_label(run.pk, 0) in json.dumps(models)
         assert rds().llen(engine_names["RL_ROLLOUT_QUEUE"]) == 2
         assert serving_ensure(run, state, Path(state.trainer_dir or "."), 0) == set()  # kept, none started
