@@ -172,7 +172,7 @@ def propose_executable(
     answer and the `draw` most probable distinct answers from one call; any other, the greedy answer
     and then rounds of `draw` samples. Either way, rounds of samples follow while fewer than `k` are
     found, `max_rounds` is not reached and the next round is expected to end within `budget_s` (it
-    takes as long as the last call did)."""
+    takes as long as the last call did; after a ranked call, one round always runs)."""
     started = clock()
     width = draw or 2 * k
     pool = _Pool(observation.width, observation.height)
@@ -195,7 +195,14 @@ def propose_executable(
 
     add_all(ranked)
     rounds, last_call_s = 0, clock() - started
-    while len(pool.by_key) < k and rounds < max_rounds and clock() - started + last_call_s <= budget_s:
+    # A ranked call (beams) costs more than a round of samples, so it does not forecast one: the first
+    # round runs whenever the beams left fewer than k (an untrained model's most probable answers are
+    # mostly off-screen or unparseable); later rounds only when they would end within the budget.
+    while (
+        len(pool.by_key) < k
+        and rounds < max_rounds
+        and ((rounds == 0 and answer is not None) or clock() - started + last_call_s <= budget_s)
+    ):
         call_started = clock()
         samples = policy.propose(observation, history, task, n=width, temperature=SAMPLE_TEMPERATURE)
         rounds, drawn, last_call_s = rounds + 1, drawn + len(samples), clock() - call_started
