@@ -14,6 +14,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from tests.store.test_osworld_check import BASE
 from webapp.store.importers import task_import_run
 from webapp.store.models import ReviewState, Step, Task, Trajectory, TrajectorySource, TrajectoryStatus
 
@@ -22,20 +23,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("wmctrl") is None, reason="make osworld-apps installs wmctrl"),
 ]
 
-BASE: dict[str, Any] = {
-    "snapshot": "os",
-    "source": "flywheel-tests",
-    "related_apps": ["os"],
-    "evaluator": {
-        "func": "check_include_exclude",
-        "result": {
-            "type": "vm_command_line",
-            "command": "test -e ~/done && echo yes || echo no",
-            "shell": True,
-        },
-        "expected": {"type": "rule", "rules": {"include": ["yes"], "exclude": ["no"]}},
-    },
-}
+# the same task shape as the import check's tests: a file ~/done decides the score
 # The annotator's actions: the terminal (top left of the session's desktop), then the command.
 SOLVED: list[list[dict[str, Any]]] = [
     [{"kind": "click", "point": [200, 200]}],
