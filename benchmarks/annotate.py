@@ -26,11 +26,7 @@ from django.conf import settings
 from benchmarks.harness.database import database_url, free_port, recreate_database, redis_url
 from benchmarks.harness.platform_config import AnnotateBenchConfig
 from benchmarks.harness.processes import stop_all
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
+from benchmarks.harness.stats import percentile
 
 
 class _Stack:
@@ -206,12 +202,12 @@ def run_annotate(quick: bool) -> dict[str, Any]:
     finally:
         stack.down()
     return {
-        "roundtrip_p50_ms": _pct(samples["platform"], 0.5),
-        "roundtrip_p95_ms": _pct(samples["platform"], 0.95),
-        "model_p50_ms": _pct(samples["model"], 0.5),
-        "observation_p50_ms": _pct(samples["obs"], 0.5),
-        "observation_p95_ms": _pct(samples["obs"], 0.95),
-        "with_model_p50_ms": _pct(samples["cands"], 0.5),
+        "roundtrip_p50_ms": round(percentile(samples["platform"], 0.5), 1),
+        "roundtrip_p95_ms": round(percentile(samples["platform"], 0.95), 1),
+        "model_p50_ms": round(percentile(samples["model"], 0.5), 1),
+        "observation_p50_ms": round(percentile(samples["obs"], 0.5), 1),
+        "observation_p95_ms": round(percentile(samples["obs"], 0.95), 1),
+        "with_model_p50_ms": round(percentile(samples["cands"], 0.5), 1),
         "decisions": len(samples["obs"]),
         "with_candidates": len(samples["cands"]),
         "mean_platform_ms": round(statistics.fmean(samples["platform"]), 1) if samples["platform"] else None,

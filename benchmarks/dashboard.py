@@ -22,7 +22,6 @@ the run consumer, the Redis channel layer), signs a researcher in, and:
 from __future__ import annotations
 
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -39,6 +38,7 @@ from django.conf import settings
 
 from benchmarks.harness.database import database_url, free_port, recreate_database
 from benchmarks.harness.platform_config import DashboardBenchConfig
+from benchmarks.harness.stats import percentile
 
 
 def _copy_block(run_id: int, names: list[bytes], start: int, values: np.ndarray) -> bytes:
@@ -151,7 +151,7 @@ def measure_in_bench_db(run_id: int, n: int, repeats: int, names: tuple[str, ...
     print(json.dumps({
         "downsample_1m_ms": round(statistics.median(timings["step"]), 1),
         "downsample_1m_wall_axis_ms": round(statistics.median(timings["wall"]), 1),
-        "downsample_1m_p95_ms": round(_percentile(every, 0.95), 1),
+        "downsample_1m_p95_ms": round(percentile(every, 0.95), 1),
         "points_in": series["total"],
         "points_out": len(series["x"]),
         "blocks": blocks,
@@ -192,11 +192,6 @@ def run_dashboard_downsample(config: DashboardBenchConfig) -> dict[str, Any]:
         "repeats": repeats,
         "fill_s": round(fill_s, 1),
     }
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 async def _live_figures(
@@ -286,7 +281,7 @@ async def _live_figures(
     await asyncio.gather(*(ws.close() for ws in conns), return_exceptions=True)
     return {
         "metric_to_browser_p50_ms": round(statistics.median(latencies), 1),
-        "metric_to_browser_p95_ms": round(_percentile(latencies, 0.95), 1),
+        "metric_to_browser_p95_ms": round(percentile(latencies, 0.95), 1),
         "metric_to_browser_max_ms": round(max(latencies), 1),
         "latency_samples": len(latencies),
         "sockets": sockets,

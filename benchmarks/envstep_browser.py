@@ -12,17 +12,13 @@ import time
 from typing import Any
 
 from benchmarks.harness.platform_config import EnvstepBenchConfig
+from benchmarks.harness.stats import percentile
 from workers.actions.types import Action, Point
 from workers.envs.base import TaskSpec
 from workers.envs.browser.miniwob import MiniWoBEnv
 from workers.envs.browser.pool import BrowserPool
 
 _TASK = TaskSpec(task_id="click-test", instruction="", kind="browser", source="miniwob")
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _episode(env: MiniWoBEnv, seed: int) -> float:
@@ -64,7 +60,7 @@ def browser_figures(config: EnvstepBenchConfig) -> dict[str, Any]:
             e.close()
     return {
         "browser_step_p50_ms": round(statistics.median(latencies), 1),
-        "browser_step_p95_ms": round(_percentile(latencies, 0.95), 1),
+        "browser_step_p95_ms": round(percentile(latencies, 0.95), 1),
         "browser_pages": pages,
         "browser_episodes_per_s": round(len(successes) / elapsed, 2),
         "browser_scripted_success": round(sum(successes) / max(1, len(successes)), 3),

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from benchmarks.harness.platform_config import EnvstepBenchConfig
+from benchmarks.harness.stats import percentile
 from workers.actions.types import Action, Point
 from workers.envs.base import TaskSpec
 from workers.envs.desktop import DesktopConfig, DesktopEnv
@@ -24,12 +25,6 @@ _CYCLE: tuple[Action, ...] = (
     Action("hotkey", keys=("backspace",)),
     Action("hover", point=Point(900, 600)),
 )
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def measure_steps(n: int, settle: bool = False) -> dict[str, float]:
@@ -54,8 +49,8 @@ def measure_steps(n: int, settle: bool = False) -> dict[str, float]:
     finally:
         env.close()
     return {
-        "desktop_step_p50_ms": round(_percentile(totals, 0.5), 2),
-        "desktop_step_p95_ms": round(_percentile(totals, 0.95), 2),
+        "desktop_step_p50_ms": round(percentile(totals, 0.5), 2),
+        "desktop_step_p95_ms": round(percentile(totals, 0.95), 2),
         "desktop_grab_p50_ms": round(statistics.median(grabs), 2),
         "desktop_jpeg_encode_p50_ms": round(statistics.median(encodes), 2),
         "desktop_png_encode_p50_ms": round(statistics.median(png), 2),

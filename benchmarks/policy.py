@@ -31,6 +31,7 @@ from dataclasses import asdict
 from typing import Any
 
 from benchmarks.harness.platform_config import PolicyBenchConfig
+from benchmarks.harness.stats import percentile
 from workers.envs.base import Element, Observation
 from workers.policy.base import HistoryItem
 
@@ -58,11 +59,6 @@ def bench_observation(width: int, height: int, widgets: int) -> Observation:
         instruction="Click the button labelled Button 13.",
         elements=tuple(elements),
     )
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def _policy_checkpoint(configured: str | None) -> tuple[str, dict[str, Any]]:
@@ -93,7 +89,7 @@ def _proposal_figures(propose: Any, repeats: int) -> dict[str, float]:
         )
     return {
         "p50_ms": round(statistics.median(latencies), 1),
-        "p95_ms": round(_percentile(latencies, 0.95), 1),
+        "p95_ms": round(percentile(latencies, 0.95), 1),
         "candidates_mean": round(shown / repeats, 2),
         "drawn_mean": round(drawn / repeats, 2),
         "rounds_mean": round(rounds / repeats, 2),

@@ -45,7 +45,8 @@ from benchmarks import team_load as load
 from benchmarks.harness.database import BenchDatabase, bench_database, free_port, redis_url
 from benchmarks.harness.platform_config import TeamBenchConfig
 from benchmarks.harness.processes import stop_all
-from benchmarks.team_figures import GOALS, _p50, _p95, chaos_figures, db_pool_max, met
+from benchmarks.harness.stats import percentile
+from benchmarks.team_figures import GOALS, chaos_figures, db_pool_max, met
 
 PASSWORD = "team-bench-pass-1"
 TASKS = ("click-test", "click-button", "focus-text", "click-link")
@@ -385,8 +386,8 @@ def figures(config: TeamBenchConfig, tally: load.Tally, sampler: Sampler, lost: 
             server_errors: dict[str, int], pool_roles: list[tuple[str, int]],
             untranscribed: int | None = None, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
     runs = tally.runs
-    decide = _p95(tally.decide_ms)
-    asr = _p95(tally.asr_lag_s)
+    decide = percentile(tally.decide_ms, 0.95) if tally.decide_ms else None
+    asr = percentile(tally.asr_lag_s, 0.95) if tally.asr_lag_s else None
     out: dict[str, Any] = {
         "http_5xx": tally.http_5xx,
         "http_no_answer": sum(tally.transport_errors.values()),
@@ -417,10 +418,10 @@ def figures(config: TeamBenchConfig, tally: load.Tally, sampler: Sampler, lost: 
         "ws_error_kinds": dict(tally.ws_errors),
         "server_tracebacks": server_errors,
         "decisions": len(tally.decisions),
-        "decide_phases_ms": {name: {"p50": round(_p50(v), 1), "p95": round(_p95(v) or 0.0, 1)}
+        "decide_phases_ms": {name: {"p50": round(percentile(v, 0.5), 1), "p95": round(percentile(v, 0.95), 1)}
                              for name, v in sorted(tally.decide_phases_ms.items()) if v},
-        "decide_p50_ms": round(sorted(tally.decide_ms)[len(tally.decide_ms) // 2], 1) if tally.decide_ms else None,
-        "asr_lag_p50_s": round(sorted(tally.asr_lag_s)[len(tally.asr_lag_s) // 2], 2) if tally.asr_lag_s else None,
+        "decide_p50_ms": round(percentile(tally.decide_ms, 0.5), 1) if tally.decide_ms else None,
+        "asr_lag_p50_s": round(percentile(tally.asr_lag_s, 0.5), 2) if tally.asr_lag_s else None,
         "asr_chunks_transcribed": len(tally.asr_lag_s),
         "asr_chunks_without_transcript": tally.asr_pending,
         "asr_chunks_untranscribed": untranscribed,  # in the database, after the stack stopped

@@ -1,9 +1,8 @@
-"""bench team's figures that need no stack: the goals, the connection budget, percentiles, what the
+"""bench team's figures that need no stack: the goals, the connection budget, what the
 kill/restart journey cost, and which goals a run met (benchmarks/team.py reports them)."""
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from typing import Any
 
@@ -39,17 +38,6 @@ def db_pool_max(pool_roles: list[tuple[str, int]], runs: int) -> int | None:
     if not isinstance(sizes, dict):
         return None
     return sum(sizes[role] * n for role, n in pool_roles) + runs * sizes["worker"]
-
-
-def _p95(values: list[float]) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
-
-
-def _p50(values: list[float]) -> float:
-    return sorted(values)[len(values) // 2]
 
 
 def met(out: dict[str, Any]) -> dict[str, bool]:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.platform_config import VlmBenchConfig
+from benchmarks.harness.stats import percentile
 
 
 def _dir_bytes(path: Path) -> int:
@@ -136,7 +137,7 @@ def run_vlm(quick: bool = False) -> dict[str, Any]:
         "params": params,
         "proposals": proposals,
         "propose_p50_ms": round(statistics.median(propose_ms), 1),
-        "propose_p90_ms": round(sorted(propose_ms)[int(0.9 * (len(propose_ms) - 1))], 1),
+        "propose_p90_ms": round(percentile(propose_ms, 0.9), 1),
         "logprob_max_abs_diff": max(diffs),
         "logprob_goal": config.logprob_goal,
         "updates": updates,

@@ -32,6 +32,17 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank `q`-quantile (0 <= q <= 1): the smallest value with at least a fraction `q` of
+    the values at or below it (no interpolation, so the figure is one that was measured)."""
+    if not 0.0 <= q <= 1.0:  # NaN too
+        raise ValueError(f"q must lie in [0, 1], not {q!r}")
+    if not values:
+        raise ValueError("no values to take a percentile of")
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
 def rate(successes: int, n: int, digits: int = 4) -> dict[str, float | int]:
     """A success rate with its Wilson 95 % interval, as benchmarks report it."""
     low, high = wilson_interval(successes, n)

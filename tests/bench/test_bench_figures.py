@@ -17,7 +17,7 @@ from benchmarks.harness.config import (
     RolloutBenchConfig,
     report_split,
 )
-from benchmarks.harness.stats import SeedRanges, bootstrap_ratio_interval, rate, wilson_interval
+from benchmarks.harness.stats import SeedRanges, bootstrap_ratio_interval, percentile, rate, wilson_interval
 from benchmarks.management.commands.bench import BENCHES, SPEC_KEYS, missing_keys
 
 
@@ -35,6 +35,19 @@ def test_wilson_interval_refuses_impossible_counts_and_is_vacuous_without_data()
         wilson_interval(3, 2)
     assert wilson_interval(0, 0) == (0.0, 1.0)
     assert rate(3, 4)["ci95"][0] < 0.75 < rate(3, 4)["ci95"][1]
+
+
+def test_percentile_is_the_nearest_rank_and_a_measured_value() -> None:
+    values = [float(v) for v in range(100, 0, -1)]  # 100 … 1, unsorted on purpose
+    assert percentile(values, 0.95) == 95.0 and percentile(values, 0.5) == 50.0
+    assert percentile(values, 0.0) == 1.0 and percentile(values, 1.0) == 100.0
+    assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0 and percentile([7.5], 0.95) == 7.5
+    assert percentile([1.0, 2.0], 0.5) == 1.0  # no interpolation: 1.5 was never measured
+    for bad in (-0.1, 1.1, float("nan")):
+        with pytest.raises(ValueError, match="q must lie"):
+            percentile(values, bad)
+    with pytest.raises(ValueError, match="no values"):
+        percentile([], 0.5)
 
 
 def test_seed_ranges_never_overlap() -> None:
