@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from webapp.store.models import JobStatus
+from webapp.store.models import Job
 
 
 class PoolValidation(models.Model):
@@ -89,17 +89,15 @@ class JobKind(models.TextChoices):
     SFT = "sft"
 
 
-class FlywheelJob(models.Model):
+class FlywheelJob(Job):
     """A long flywheel operation; always ends terminal with a readable error."""
 
     kind = models.CharField(max_length=24, choices=JobKind.choices)
-    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
     params = models.JSONField(default=dict, blank=True)
     result = models.JSONField(default=dict, blank=True)
     progress = models.FloatField(default=0.0, help_text="0..100")
     done_units = models.PositiveIntegerField(default=0)
     total_units = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
     checkpoint = models.ForeignKey(
         "store.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="flywheel_jobs",
         help_text="The checkpoint sampled from (rejection sampling) or produced (merge, SFT).",
@@ -107,11 +105,8 @@ class FlywheelJob(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
+    class Meta(Job.Meta):
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:

@@ -1,7 +1,8 @@
 """The one job state machine: queued → running → succeeded | failed | cancelled, terminal once.
 
-Every long operation's row (ExportJob, SftJob, FlywheelJob) has `status`, `error`, `started_at` and
-`finished_at`; its service calls these three transitions and publishes its own progress event.
+Every long operation's row (ExportJob, SftJob, FlywheelJob) inherits `webapp.store.models.Job`
+(`status`, `error`, `created_at`, `started_at`, `finished_at`); its service calls these three
+transitions and publishes its own progress event.
 Each transition is a conditional UPDATE, so two workers (or a worker and a cancelling user) race
 safely: only the call that changed the row acts on it, and a terminal status is never overwritten.
 """
@@ -10,12 +11,11 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from django.db import models
 from django.utils import timezone
 
-from webapp.store.models import TERMINAL_JOB_STATUSES, JobStatus
+from webapp.store.models import TERMINAL_JOB_STATUSES, Job, JobStatus
 
-J = TypeVar("J", bound=models.Model)
+J = TypeVar("J", bound=Job)
 ERROR_MAX_CHARS = 5000
 
 

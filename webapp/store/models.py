@@ -323,6 +323,21 @@ class JobStatus(models.TextChoices):
 TERMINAL_JOB_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 
 
+class Job(models.Model):
+    """What every long operation's row has (ExportJob, SftJob, FlywheelJob): the state that
+    webapp/store/jobs.py moves queued → running → succeeded | failed | cancelled, its error and times."""
+
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["-created_at"]
+
+
 class ExportFormat(models.TextChoices):
     JSONL = "jsonl", "Native JSONL"
     SHAREGPT = "sharegpt", "LLaMA-Factory sharegpt (multimodal)"
@@ -330,30 +345,22 @@ class ExportFormat(models.TextChoices):
     OSWORLD = "osworld", "OSWorld traj.jsonl + PNGs"
 
 
-class ExportJob(models.Model):
+class ExportJob(Job):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="export_jobs"
     )
     format = models.CharField(max_length=16, choices=ExportFormat.choices)
     filters = models.JSONField(default=dict, blank=True)
-    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
     progress = models.FloatField(default=0.0, help_text="0..100")
     total_trajectories = models.PositiveIntegerField(default=0)
     done_trajectories = models.PositiveIntegerField(default=0)
     archive = models.FileField(upload_to="exports/", max_length=300, blank=True)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return f"export {self.pk} ({self.format}, {self.status})"
 
 
-class SftJob(models.Model):
+class SftJob(Job):
     """Supervised fine-tuning of a checkpoint on stored trajectories (run on the `train` queue by
     `webapp.store.tasks.sft_job_execute`; see webapp/store/sft_jobs.py)."""
 
@@ -366,7 +373,6 @@ class SftJob(models.Model):
     steps = models.PositiveIntegerField(default=200)
     lr = models.FloatField(default=1e-3)
     batch_size = models.PositiveIntegerField(default=16)
-    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
     progress = models.JSONField(
         default=dict, blank=True, help_text="{step, total, loss, lr} of the last log."
     )
@@ -374,13 +380,6 @@ class SftJob(models.Model):
     result = models.ForeignKey(
         Checkpoint, null=True, blank=True, on_delete=models.SET_NULL, related_name="produced_by_sft_jobs"
     )
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return f"sft job {self.pk} ({self.base_id} -> {self.version}, {self.status})"
