@@ -1,5 +1,6 @@
 """Executability check: replay a trajectory's executed actions in a fresh environment of its task's
-kind and re-run the verifier.
+kind, leased from the fleet, and re-run the verifier. The actions are played as every replay plays
+them (workers.envs.replay.play_steps): up to the episode's end or its terminal action, which is not sent.
 
 The environment is reset with the same task; MiniWoB++ episodes also with the same seed when the
 trajectory recorded one (metadata["seed"]). Without a recorded seed the replay runs anyway on a new
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from annotation.review import services
@@ -18,7 +20,8 @@ from annotation.review.selectors import step_screen_actions
 from webapp.fleet import services as fleet
 from webapp.store.models import Step, Trajectory
 from webapp.store.taskspec import task_spec_wire
-from workers.actions.types import TERMINAL_KINDS
+from workers.actions.types import Action
+from workers.envs.replay import play_steps
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +38,17 @@ def _acquire(kind: str, owner: str, task: str) -> Any:
             if time.monotonic() >= deadline:
                 raise
             time.sleep(0.5)
+
+
+def _recorded(steps: list[Step], result: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
+    """Each step's actions in screen pixels, for `play_steps`; `result["replayed_steps"]` counts the
+    steps played through, so a replay that fails part-way says how far it got. A step with no
+    executable action stops the replay."""
+    for step in steps:
+        if step.parse_error:
+            raise RuntimeError(f"step {step.index} has no executable action ({step.parse_error})")
+        yield step_screen_actions(step)
+        result["replayed_steps"] += 1
 
 
 def trajectory_replay(*, trajectory_id: int) -> dict[str, Any]:
@@ -67,20 +81,12 @@ def trajectory_replay(*, trajectory_id: int) -> dict[str, Any]:
         if seed is not None:
             payload["seed"] = int(seed)
         fleet.env_call(lease=lease, op="reset", payload=payload)
-        env_done = False
-        for step in steps:
-            if step.parse_error:
-                raise RuntimeError(f"step {step.index} has no executable action ({step.parse_error})")
-            for action in step_screen_actions(step):
-                if action["kind"] in TERMINAL_KINDS:
-                    continue
-                out = fleet.env_call(lease=lease, op="step", payload={"action": action})
-                env_done = bool(out.get("done"))
-                if env_done:
-                    break
-            result["replayed_steps"] += 1
-            if env_done:
-                break
+
+        def step(action: Action) -> bool:
+            out = fleet.env_call(lease=lease, op="step", payload={"action": action.to_json()})
+            return bool(out.get("done"))
+
+        result["replayed_steps"] = play_steps(step, _recorded(steps, result), send_terminal=False)
         result["reward"] = float(fleet.env_call(lease=lease, op="evaluate")["reward"])
         result["ok"] = result["replayed_steps"] == len(steps) and result["reward"] > 0
         if result["replayed_steps"] < len(steps):

@@ -1,10 +1,15 @@
 """Replay a stored episode: the same task and seed in a fresh environment, re-created in the start
 state the episode recorded (workers.envs.episode), the stored screen actions in order, then the
 task's own evaluator. A trajectory that records what re-creates its episode (webapp.store:
-`metadata.seed`, `metadata.episode`) must replay to its stored reward."""
+`metadata.seed`, `metadata.episode`) must replay to its stored reward.
+
+`play_steps` is the one way stored actions are played back: here (replay_check), by the OSWorld
+reference check (webapp.store.importers.osworld_check) and by review's executability check
+(annotation.review.replay, on a leased env host)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,22 +58,36 @@ def replay_episode(
     try:
         spec = task_spec_from_wire(task)
         identity = episode_env(env, spec, env.reset(spec, seed=seed))
-        play_steps(env, steps, send_terminal=False)
+        play_steps(env_step(env), steps, send_terminal=False)
         return Replayed(float(env.evaluate()), identity)
     finally:
         env.close()
 
 
-def play_steps(env: Any, steps: list[list[dict[str, Any]]], *, send_terminal: bool = True) -> None:
-    """Run `steps` (per step, its actions in screen pixels as Action JSON) on a reset environment,
-    up to a terminal action or the environment's episode end, as the episode stopped. The terminal
-    action itself is sent when `send_terminal` (a reference solution of an OSWorld infeasible task is
-    solved by giving up); a replay of a recorded episode does not send it, as neither annotation nor
-    rollouts did."""
+StepFn = Callable[[Action], bool]
+"""Runs one action on a reset environment (in this process, or on an env host through a lease);
+True when the environment ended the episode."""
+
+
+def env_step(env: Environment) -> StepFn:
+    """`play_steps`'s step for an environment in this process."""
+    return lambda action: env.step(action).done
+
+
+def play_steps(step: StepFn, steps: Iterable[list[dict[str, Any]]], *, send_terminal: bool = True) -> int:
+    """Run `steps` (per step, its actions in screen pixels as Action JSON) through `step`, up to a
+    terminal action or the environment's episode end, as the episode stopped; the number of steps
+    run, the one that ended the episode included. The terminal action itself is sent when
+    `send_terminal` (a reference solution of an OSWorld infeasible task is solved by giving up); a
+    replay of a recorded episode does not send it, as neither annotation nor rollouts did.
+    `steps` is read lazily: a step is taken from it only when the ones before it ran through."""
+    played = 0
     for actions in steps:
+        played += 1
         for data in actions:
             action = Action.from_json(data)
             if action.kind in TERMINAL_KINDS and not send_terminal:
-                return
-            if env.step(action).done or action.kind in TERMINAL_KINDS:
-                return
+                return played
+            if step(action) or action.kind in TERMINAL_KINDS:
+                return played
+    return played

@@ -118,7 +118,7 @@ def reference_solution(task: Task) -> tuple[str, Callable[[Any], None]] | None:
     project's scripted solution of its own task, else its latest approved annotation trajectory
     with stored actions."""
     from workers.envs.osworld import solutions
-    from workers.envs.replay import play_steps
+    from workers.envs.replay import env_step, play_steps
 
     if task.external_id in solutions.SOLUTIONS:
         return "scripted", lambda env: solutions.solve(env, task.external_id)
@@ -136,4 +136,8 @@ def reference_solution(task: Task) -> tuple[str, Callable[[Any], None]] | None:
     if approved is None:
         return None
     steps = replay_steps(approved)
-    return f"trajectory {approved.pk}", lambda env: play_steps(env, steps)
+
+    def play(env: Any) -> None:
+        play_steps(env_step(env), steps)
+
+    return f"trajectory {approved.pk}", play
