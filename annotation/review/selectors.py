@@ -12,8 +12,8 @@ from annotation.models import Review
 from annotation.review import agreement
 from webapp.accounts.roles import Role, user_roles
 from webapp.store.models import ReviewState, Step, Trajectory, TrajectoryStatus
-from workers.actions.coords import action_to_screen
-from workers.actions.types import Action, Convention
+from workers.actions.coords import screen_actions
+from workers.actions.types import Action
 
 QUEUE_STATES = (ReviewState.PENDING, ReviewState.IN_REVIEW)
 
@@ -69,21 +69,9 @@ def trajectory_for_reviewer(user: Any, trajectory_id: int) -> Trajectory | None:
 def step_screen_actions(step: Step) -> list[dict[str, Any]]:
     """The step's actions with points in screen pixels (what was executed), for drawing and
     comparing. Steps stored without a convention or screen size are taken as screen pixels."""
-    actions = [Action.from_json(a) for a in step.action or []]
-    width, height = step.screen_width or 0, step.screen_height or 0
-    convention = step.coord_convention or Convention.SCREEN
-    if width <= 0 or height <= 0 or convention == Convention.SCREEN:
-        return [a.to_json() for a in actions]
-    try:
-        conv = Convention(convention)
-    except ValueError:
-        return [a.to_json() for a in actions]
-    return [
-        action_to_screen(
-            a, conv, width, height, step.model_image_width, step.model_image_height
-        ).action.to_json()
-        for a in actions
-    ]
+    stored = screen_actions(step.action or [], step.coord_convention, step.screen_width,
+                            step.screen_height, step.model_image_width, step.model_image_height)  # fmt: skip
+    return [Action.from_json(a).to_json() for a in stored]
 
 
 def trajectories_screen_actions(trajectory_ids: list[int]) -> dict[int, list[list[dict[str, Any]]]]:

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from webapp.store.export.archive import screen_actions
 from webapp.store.export.records import iter_trajectory_records
 from webapp.store.models import Task, Trajectory, TrajectoryStatus
 from webapp.store.taskspec import task_spec_wire
+from workers.actions.coords import screen_actions
 from workers.envs.base import EnvError
 from workers.envs.episode import env_differences
 from workers.envs.replay import replay_episode

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from workers.actions.types import Action, Convention, Point
 
@@ -172,6 +172,29 @@ def action_to_screen(
         return to_screen(point, convention, screen_w, screen_h, model_w, model_h)
 
     return _map_points(action, convert, round_pixels)
+
+
+def screen_actions(
+    actions: list[dict[str, Any]],
+    convention: str | None,
+    width: int | None,
+    height: int | None,
+    model_w: int | None = None,
+    model_h: int | None = None,
+) -> list[dict[str, Any]]:
+    """Stored actions (Action JSON in `convention`, as a Step keeps them) with their points in screen
+    pixels: what was executed. Without a convention or a screen size, or in an unknown convention,
+    the actions are taken as screen pixels already."""
+    if not width or not height or not convention or convention == Convention.SCREEN:
+        return actions
+    try:
+        conv = Convention(convention)
+    except ValueError:
+        return actions
+    return [
+        action_to_screen(Action.from_json(a), conv, width, height, model_w, model_h).action.to_json()
+        for a in actions
+    ]  # fmt: skip
 
 
 def action_from_screen(

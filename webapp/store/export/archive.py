@@ -21,9 +21,9 @@ from django.core.files.storage import default_storage
 from PIL import Image
 
 from webapp.store.export.records import json_line
-from workers.actions.coords import action_to_screen
+from workers.actions.coords import screen_actions
 from workers.actions.pyautogui_code import to_pyautogui
-from workers.actions.types import Action, Convention
+from workers.actions.types import Action
 from workers.rl.verl_rows import escape_chat_text, rl_row
 
 ProgressFn = Callable[[int], bool]  # called with trajectories done; returns False to stop
@@ -297,27 +297,6 @@ def _pyautogui(step: dict[str, Any]) -> str:
     ]  # fmt: skip
     result = to_pyautogui(actions)
     return "\n".join(result.value) if result.ok else ""
-
-
-def screen_actions(
-    actions: list[dict[str, Any]],
-    convention: str | None,
-    width: int | None,
-    height: int | None,
-    model_w: int | None = None,
-    model_h: int | None = None,
-) -> list[dict[str, Any]]:
-    """Stored actions (in `convention`) with their points in screen pixels."""
-    if not width or not height or not convention or convention == Convention.SCREEN:
-        return actions
-    try:
-        conv = Convention(convention)
-    except ValueError:
-        return actions
-    return [
-        action_to_screen(Action.from_json(a), conv, width, height, model_w, model_h).action.to_json()
-        for a in actions
-    ]  # fmt: skip
 
 
 def _after_screens(record: dict[str, Any]) -> list[str | None]:
