@@ -15,11 +15,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from annotation.review import services
+from django.db import transaction
+
 from annotation.review.selectors import step_screen_actions
 from webapp.fleet import services as fleet
 from webapp.store.models import Step, Trajectory
 from webapp.store.taskspec import task_spec_wire
+from webapp.timestamps import now_utc
 from workers.actions.types import Action
 from workers.envs.replay import play_steps
 
@@ -38,6 +40,17 @@ def _acquire(kind: str, owner: str, task: str) -> Any:
             if time.monotonic() >= deadline:
                 raise
             time.sleep(0.5)
+
+
+def executability_record(*, trajectory_id: int, result: dict[str, Any]) -> dict[str, Any]:
+    """Store a replay's state or result under metadata["executability"] (row locked, so the other
+    metadata keys are kept)."""
+    with transaction.atomic():
+        locked = Trajectory.objects.select_for_update().get(pk=trajectory_id)
+        state = {**result, "at": now_utc()}
+        locked.metadata = {**locked.metadata, "executability": state}
+        locked.save(update_fields=["metadata"])
+    return state
 
 
 def _recorded(steps: list[Step], result: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
@@ -69,7 +82,7 @@ def trajectory_replay(*, trajectory_id: int) -> dict[str, Any]:
         "seed": seed,
         "seed_recorded": seed is not None,
     }
-    services.executability_record(trajectory_id=trajectory_id, result=result)
+    executability_record(trajectory_id=trajectory_id, result=result)
     lease = None
     try:
         lease = _acquire(trajectory.env_kind, f"replay:{trajectory_id}", str(trajectory.task_id))
@@ -105,4 +118,4 @@ def trajectory_replay(*, trajectory_id: int) -> dict[str, Any]:
             fleet.lease_release(lease_id=lease.lease_id)
     if not result["seed_recorded"]:
         result["note"] = "no seed recorded for this trajectory: replayed on a fresh episode"
-    return services.executability_record(trajectory_id=trajectory_id, result=result)
+    return executability_record(trajectory_id=trajectory_id, result=result)

@@ -245,14 +245,3 @@ def executability_request(*, trajectory: Trajectory) -> dict[str, Any]:
         queue = str(getattr(settings, "REVIEW_REPLAY_QUEUE", "default"))
         transaction.on_commit(lambda: replay_trajectory.apply_async(args=[trajectory.pk], queue=queue))
     return state
-
-
-def executability_record(*, trajectory_id: int, result: dict[str, Any]) -> dict[str, Any]:
-    """Store a replay's state or result under metadata["executability"] (row locked, so the other
-    metadata keys are kept)."""
-    with transaction.atomic():
-        locked = Trajectory.objects.select_for_update().get(pk=trajectory_id)
-        state = {**result, "at": now_utc()}
-        locked.metadata = {**locked.metadata, "executability": state}
-        locked.save(update_fields=["metadata"])
-    return state

@@ -21,6 +21,7 @@ from PIL import Image
 from tests.factories import TaskFactory
 from tests.service_urls import subprocess_database_url
 from webapp.store import services
+from webapp.store.export import jobs as export_jobs
 from webapp.store.models import ExportJob
 from webapp.store.tasks import export_job_execute
 from workers.rl.verl_rows import task_from_extra
@@ -208,7 +209,7 @@ def test_unfinished_trajectories_are_left_out_unless_asked(users, two_trajectori
 
 def test_cancelled_job_is_not_run(users, two_trajectories) -> None:
     job = ExportJob.objects.create(created_by=users["researcher"], format="jsonl")
-    services.export_job_cancel(job=job)
+    export_jobs.export_job_cancel(job=job)
     export_job_execute(job.pk)
     job.refresh_from_db()
     assert job.status == "cancelled" and not job.archive
@@ -277,7 +278,7 @@ def test_the_job_socket_sends_the_current_progress_then_each_change(users) -> No
         first = await ws.receive_json_from(timeout=10)
         assert first == {"type": "export.progress", "job_id": job.pk, "status": "queued", "progress": 0.0,
                          "done_trajectories": 0, "total_trajectories": 0, "error": ""}  # fmt: skip
-        await database_sync_to_async(services.export_job_claim)(job_id=job.pk)
+        await database_sync_to_async(export_jobs.export_job_claim)(job_id=job.pk)
         claimed = await ws.receive_json_from(timeout=10)
         assert claimed["status"] == "running" and claimed["job_id"] == job.pk
         await ws.disconnect()

@@ -13,16 +13,12 @@ from django.db.models import F
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from webapp.store.events import export_progress_event, publish_export_progress
-from webapp.store.jobs import job_cancel, job_claim, job_end
 from webapp.store.models import (
-    TERMINAL_JOB_STATUSES,
     UNTRAINABLE_REVIEW_STATES,
     Checkpoint,
     DecisionKind,
     ExportFormat,
     ExportJob,
-    JobStatus,
     Route,
     Step,
     Task,
@@ -312,53 +308,12 @@ def trajectory_unroute(*, trajectory_id: int, reason: str) -> int:
 
 
 def export_job_create(*, user: Any, format: str, filters: dict[str, Any]) -> ExportJob:
+    """Create an export job and queue its run (webapp.store.tasks → webapp.store.export.jobs, which
+    claims, builds, and finishes it, and is where a job is cancelled)."""
     if format not in ExportFormat.values:
         raise StoreError(f"unknown export format {format!r}; expected one of {ExportFormat.values}")
     job = ExportJob.objects.create(created_by=user, format=format, filters=filters)
     from webapp.store.tasks import export_job_execute
 
     transaction.on_commit(lambda: export_job_execute.delay(job.pk))
-    return job
-
-
-def _publish(job: ExportJob) -> None:
-    publish_export_progress(export_progress_event(job))
-
-
-def export_job_claim(*, job_id: int) -> ExportJob | None:
-    """Move a queued job to running; returns None unless exactly this call claimed it."""
-    job = job_claim(ExportJob, job_id=job_id)
-    if job is not None:
-        _publish(job)
-    return job
-
-
-def export_job_progress(*, job: ExportJob, done: int, total: int) -> bool:
-    """Record progress; returns False when the job was cancelled meanwhile (the caller stops)."""
-    progress = 100.0 * done / total if total else 100.0
-    updated = ExportJob.objects.filter(pk=job.pk, status=JobStatus.RUNNING).update(
-        done_trajectories=done, total_trajectories=total, progress=progress
-    )
-    job.done_trajectories, job.total_trajectories, job.progress = done, total, progress
-    if updated:
-        _publish(job)
-    return updated == 1
-
-
-def export_job_finish(*, job: ExportJob, status: str, archive_name: str = "", error: str = "") -> ExportJob:
-    if status not in TERMINAL_JOB_STATUSES:
-        raise StoreError(f"{status!r} is not a terminal job status")
-    fields: dict[str, Any] = {}
-    if archive_name:
-        fields["archive"] = archive_name
-    if status == JobStatus.SUCCEEDED:
-        fields["progress"] = 100.0
-    job_end(job, status=status, error=error, **fields)
-    _publish(job)
-    return job
-
-
-def export_job_cancel(*, job: ExportJob) -> ExportJob:
-    job_cancel(job)
-    _publish(job)
     return job

@@ -2,61 +2,15 @@
 
 from __future__ import annotations
 
-import logging
-import secrets
-import tempfile
-import zipfile
-
 from celery import shared_task
-from django.core.files import File
-from django.core.files.storage import default_storage
 
-from webapp.store import services
-from webapp.store.api.filters import TrajectoryFilter, export_queryset
-from webapp.store.export.archive import WRITERS
-from webapp.store.export.records import iter_trajectory_records
-from webapp.store.models import JobStatus, Trajectory
-
-log = logging.getLogger(__name__)
+from webapp.store.export import jobs as export_jobs
 
 
 @shared_task(name="webapp.store.tasks.export_job_execute", acks_late=True)
 def export_job_execute(job_id: int) -> None:
-    """Build the archive of an export job. Ends in a terminal state whatever happens."""
-    job = services.export_job_claim(job_id=job_id)
-    if job is None:
-        return  # already claimed, finished or cancelled
-    try:
-        filterset = TrajectoryFilter(job.filters, queryset=Trajectory.objects.all())
-        if not filterset.is_valid():
-            # An invalid filter would otherwise be ignored and export everything.
-            raise ValueError(f"invalid filters: {dict(filterset.errors)}")
-        qs = export_queryset(filterset)
-        total = qs.count()
-        services.export_job_progress(job=job, done=0, total=total)
-        cancelled = False
-        every = max(1, total // 100)
-
-        def progress(done: int) -> bool:
-            nonlocal cancelled
-            if done % every == 0 or done == total:
-                cancelled = not services.export_job_progress(job=job, done=done, total=total)
-            return not cancelled
-
-        with tempfile.NamedTemporaryFile(suffix=".zip") as tmp:
-            with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
-                records = iter_trajectory_records(qs, media_ref=lambda name: name)
-                WRITERS[job.format](zf, records, progress)
-            if cancelled:
-                return
-            tmp.seek(0)
-            name = default_storage.save(
-                f"exports/export-{job.pk}-{job.format}-{secrets.token_urlsafe(24)}.zip", File(tmp)
-            )
-        services.export_job_finish(job=job, status=JobStatus.SUCCEEDED, archive_name=name)
-    except Exception as exc:
-        log.exception("export job %s failed", job_id)
-        services.export_job_finish(job=job, status=JobStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+    """Build the archive of an export job (webapp.store.export.jobs); ends in a terminal state."""
+    export_jobs.export_job_run(job_id)
 
 
 @shared_task(name="webapp.store.tasks.sft_job_execute", acks_late=True)

@@ -34,6 +34,7 @@ from webapp.store.checkpoints import (
     checkpoint_promote_annotation,
     checkpoint_register_endpoint,
 )
+from webapp.store.export import jobs as export_jobs
 from webapp.store.export.stream import aiter_sync, iter_jsonl_chunks
 from webapp.store.media import media_response
 from webapp.store.models import Checkpoint, ExportFormat, JobStatus
@@ -216,7 +217,7 @@ class ExportJobDetailView(APIView):
 class ExportJobCancelView(ExportJobDetailView):
     @extend_schema(request=None, responses=out.ExportJobSerializer)
     def post(self, request: Request, pk: int) -> Response:
-        job = services.export_job_cancel(job=self._job(request, pk))
+        job = export_jobs.export_job_cancel(job=self._job(request, pk))
         return Response(out.ExportJobSerializer(job, context={"request": request}).data)
 
 
