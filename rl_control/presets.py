@@ -156,19 +156,27 @@ START_PROFILE_TITLES = {
 # embedded model (a few million parameters, thought capped at 0) learns under the settings of
 # `bench learn` (docs/benchmarks.md, learn: lr 5e-4, temperature 0.5 with a near-greedy thought, no
 # KL, weight averaging 0.95, groups of 4, 6 steps per episode, 16 episodes per update).
+# Measured with the per-preset journey (tests/e2e/test_e2e_preset_defaults.py, docs/benchmarks.md
+# "presets"): on `make up`'s 2 rollout processes and 1 single-threaded policy server, 8 environment
+# slots only queue for the processes and boot 8 browsers on 2 cores; 2 slots and 8-episode batches
+# (two groups of 4) bring the first trained version within minutes, and PPO trains its policy from the
+# second update (one critic warm-up update: the run page shows "value pre-training 1/1").
+_EMBEDDED_ENV = {"parallel_envs": 2}
 EMBEDDED_FIT: dict[str, dict[str, Any]] = {
     "grpo": {
         "grpo": {"lr": 5e-4, "beta_kl": 0.0, "temperature": 0.5, "thought_temperature": 0.05,
                  "train_thought": False, "weight_ema": 0.95, "rollouts_per_task": 4},
-        "curation": {"rollouts_max": 4, "rollouts_min": 2, "step_cap": 6, "min_batch_trajectories": 16},
+        "curation": {"rollouts_max": 4, "rollouts_min": 2, "step_cap": 6, "min_batch_trajectories": 8},
         "entropulse": {"sft_lr": 1e-3},  # the starter's own SFT learning rate
+        "env": _EMBEDDED_ENV,
     },
     "ppo": {
         # the critic warm-up ends after a few updates: explained variance of sparse rewards on a
         # small model stays far below the paper's 0.8 (measured ≈ 0 over 24 updates)
-        "ppo": {"lr_policy": 5e-4, "lr_value": 1e-3, "weight_ema": 0.95, "value_pretrain_max_updates": 5,
+        "ppo": {"lr_policy": 5e-4, "lr_value": 1e-3, "weight_ema": 0.95, "value_pretrain_max_updates": 1,
                 "value_pretrain_target_ev": 0.3, "value_pretrain_patience": 3},
-        "curation": {"step_cap": 6, "min_batch_trajectories": 16},
+        "curation": {"step_cap": 6, "min_batch_trajectories": 8},
+        "env": _EMBEDDED_ENV,
     },
 }  # fmt: skip
 

@@ -17,6 +17,7 @@ import re
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.sync_api import Browser, expect
 
@@ -28,6 +29,23 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 TRAINED_WITHIN_S = 600  # the issue's 10 minutes, from the press of Create run that launched the run
 CHART = "outcome/reward_mean"
+
+
+# What each update cost (where the minutes went), printed per preset: the trainer's own figures.
+TIMELINE = ("efficiency/update_s", "efficiency/weight_sync_s", "efficiency/trainer_idle_frac",
+            "outcome/episodes", "outcome/reward_mean", "value/pretraining")  # fmt: skip
+
+
+def _update_timeline(api: httpx.Client, run_id: int) -> str:
+    """One line per recorded update: its wall-clock time and the TIMELINE figures."""
+    body = api.get(
+        f"/api/rl/runs/{run_id}/metrics/", params={"names": ",".join(TIMELINE), "x": "wall"}
+    ).json()
+    rows: dict[float, dict[str, float]] = {}
+    for series in body["series"]:
+        for x, y in zip(series["x"], series["y"], strict=True):
+            rows.setdefault(x, {})[series["name"].split("/")[-1]] = round(y, 2)
+    return "\n".join(f"  update at wall {x:.0f}: {figures}" for x, figures in sorted(rows.items()))
 
 
 @pytest.mark.timeout(1500)  # `make up` (the session's first test) + the launch + 10 minutes + the stop
@@ -74,6 +92,7 @@ def test_preset_defaults_train_the_starter_from_the_basic_form(
         f"{trained_s and round(trained_s)} s; at the end {run['updates_done']} updates, version "
         f"{run['policy_version']}, progress {run.get('progress')!r}, wait {run.get('wait_reason')!r}"
     )
+    print(_update_timeline(api, run_id))
     page.get_by_test_id("action-stop").click()
     expect(page.get_by_test_id("run-status")).to_contain_text("stopped")
     page.close()

@@ -26,6 +26,9 @@ def test_the_embedded_starter_gets_the_settings_rl_learns_under() -> None:
         assert preset_get(name, "endpoint")["config"] == large
         assert run_config_build(algorithm=preset.algorithm, config=small) == small
         assert small["curation"]["step_cap"] == 6 and large["curation"]["step_cap"] in (15, 30)
+        # two slots for make up's two rollout processes, batches of two groups of 4 (journey-measured)
+        assert (small["env"]["parallel_envs"], small["curation"]["min_batch_trajectories"]) == (2, 8)
+        assert large["env"]["parallel_envs"] == 8
         if preset.algorithm == "grpo":
             g = small["grpo"]
             assert (g["lr"], g["temperature"], g["thought_temperature"], g["beta_kl"], g["weight_ema"]) == (
