@@ -156,11 +156,11 @@ START_PROFILE_TITLES = {
 # embedded model (a few million parameters, thought capped at 0) learns under the settings of
 # `bench learn` (docs/benchmarks.md, learn: lr 5e-4, temperature 0.5 with a near-greedy thought, no
 # KL, weight averaging 0.95, groups of 4, 6 steps per episode, 16 episodes per update).
-# Measured with the per-preset journey (tests/e2e/test_e2e_preset_defaults.py, docs/benchmarks.md
-# "presets"): on `make up`'s 2 rollout processes and 1 single-threaded policy server, 8 environment
-# slots only queue for the processes and boot 8 browsers on 2 cores; 2 slots and 8-episode batches
-# (two groups of 4) bring the first trained version within minutes, and PPO trains its policy from the
-# second update (one critic warm-up update: the run page shows "value pre-training 1/1").
+# Measured with the per-preset journey (tests/e2e/test_e2e_preset_defaults.py; benchmarks/HISTORY.md,
+# "Preset defaults on the starter"): `make up` has 2 rollout processes and 1 single-threaded policy
+# server, so 8 environment slots only queue for them while booting 8 browsers on 2 cores, and the first
+# trained update's CPU grows with its batch. 2 slots and 8-episode batches (two groups of 4), and one
+# critic warm-up update for PPO: a trained version in 41-176 s at load 11-18 (before: 216 s, 375 s).
 _EMBEDDED_ENV = {"parallel_envs": 2}
 EMBEDDED_FIT: dict[str, dict[str, Any]] = {
     "grpo": {
@@ -171,8 +171,9 @@ EMBEDDED_FIT: dict[str, dict[str, Any]] = {
         "env": _EMBEDDED_ENV,
     },
     "ppo": {
-        # the critic warm-up ends after a few updates: explained variance of sparse rewards on a
-        # small model stays far below the paper's 0.8 (measured ≈ 0 over 24 updates)
+        # the critic warm-up ends after one update: explained variance of sparse rewards on a small
+        # model stays far below the paper's 0.8 (measured ≈ 0 over 24 updates), and each warm-up
+        # update cost ~40 s before the first policy update (5 of them: 375 s to a trained version)
         "ppo": {"lr_policy": 5e-4, "lr_value": 1e-3, "weight_ema": 0.95, "value_pretrain_max_updates": 1,
                 "value_pretrain_target_ev": 0.3, "value_pretrain_patience": 3},
         "curation": {"step_cap": 6, "min_batch_trajectories": 8},
