@@ -69,15 +69,27 @@ def test_sandboxed_chromium_may_make_user_namespaces_and_the_starter_is_not_fata
 
 
 # The secrets each compose service may hold (issue 30: one compromised container held every
-# password of a shared .env). Any other app service: APP_SECRETS.
-APP_SECRETS = {"secret_key", "pg_app", "redis_worker", "policy_key"}
+# password of a shared .env). Any other app service (env hosts, worker-env, beat): APP_SECRETS, its
+# own Django key (not web's, which signs sessions), the app's database role and the workers' Redis user.
+APP_SECRETS = {"secret_key_workers", "pg_app", "redis_worker"}
+S3 = {"s3_access_key", "s3_secret_key"}  # media on S3: only where media is read or written
 SERVICE_SECRETS = {
     "postgres": {"pg_superuser", "pg_app"},
     "redis": {"redis_web", "redis_worker", "redis_vncproxy"},
     "nginx": set(),
-    "web": {"secret_key", "pg_app", "redis_web", "policy_key", "vnc_grant_key"},
+    "web": {"secret_key", "pg_app", "redis_web", "policy_key", "vnc_grant_key"} | S3,
     "vnc-proxy": {"redis_vncproxy", "vnc_grant_key"},
     "vllm": {"policy_key"},
+    # the annotation model's callers: promotion of the starter; candidates, sampling; the server
+    "migrate": APP_SECRETS | {"policy_key"},
+    "worker-default": APP_SECRETS | {"policy_key"} | S3,
+    "policy": APP_SECRETS | {"policy_key"},
+    # screenshots, audio, exports, RL samples
+    "worker-rollout": APP_SECRETS | S3,
+    "worker-train": APP_SECRETS | S3,
+    "worker-asr-live": APP_SECRETS | S3,
+    "worker-export": APP_SECRETS | S3,
+    "worker-asr": APP_SECRETS | S3 | {"refine_api_key"},  # the full pass refines with an LLM
 }
 
 
@@ -169,55 +181,159 @@ def test_live_think_aloud_has_its_own_worker_and_extra_env_hosts_scale() -> None
     assert "%h" in " ".join(services["worker-rollout"]["command"])  # replicas get distinct names
 
 
-def test_compose_environments_read_their_secret_files(tmp_path: Path) -> None:
-    """What a container's settings make of its compose environment, without Docker: each
-    /run/secrets/<name> stands for a file here; the web server's Django settings (prod) and the VNC
-    proxy's Redis URL carry the passwords from those files, and nothing else names them."""
-    import json
+VALUE = "{}-value-0123456789abcdef0123456789abcdef/@:".format
+
+
+def _container_env(service: dict, files: dict[str, Path], **extra: str) -> dict[str, str]:
+    """A compose service's environment as its container gets it, each /run/secrets/<name> standing
+    for a file here; this machine's own settings (DATABASE…, REDIS…, SECRET…, POLICY…) left out."""
     import os
-    import subprocess
-    import sys
-
-    services = _services()
-    files = {}
-    for name in ("secret_key", "pg_app", "redis_web", "redis_vncproxy", "policy_key", "vnc_grant_key"):
-        files[name] = tmp_path / name
-        files[name].write_text(f"{name}-value-0123456789abcdef0123456789abcdef/@:\n")
-
-    def environment(service: str) -> dict[str, str]:
-        env = {k: str(v) for k, v in services[service]["environment"].items()}
-        return {k: str(files[v.removeprefix("/run/secrets/")]) if v.startswith("/run/secrets/") else v
-                for k, v in env.items()}  # fmt: skip
 
     base = {
         k: v for k, v in os.environ.items() if not k.startswith(("DATABASE", "REDIS", "SECRET", "POLICY"))
     }
+    env = {k: str(v) for k, v in service["environment"].items()}
+    env = {k: str(files[v.removeprefix("/run/secrets/")]) if v.startswith("/run/secrets/") else v
+           for k, v in env.items()}  # fmt: skip
+    return base | env | extra
+
+
+def _settings_of(env: dict[str, str]) -> tuple[int, str]:
+    """What `env`'s Django settings hold (JSON on stdout), or their error (stderr)."""
+    import subprocess
+    import sys
+
     code = (
         "import django, json; django.setup(); from django.conf import settings as s; "
-        "db = s.DATABASES['default']; print(json.dumps([s.SECRET_KEY, db['USER'], db['PASSWORD'], "
-        "s.REDIS_URL, s.POLICY_WEIGHTS_SECRET, str(s.VNC_GRANT_KEY_FILE)]))"
+        "from webapp.store.checkpoints import CheckpointError, policy_weights_secret\n"
+        "try: key = policy_weights_secret()\nexcept CheckpointError as exc: key = 'refused: ' + str(exc)\n"
+        "db = s.DATABASES['default']; o = s.STORAGES['default'].get('OPTIONS', {})\n"
+        "print(json.dumps([s.SECRET_KEY, db['USER'], db['PASSWORD'], s.REDIS_URL, key, "
+        "str(s.VNC_GRANT_KEY_FILE), o.get('access_key'), o.get('secret_key'), s.THINKALOUD_REFINE_API_KEY]))"
     )
-    web = environment("web") | {"ALLOWED_HOSTS": "localhost", "FLYWHEEL_VAR_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=base | web, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    key, user, password, redis_url, policy_key, grant_file = json.loads(done.stdout.strip().splitlines()[-1])
-    value = "{}-value-0123456789abcdef0123456789abcdef/@:".format
-    assert (key, user, password, policy_key) == (
-        value("secret_key"),
-        "flywheel",
-        value("pg_app"),
-        value("policy_key"),
-    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    return done.returncode, done.stdout.strip().splitlines()[-1] if done.returncode == 0 else done.stderr
+
+
+@pytest.mark.security
+def test_compose_environments_read_their_secret_files(tmp_path: Path) -> None:
+    """What each container's settings make of its compose environment, without Docker: every Django
+    service's settings (prod) built from its environment and stand-in secret files hold web's
+    SECRET_KEY in web only, the S3 keys where media is used only, the refiner's key in the full-pass
+    ASR worker only, the annotation model's key in its callers only (the others are refused a
+    derived one); the VNC proxy's Redis URL carries its own password."""
+    import json
+
     import redis
 
-    parsed = redis.connection.parse_url(redis_url)
-    assert (parsed["username"], parsed["password"], parsed["host"]) == ("web", value("redis_web"), "redis")
-    assert grant_file == str(files["vnc_grant_key"])
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    files = {name: tmp_path / name for name in compose["secrets"]}
+    for name, path in files.items():
+        path.write_text(f"{VALUE(name)}\n")
+    extra = {"ALLOWED_HOSTS": "localhost", "FLYWHEEL_VAR_DIR": str(tmp_path), "FLYWHEEL_S3_BUCKET": "media"}
+    django = [n for n, s in services.items() if "DJANGO_SETTINGS_MODULE" in (s.get("environment") or {})]
+    assert {"web", "worker-asr", "envhost", "beat", "policy"} <= set(django)
+    # one container of each distinct set of secret settings (settings take seconds to build)
+    shapes: dict[tuple, str] = {}
+    for name in django:
+        env = services[name]["environment"]
+        shapes.setdefault(
+            tuple(sorted((k, v) for k, v in env.items() if k.endswith(("_FILE", "_URL")))), name
+        )
+    assert len(shapes) >= 6, shapes.values()  # web, policy callers, media, refiner, none of them
+    for name in shapes.values():
+        held = set(services[name]["secrets"])
+        rc, out = _settings_of(_container_env(services[name], files, **extra))
+        assert rc == 0, (name, out[-2000:])
+        key, user, password, redis_url, policy, grant_file, s3_id, s3_key, refine = json.loads(out)
+        assert key == VALUE("secret_key" if name == "web" else "secret_key_workers"), name
+        assert (user, password) == ("flywheel", VALUE("pg_app")), name
+        role = "web" if name == "web" else "worker"
+        parsed = redis.connection.parse_url(redis_url)
+        assert (parsed["username"], parsed["password"], parsed["host"]) == (
+            role,
+            VALUE(f"redis_{role}"),
+            "redis",
+        )
+        if "policy_key" in held:
+            assert policy == VALUE("policy_key"), name
+        else:  # never a key derived from this container's own SECRET_KEY
+            assert policy.startswith("refused: this container holds no key"), (name, policy)
+        assert (s3_id, s3_key) == (
+            (VALUE("s3_access_key"), VALUE("s3_secret_key")) if S3 <= held else (None, None)
+        )
+        assert refine == (VALUE("refine_api_key") if "refine_api_key" in held else ""), name
+        if name == "web":
+            assert grant_file == str(files["vnc_grant_key"])
+
+    import subprocess
+    import sys
 
     proxy = "from workers.secret_env import secret_from_env as f, url_with_password as u; import os; "
     proxy += "print(u(os.environ['REDIS_URL'], f('REDIS_PASSWORD')))"
-    done = subprocess.run([sys.executable, "-c", proxy], cwd=ROOT, env=base | environment("vnc-proxy"),
+    done = subprocess.run([sys.executable, "-c", proxy], cwd=ROOT, env=_container_env(services["vnc-proxy"], files),
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     parsed = redis.connection.parse_url(done.stdout.strip())
-    assert (parsed["username"], parsed["password"]) == ("vncproxy", value("redis_vncproxy")), done.stderr
+    assert (parsed["username"], parsed["password"]) == ("vncproxy", VALUE("redis_vncproxy")), done.stderr
+
+
+@pytest.mark.security
+def test_a_secret_left_in_dot_env_stops_a_compose_container(tmp_path: Path) -> None:
+    """`.env` reaches every app container (`env_file`): a secret given there as a value (the S3 keys
+    and the refiner's key before, boto3's own AWS_* variables, a password in a URL) would reach all of
+    them, so the container refuses to start and names it; the operator's empty files (S3 not used)
+    are "not given", not an error."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    files = {name: tmp_path / name for name in compose["secrets"]}
+    for name, path in files.items():
+        path.write_text("" if name in S3 | {"refine_api_key"} else f"{VALUE(name)}\n")
+    env = _container_env(compose["services"]["worker-export"], files, ALLOWED_HOSTS="localhost",
+                         FLYWHEEL_VAR_DIR=str(tmp_path), FLYWHEEL_S3_BUCKET="media")  # fmt: skip
+    rc, out = _settings_of(env)
+    assert rc == 0, out[-2000:]
+    assert out.endswith('null, null, ""]')  # empty files: no S3 keys (boto3's own chain), no refiner
+    for name, value in [
+        ("FLYWHEEL_S3_SECRET_KEY", "s3-secret-from-dot-env"),
+        ("THINKALOUD_REFINE_API_KEY", "sk-from-dot-env"),
+        ("AWS_SECRET_ACCESS_KEY", "aws-from-dot-env"),
+        ("SECRET_KEY", "k" * 40),
+        ("CELERY_BROKER_URL", "redis://worker:pw-from-dot-env@redis:6379/0"),
+    ]:
+        rc, out = _settings_of(env | {name: value})
+        assert rc != 0 and f"{name}: a secret set as an environment value" in out, (name, out[-600:])
+        assert value not in out, name  # the error names the variable, never its value
+
+
+@pytest.mark.security
+def test_make_compose_secrets_writes_every_file_compose_mounts(tmp_path: Path) -> None:
+    """`make compose-secrets` (scripts/compose-secrets.sh), run for real: every secret docker-compose.yml
+    declares exists afterwards, 0600 in a 0700 directory; random ones differ and survive a second run;
+    the operator's credentials come from its environment (empty files when not given)."""
+    import os
+    import stat
+    import subprocess
+
+    declared = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["secrets"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLYWHEEL_S3", "THINKALOUD"))}
+    env |= {"FLYWHEEL_VAR_DIR": str(tmp_path / "var"), "MEDIA_ROOT": str(tmp_path / "var" / "media")}
+    script = [str(ROOT / "scripts" / "compose-secrets.sh")]
+    done = subprocess.run(script, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    secrets = tmp_path / "var" / "secrets"
+    assert stat.S_IMODE(secrets.stat().st_mode) == 0o700
+    first = {}
+    for name, spec in declared.items():
+        path = secrets / Path(spec["file"]).name
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, name
+        first[name] = path.read_text()
+    operator = {"s3_access_key", "s3_secret_key", "refine_api_key"}
+    assert all(first[n] == "" for n in operator)
+    random = [first[n].strip() for n in declared if n not in operator]
+    assert len(set(random)) == len(random) and min(map(len, random)) >= 32
+    given = {"FLYWHEEL_S3_ACCESS_KEY": "AKIAEXAMPLE", "THINKALOUD_REFINE_API_KEY": "sk-example"}
+    done = subprocess.run(script, env=env | given, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    again = {n: (secrets / Path(s["file"]).name).read_text() for n, s in declared.items()}
+    assert again == first | {"s3_access_key": "AKIAEXAMPLE\n", "refine_api_key": "sk-example\n"}

@@ -14,8 +14,10 @@ class SecretError(RuntimeError):
     """A secret file is named but cannot be read or is empty."""
 
 
-def secret_from_env(name: str) -> str:
-    """The file `NAME_FILE` names (stripped), else the variable NAME, else ""."""
+def secret_from_env(name: str, *, empty_file_ok: bool = False) -> str:
+    """The file `NAME_FILE` names (stripped), else the variable NAME, else "". An empty file is an
+    error (a secret that was not generated), unless `empty_file_ok`: a credential the operator may
+    leave out (docker compose mounts its file in any case, empty when it is not given)."""
     path = os.environ.get(f"{name}_FILE")
     if not path:
         return os.environ.get(name, "")
@@ -23,7 +25,7 @@ def secret_from_env(name: str) -> str:
         value = Path(path).read_text().strip()
     except OSError as exc:
         raise SecretError(f"{name}_FILE={path}: {exc.strerror or exc}") from exc
-    if not value:
+    if not value and not empty_file_ok:
         raise SecretError(f"{name}_FILE={path} is empty")
     return value
 

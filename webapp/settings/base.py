@@ -204,8 +204,9 @@ if _S3_BUCKET:
         "OPTIONS": {
             "bucket_name": _S3_BUCKET,
             "endpoint_url": env_str("FLYWHEEL_S3_ENDPOINT_URL", "") or None,
-            "access_key": env_str("FLYWHEEL_S3_ACCESS_KEY", "") or None,
-            "secret_key": env_str("FLYWHEEL_S3_SECRET_KEY", "") or None,
+            # docker compose: files mounted only into the services that read or write media
+            "access_key": env_secret("FLYWHEEL_S3_ACCESS_KEY", "", empty_file_ok=True) or None,
+            "secret_key": env_secret("FLYWHEEL_S3_SECRET_KEY", "", empty_file_ok=True) or None,
             "region_name": env_str("FLYWHEEL_S3_REGION", "") or None,
             "querystring_auth": True,
         },
@@ -366,15 +367,17 @@ EXPORT_CHUNK_SIZE = env_int("EXPORT_CHUNK_SIZE", 2000, minimum=1)
 
 # Policy serving (SPEC §7): the embedded server by default; a vLLM URL in production.
 POLICY_BASE_URL = env_str("POLICY_BASE_URL", "http://127.0.0.1:8100/v1")
-POLICY_API_KEY = env_str("POLICY_API_KEY", "EMPTY")
 POLICY_TIMEOUT_S = env_float("POLICY_TIMEOUT_S", 30.0)
 # The model name the server is asked for when no checkpoint is promoted, and how to talk to it:
 # "embedded" (our CPU model: screen pixels, element list), "ui-tars-1.5" (smart_resize pixels),
 # "ui-tars-1.0" (relative 0..1000).
 POLICY_MODEL = env_str("POLICY_MODEL", "embedded")
 POLICY_PROFILE = env_str("POLICY_PROFILE", "embedded")
-# The secret the annotation model's server asks of a weight hot-swap (empty: derived from SECRET_KEY).
+# The secret the annotation model's server asks of a weight hot-swap (empty: derived from SECRET_KEY,
+# except under docker compose, where each tier has its own SECRET_KEY: only the model's callers hold it).
 POLICY_WEIGHTS_SECRET = env_secret("POLICY_WEIGHTS_SECRET", "")
+# docker compose: every secret is a file mounted only where it is needed (settings.prod).
+CREDENTIALS_FROM_FILES = env_bool("FLYWHEEL_CREDENTIALS_FROM_FILES", False)
 
 # Public base URL used when exports reference media by URL.
 PUBLIC_BASE_URL = env_str("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
@@ -406,7 +409,8 @@ THINKALOUD_LAG_S = env_float("THINKALOUD_LAG_S", 1.5)
 THINKALOUD_MAX_ATTEMPTS = env_int("THINKALOUD_MAX_ATTEMPTS", 4, minimum=1)
 THINKALOUD_REFINE_BASE_URL = env_str("THINKALOUD_REFINE_BASE_URL", "")  # empty: no LLM refinement
 THINKALOUD_REFINE_MODEL = env_str("THINKALOUD_REFINE_MODEL", "")
-THINKALOUD_REFINE_API_KEY = env_str("THINKALOUD_REFINE_API_KEY", "")
+# docker compose: a file mounted into the full-pass ASR worker only (the one that refines)
+THINKALOUD_REFINE_API_KEY = env_secret("THINKALOUD_REFINE_API_KEY", "", empty_file_ok=True)
 
 # RL engine (rl_control.engine): every run serves its own policy (rl_control.engine.serving): the
 # trainer worker starts the run's embedded policy servers on free ports, bound to RL_POLICY_BIND and

@@ -25,12 +25,21 @@ def env_str(name: str, default: str | object = _MISSING) -> str:
     return value
 
 
-def env_secret(name: str, default: str | object = _MISSING) -> str:
-    """A secret: the file `NAME_FILE` names (docker compose `secrets:`), else the variable NAME."""
+# Every secret the settings read (env_secret), for `refuse_secret_values`.
+SECRET_NAMES: set[str] = set()
+# Credentials boto3 (S3 media) takes from the environment by itself, and settings holding URLs.
+AMBIENT_SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+URL_SETTINGS = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")
+
+
+def env_secret(name: str, default: str | object = _MISSING, *, empty_file_ok: bool = False) -> str:
+    """A secret: the file `NAME_FILE` names (docker compose `secrets:`), else the variable NAME.
+    `empty_file_ok`: an empty file means "not given" (an optional credential), not an error."""
     from workers.secret_env import SecretError, secret_from_env
 
+    SECRET_NAMES.add(name)
     try:
-        value = secret_from_env(name)
+        value = secret_from_env(name, empty_file_ok=empty_file_ok)
     except SecretError as exc:
         raise ConfigError(str(exc)) from exc
     if not value:
@@ -38,6 +47,20 @@ def env_secret(name: str, default: str | object = _MISSING) -> str:
             raise ConfigError(f"environment variable {name} (or {name}_FILE) is required")
         return str(default)
     return value
+
+
+def refuse_secret_values(environ: Mapping[str, str]) -> None:
+    """docker compose (FLYWHEEL_CREDENTIALS_FROM_FILES=1): `.env` reaches every app container, so a
+    secret given there as a value would reach them all. Each must come as a file (`NAME_FILE`, a
+    compose secret mounted only into the services that use it); a password in a URL setting too."""
+    plain = sorted(name for name in SECRET_NAMES.union(AMBIENT_SECRETS) if environ.get(name))
+    plain += [name for name in URL_SETTINGS if urlparse(environ.get(name, "")).password]
+    if plain:
+        raise ConfigError(
+            f"{', '.join(plain)}: a secret set as an environment value (.env reaches every container); "
+            "give it as a file instead (NAME_FILE, var/secrets: `make compose-secrets`, and the "
+            "services' `secrets:` in docker-compose.yml)"
+        )
 
 
 def env_url(name: str, default: str, password: str) -> str:

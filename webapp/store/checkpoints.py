@@ -24,9 +24,16 @@ class CheckpointError(RuntimeError):
 
 def policy_weights_secret() -> str:
     """The weights secret of the annotation model's policy server (`serve_policy`): POLICY_WEIGHTS_SECRET,
-    else derived from SECRET_KEY, so every process of one install agrees without another setting."""
+    else derived from SECRET_KEY, so every process of one install agrees without another setting.
+    Not under docker compose (CREDENTIALS_FROM_FILES): there web's SECRET_KEY is its own, and a container
+    that does not mount the key (`policy_key`) is not one of the model's callers."""
     if settings.POLICY_WEIGHTS_SECRET:
         return str(settings.POLICY_WEIGHTS_SECRET)
+    if settings.CREDENTIALS_FROM_FILES:
+        raise CheckpointError(
+            "this container holds no key of the annotation model's server (POLICY_WEIGHTS_SECRET_FILE; "
+            "docker-compose.yml mounts `policy_key` into its callers only)"
+        )
     return hmac.new(settings.SECRET_KEY.encode(), b"flywheel-policy-weights", hashlib.sha256).hexdigest()
 
 
