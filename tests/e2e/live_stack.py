@@ -91,6 +91,10 @@ def live_stack() -> Iterator[LiveStack]:
         "VNC_PROXY_LISTEN": f"127.0.0.1:{_free_port()}",
         "POLICY_PORT": str(policy_port),
         "POLICY_BASE_URL": f"http://127.0.0.1:{policy_port}/v1",
+        # Its own PostgreSQL and Redis from ports just free, not the first free one from 15432 / 16379:
+        # another stack starting meanwhile scans from there too (a port recorded, then taken).
+        "FLYWHEEL_PG_PORT": str(_free_port()),
+        "FLYWHEEL_REDIS_PORT": str(_free_port()),
         "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
         # The stack's own (empty) mirror of OSWorld task files; a test lays files in it.
         "OSWORLD_MIRROR_DIR": str(var_dir.parent / "osworld-mirror"),

@@ -51,8 +51,9 @@ class Platform:
         return self.secret("redis.port")
 
 
-def _services(var: Path, *functions: str) -> subprocess.CompletedProcess[str]:
+def _services(var: Path, *functions: str, **extra: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in _INHERITED} | {"FLYWHEEL_VAR_DIR": str(var)}
+    env |= extra
     script = f"source scripts/lib.sh && {' && '.join(functions)}"
     return subprocess.run(
         ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
@@ -65,7 +66,11 @@ def platform() -> Iterator[Platform]:
     top = Path(tempfile.mkdtemp(prefix="flywheel-services-"))
     top.chmod(0o711)
     var = top / "var"
-    started = _services(var, "ensure_services")
+    # Ports the kernel just gave out as free, not the first free one from 15432 / 16379 on: another
+    # stack starting meanwhile (a `make up`, the e2e stack) scans from there too and took the port
+    # this cluster had recorded while initdb ran ("port 15433 … is taken by another process").
+    ports = {"FLYWHEEL_PG_PORT": str(_free_port()), "FLYWHEEL_REDIS_PORT": str(_free_port())}
+    started = _services(var, "ensure_services", **ports)
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         yield Platform(var)
