@@ -47,6 +47,7 @@ from benchmarks.harness.platform_config import TeamBenchConfig
 from benchmarks.harness.processes import stop_all
 from benchmarks.harness.stats import percentile
 from benchmarks.team_figures import GOALS, chaos_figures, db_pool_max, met
+from webapp.priority import prioritized
 
 PASSWORD = "team-bench-pass-1"
 TASKS = ("click-test", "click-button", "focus-text", "click-link")
@@ -87,16 +88,17 @@ CELERY = [sys.executable, "-m", "celery", "-A", "webapp"]
 ROLLOUT_CONCURRENCY = 2  # scripts/up.sh's FLYWHEEL_ROLLOUT_CONCURRENCY default
 
 
-def worker_sizes(annotators: int) -> list[tuple[str, str, int]]:
-    """(name, queues, processes) of each Celery worker as scripts/up.sh sizes them for a team of
-    `annotators` (FLYWHEEL_ANNOTATORS); its env host has annotators + rollout + 4 threads."""
+def worker_sizes(annotators: int) -> list[tuple[str, str, int, str]]:
+    """(name, queues, processes, CPU priority class) of each Celery worker as scripts/up.sh starts
+    them for a team of `annotators` (FLYWHEEL_ANNOTATORS); its env host has annotators + rollout + 4
+    threads."""
     return [
-        ("default", "default,export", 2 + annotators // 4),
-        ("env", "env", 2),
-        ("asr-live", "asr.live", (annotators + 3) // 4),
-        ("asr", "asr.live,asr", 1),
-        ("rollout", "rollout", ROLLOUT_CONCURRENCY),
-        ("train", "train", 1),
+        ("default", "default,export", 2 + annotators // 4, "normal"),
+        ("env", "env", 2, "normal"),
+        ("asr-live", "asr.live", (annotators + 3) // 4, "interactive"),
+        ("asr", "asr", 1, "low"),
+        ("rollout", "rollout", ROLLOUT_CONCURRENCY, "background"),
+        ("train", "train", 1, "background"),
     ]
 
 
@@ -129,17 +131,19 @@ class TeamStack:
                              cwd=settings.BASE_DIR, check=True, capture_output=True, text=True)  # fmt: skip
         return out.stdout
 
-    def spawn(self, name: str, role: str, processes: int, *cmd: str, **extra: str) -> None:
-        """Start one of the stack's programs with the database pool role up.sh gives it; its
-        `processes` (a prefork worker's children) each hold a pool of that role's size."""
+    def spawn(self, name: str, role: str, processes: int, priority: str, *cmd: str, **extra: str) -> None:
+        """Start one of the stack's programs as up.sh starts it: in a session of its own at the CPU
+        priority class up.sh gives it (webapp.priority, scripts/priority.sh), with its database pool
+        role; its `processes` (a prefork worker's children) each hold a pool of that role's size."""
         self.pool_roles.append((role, processes))
-        self.programs[name] = (list(cmd), {**self.env, **extra, "DB_POOL_ROLE": role})
+        self.programs[name] = (prioritized(priority, list(cmd)), {**self.env, **extra, "DB_POOL_ROLE": role})
         self._launch(name)
 
     def _launch(self, name: str) -> None:
         cmd, env = self.programs[name]
         log = open(self.tmp / f"{name}.log", "ab")
-        proc = subprocess.Popen(cmd, env=env, cwd=settings.BASE_DIR, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, env=env, cwd=settings.BASE_DIR, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
         self.procs.append(proc)
         self.running[name] = proc
 
@@ -166,34 +170,17 @@ class TeamStack:
         pool = int(json.loads(out.strip().splitlines()[-1])["pool"])
         web = [str(settings.BASE_DIR / "scripts" / "web.sh"), "--host", "127.0.0.1", "--port", str(self.port),
                "--no-access-log"]  # fmt: skip
-        self.spawn("web", "web", 1, *web, UVICORN=str(Path(sys.executable).parent / "uvicorn"))
-        for name, queues, concurrency in worker_sizes(c.annotators):
-            self.spawn(f"worker-{name}", "worker", concurrency, *CELERY, "worker", "-l", "warning", "-n", f"{name}-{self.host}@%h",
+        self.spawn("web", "web", 1, "interactive", *web, UVICORN=str(Path(sys.executable).parent / "uvicorn"))
+        for name, queues, concurrency, priority in worker_sizes(c.annotators):
+            self.spawn(f"worker-{name}", "worker", concurrency, priority, *CELERY, "worker", "-l", "warning", "-n", f"{name}-{self.host}@%h",
                        "-Q", queues, "-c", str(concurrency))  # fmt: skip
-        self.spawn(
-            "beat",
-            "command",
-            1,
-            *CELERY,
-            "beat",
-            "-l",
-            "warning",
-            "--schedule",
-            str(self.tmp / "beat-schedule"),
-        )
-        self.spawn("envhost", "envhost", 1, *CELERY, "worker", "-l", "warning", "-n", f"{self.host}@%h", "-Q", f"env.{self.host}",
+        self.spawn("beat", "command", 1, "normal", *CELERY, "beat", "-l", "warning", "--schedule",
+                   str(self.tmp / "beat-schedule"))  # fmt: skip
+        self.spawn("envhost", "envhost", 1, "interactive", *CELERY, "worker", "-l", "warning", "-n", f"{self.host}@%h", "-Q", f"env.{self.host}",
                    "-P", "threads", "-c", str(c.annotators + ROLLOUT_CONCURRENCY + 4), FLYWHEEL_ENV_HOST=self.host,
                    FLEET_WARM_POOL=f"browser={min(c.browsers, 4)}", FLEET_CAPACITY=f"browser={c.browsers}")  # fmt: skip
-        self.spawn(
-            "policy",
-            "command",
-            1,
-            sys.executable,
-            "manage.py",
-            "serve_policy",
-            "--port",
-            str(self.policy_port),
-        )
+        self.spawn("policy", "command", 1, "interactive", sys.executable, "manage.py", "serve_policy", "--port",
+                   str(self.policy_port))  # fmt: skip
         return pool
 
     def stop(self) -> None:

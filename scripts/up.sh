@@ -11,8 +11,8 @@ export ALLOWED_HOSTS="${ALLOWED_HOSTS:-localhost,127.0.0.1,[::1],$HOST}"
 
 # Worker sizes for a team of FLYWHEEL_ANNOTATORS annotators (default 8) on this machine:
 #   default   candidates for every annotator step, beat upkeep, flywheel jobs: 2 + N/4 processes
-#   asr.live  live think-aloud chunks, ahead of full passes: its own worker, (N + 3)/4 processes;
-#             the `asr` worker (full passes) takes live chunks too when it has nothing else
+#   asr.live  live think-aloud chunks, ahead of full passes: its own worker, (N + 3)/4 processes
+#             (the `asr` worker runs full passes only, at a lower CPU priority: scripts/priority.sh)
 #   env host  one thread per concurrent env call: annotators + rollout slots + 4
 #   rollout   2 processes (the runs share them fairly: rl_control.engine.share); train 1
 ANNOTATORS="${FLYWHEEL_ANNOTATORS:-8}"
@@ -26,10 +26,12 @@ export FLEET_CAPACITY="${FLEET_CAPACITY:-browser=$(( ANNOTATORS + ROLLOUT_C + 2 
 ROLLOUT_Q="${RL_ROLLOUT_QUEUE:-rollout}"
 CELERY=("$VENV/bin/celery" -A webapp)
 
-# start NAME CMD...: run CMD in its own session with a pid file and a log; skip if already running.
-# FLYWHEEL_DRY_RUN=1 prints "NAME<tab>command" instead (tests read what would start).
+# start NAME CLASS CMD...: run CMD in its own session at the CPU priority CLASS (scripts/priority.sh:
+# interactive, normal, low, background) with a pid file and a log; skip if already running.
+# FLYWHEEL_DRY_RUN=1 prints "NAME<tab>command" instead, the command as it would run (tests read it).
 start() {
-  local name=$1; shift
+  local name=$1 class=$2; shift 2
+  set -- "$ROOT/scripts/priority.sh" "$class" "$@"
   # Variables set on the call (NAME=value start ...) reach the process through the environment.
   if [[ -n "${FLYWHEEL_DRY_RUN:-}" ]]; then printf '%s\t%s\n' "$name" "$(printf '%q ' "$@")"; return; fi
   local pidfile="$RUN_DIR/$name.pid"
@@ -56,8 +58,8 @@ if [[ -n "${FLYWHEEL_JOIN:-}" ]]; then
     "$PY" manage.py migrate --check >/dev/null || die "the install at DATABASE_URL is not reachable or not migrated"
   fi
   say "joining the install as $NAME"
-  start "$NAME" env DB_POOL_ROLE=envhost FLYWHEEL_ENV_HOST="$NAME" "${CELERY[@]}" worker -n "$NAME@%h" -Q "env.$NAME" -P threads -c "$ENV_THREADS" -l info
-  start "rollout-$NAME" env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n "rollout-$NAME@%h" -Q "$ROLLOUT_Q" -c "$ROLLOUT_C" -l info
+  start "$NAME" interactive env DB_POOL_ROLE=envhost FLYWHEEL_ENV_HOST="$NAME" "${CELERY[@]}" worker -n "$NAME@%h" -Q "env.$NAME" -P threads -c "$ENV_THREADS" -l info
+  start "rollout-$NAME" background env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n "rollout-$NAME@%h" -Q "$ROLLOUT_Q" -c "$ROLLOUT_C" -l info
   [[ -n "${FLYWHEEL_DRY_RUN:-}" ]] || say "joined: the fleet page lists $NAME and its workers within a minute"
   exit 0
 fi
@@ -89,18 +91,18 @@ say "starting processes"
 REDIS_WEB_URL=$REDIS_URL
 export REDIS_URL=$REDIS_WORKER_URL
 # Each process's database pool is sized by its role (DB_POOL_ROLE; the budget: docs/scale.md).
-REDIS_URL=$REDIS_WEB_URL UVICORN="$VENV/bin/uvicorn" start web env DB_POOL_ROLE=web scripts/web.sh --host "$HOST" --port "$PORT" --no-access-log
-start worker-default env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n default@%h -Q default,export -c "$DEFAULT_C" -l info
-start worker-env env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n env@%h -Q env -c 2 -l info
-start worker-asr-live env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n asr-live@%h -Q asr.live -c "$ASR_LIVE_C" -l info
-start worker-asr env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n asr@%h -Q asr.live,asr -c 1 -l info
-start worker-rollout env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n rollout@%h -Q rollout -c "$ROLLOUT_C" -l info
-start worker-train env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n train@%h -Q train -c 1 -l info
-start beat env DB_POOL_ROLE=command "${CELERY[@]}" beat -l info --schedule "$VAR/celerybeat-schedule"
+REDIS_URL=$REDIS_WEB_URL UVICORN="$VENV/bin/uvicorn" start web interactive env DB_POOL_ROLE=web scripts/web.sh --host "$HOST" --port "$PORT" --no-access-log
+start worker-default normal env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n default@%h -Q default,export -c "$DEFAULT_C" -l info
+start worker-env normal env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n env@%h -Q env -c 2 -l info
+start worker-asr-live interactive env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n asr-live@%h -Q asr.live -c "$ASR_LIVE_C" -l info
+start worker-asr low env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n asr@%h -Q asr -c 1 -l info
+start worker-rollout background env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n rollout@%h -Q rollout -c "$ROLLOUT_C" -l info
+start worker-train background env DB_POOL_ROLE=worker "${CELERY[@]}" worker -n train@%h -Q train -c 1 -l info
+start beat normal env DB_POOL_ROLE=command "${CELERY[@]}" beat -l info --schedule "$VAR/celerybeat-schedule"
 # The env host: one process owning the live environments (threads pool: every call reaches it).
-start envhost1 env DB_POOL_ROLE=envhost FLYWHEEL_ENV_HOST=envhost1 "${CELERY[@]}" worker -n envhost1@%h -Q env.envhost1 -P threads -c "$ENV_THREADS" -l info
-REDIS_URL=$REDIS_VNC_URL start vnc-proxy "$PY" -m workers.envs.vnc.proxy --listen "${VNC_PROXY_LISTEN:-127.0.0.1:6080}"
-start policy env DB_POOL_ROLE=command "$PY" manage.py serve_policy --port "${POLICY_PORT:-8100}"
+start envhost1 interactive env DB_POOL_ROLE=envhost FLYWHEEL_ENV_HOST=envhost1 "${CELERY[@]}" worker -n envhost1@%h -Q env.envhost1 -P threads -c "$ENV_THREADS" -l info
+REDIS_URL=$REDIS_VNC_URL start vnc-proxy interactive "$PY" -m workers.envs.vnc.proxy --listen "${VNC_PROXY_LISTEN:-127.0.0.1:6080}"
+start policy interactive env DB_POOL_ROLE=command "$PY" manage.py serve_policy --port "${POLICY_PORT:-8100}"
 if [[ -x scripts/up-extra.sh ]]; then source scripts/up-extra.sh; fi
 
 for _ in $(seq 1 60); do

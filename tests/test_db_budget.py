@@ -49,7 +49,8 @@ def _up_processes() -> list[tuple[str, str | None, list[str]]]:
     """(name, DB_POOL_ROLE, command tokens) of every process `make up` starts on its own machine."""
     sizes, out = _up_sizes(), []
     for line in (ROOT / "scripts" / "up.sh").read_text().splitlines():
-        match = re.match(r"^(?:[A-Z_]+=\S+ )*start (\S+) (.+)$", line)  # top level: not the join branch
+        # start NAME CLASS CMD... at the top level (not the join branch)
+        match = re.match(r"^(?:[A-Z_]+=\S+ )*start (\S+) \S+ (.+)$", line)
         if not match:
             continue
         command = match.group(2)

@@ -43,6 +43,7 @@ from django.conf import settings
 
 from rl_control.engine.keys import key, rds
 from rl_control.models import EngineState, Run
+from webapp.priority import prioritized
 from workers.policy.hf_vlm.lora import adapter_of
 from workers.policy.openai_client import OpenAIClient
 from workers.rl.run_config import ServingSettings
@@ -306,9 +307,9 @@ def _spawn(run_id: int, index: int, checkpoint: Path, label: str, secret: str) -
         "FLYWHEEL_LIFELINE_REDIS": settings.REDIS_URL,
         "OMP_NUM_THREADS": str(settings.RL_POLICY_THREADS),
     }
-    with open(log_path, "ab") as out:
-        proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=settings.BASE_DIR)  # fmt: skip
+    with open(log_path, "ab") as out:  # training's servers yield the CPU to annotators (background)
+        proc = subprocess.Popen(prioritized("background", args), env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=settings.BASE_DIR)  # fmt: skip
     _children[proc.pid] = proc
     entry = {"url": f"http://{settings.RL_POLICY_HOST}:{port}/v1", "host": socket.gethostname(),
              "pid": proc.pid, "started": time.time()}  # fmt: skip

@@ -103,11 +103,11 @@ def test_the_stack_consumes_every_queue_the_app_routes_to_as_make_up_sizes_it() 
     from webapp.celery import app
 
     sizes = team.worker_sizes(8)
-    consumed = {q for _, queues, _ in sizes for q in queues.split(",")}
+    consumed = {q for _, queues, _, _ in sizes for q in queues.split(",")}
     assert {q.name for q in app.conf.task_queues} <= consumed
     up = (Path(settings.BASE_DIR) / "scripts" / "up.sh").read_text()
     assert "DEFAULT_C=$(( 2 + ANNOTATORS / 4 ))" in up and "ASR_LIVE_C=$(( (ANNOTATORS + 3) / 4 ))" in up
-    assert dict((n, c) for n, _, c in sizes) == {"default": 4, "env": 2, "asr-live": 2, "asr": 1, "rollout": 2,
+    assert dict((n, c) for n, _, c, _ in sizes) == {"default": 4, "env": 2, "asr-live": 2, "asr": 1, "rollout": 2,
                                                  "train": 1}  # fmt: skip
 
 

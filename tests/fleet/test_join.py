@@ -77,15 +77,19 @@ def _wait(check, timeout: float, what: str):
 
 def test_two_joined_hosts_both_take_leases_and_both_rollout_workers_count(joined) -> None:
     a, b = joined
+    priority = str(ROOT / "scripts" / "priority.sh")
     for host, commands in joined.items():
         assert set(commands) == {host, f"rollout-{host}"}  # nothing else starts on a joining host
-        assert commands[host][:4] == [
+        # the env host serves annotators (interactive), the rollout worker yields to them
+        assert commands[host][:2] == [priority, "interactive"]
+        assert commands[f"rollout-{host}"][:2] == [priority, "background"]
+        assert commands[host][2:6] == [
             "env",
             "DB_POOL_ROLE=envhost",  # its database pool sized as an env host's (docs/scale.md)
             f"FLYWHEEL_ENV_HOST={host}",
             str(ROOT / ".venv" / "bin" / "celery"),
         ]
-        assert commands[f"rollout-{host}"][:2] == ["env", "DB_POOL_ROLE=worker"]
+        assert commands[f"rollout-{host}"][2:4] == ["env", "DB_POOL_ROLE=worker"]
         assert commands[host][commands[host].index("-Q") + 1] == f"env.{host}"
         assert (
             commands[f"rollout-{host}"][commands[f"rollout-{host}"].index("-n") + 1] == f"rollout-{host}@%h"

@@ -393,7 +393,7 @@ LOGGING = {
 # think-aloud (issue 6): annotator speech -> Whisper -> words aligned to steps (annotation/thinkaloud)
 THINKALOUD_QUEUE = env_str("THINKALOUD_QUEUE", "asr")  # full passes over a finished recording
 # Live chunks (transcripts while the annotator speaks) on their own queue, consumed ahead of the full
-# passes: a worker that serves only it, and the ASR worker taking it before `asr`.
+# passes: a worker at interactive CPU priority serves only it (the full passes run at a lower one).
 THINKALOUD_LIVE_QUEUE = env_str("THINKALOUD_LIVE_QUEUE", "asr.live")
 # The live pass decodes greedily (beam 1) and never twice; the full pass keeps the tuned settings.
 THINKALOUD_LIVE_BEAM_SIZE = env_int("THINKALOUD_LIVE_BEAM_SIZE", 1, minimum=1)
