@@ -22,6 +22,7 @@ run's launch to its first finished episode; None when it had none in the window)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import psycopg
 import redis
 from django.conf import settings
@@ -115,6 +117,7 @@ class TeamStack:
         self.programs: dict[str, tuple[list[str], dict[str, str]]] = {}  # name -> (command, environment)
         self.running: dict[str, subprocess.Popen[bytes]] = {}
         self.pool_roles: list[tuple[str, int]] = []  # (DB_POOL_ROLE, processes) of each program
+        self.cpu_window: dict[str, float] = {}  # CPU seconds each program used in the window
         self.env = {
             **db.env,
             "REDIS_URL": redis_url(config.redis_db),
@@ -182,6 +185,23 @@ class TeamStack:
         self.spawn("policy", "command", 1, "interactive", sys.executable, "manage.py", "serve_policy", "--port",
                    str(self.policy_port))  # fmt: skip
         return pool
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds (user + system) used so far by each program with its descendants (the env
+        host's Chromium, a prefork worker's children); the runs' policy servers, which a worker
+        starts, apart; and the bench's own process (the actors, standing in for the team's browsers)."""
+        out: Counter[str] = Counter()
+        for name, proc in self.running.items():
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process(proc.pid)
+                for p in [root, *root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.Error):
+                        server = "workers.policy.server" in " ".join(p.cmdline())
+                        times = p.cpu_times()
+                        out["run policy servers" if server else name] += times.user + times.system
+        own = psutil.Process().cpu_times()
+        out["bench actors"] = own.user + own.system
+        return dict(out)
 
     def stop(self) -> None:
         stop_all(self.procs)
@@ -287,7 +307,7 @@ async def _drive(stack: TeamStack, pool: int, tally: load.Tally, phases: dict[st
     plan = load.AnnotatorPlan(think_s=c.think_s, steps=c.steps, candidates_wait_s=c.candidates_wait_s,
                               chunk_s=c.chunk_s, transcripts_wait_s=c.transcripts_wait_s)  # fmt: skip
     stop_at = time.monotonic() + c.window_s
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), stack.cpu_seconds()
     actors = [
         load.launch_runs(
             people["res0"],
@@ -314,6 +334,9 @@ async def _drive(stack: TeamStack, pool: int, tally: load.Tally, phases: dict[st
             await people["res0"].call("POST", f"/api/rl/runs/{run['id']}/stop/")
         await asyncio.gather(*(p.close() for p in people.values()))
         phases["window_s"] = time.monotonic() - t0
+        cpu = stack.cpu_seconds()  # a program restarted meanwhile (--chaos) counts from its restart
+        used = {k: v - cpu0.get(k, 0.0) if v >= cpu0.get(k, 0.0) else v for k, v in cpu.items()}
+        stack.cpu_window = {k: round(v, 1) for k, v in sorted(used.items(), key=lambda i: -i[1])}
 
 
 class Sampler:
@@ -414,6 +437,7 @@ def figures(config: TeamBenchConfig, tally: load.Tally, sampler: Sampler, lost: 
         "asr_chunks_untranscribed": untranscribed,  # in the database, after the stack stopped
         **chaos_figures(tally, events or []),
         "runs_at_end": runs,  # first_episode_s from launch; waited_s: launch to the window's end
+        "run_launch_refusals": tally.launch_refusals,  # the first answers of refused launches
         "counts": dict(tally.kinds),
         "http_by_status": dict(Counter(key.split(" ", 1)[0] for key in tally.http.elements())),
         "db_connections_mean": round(sum(sampler.connections) / len(sampler.connections), 1)
@@ -445,7 +469,11 @@ def team_figures(config: TeamBenchConfig) -> dict[str, Any]:
         phases["stop_s"] = time.monotonic() - t1
     out = figures(config, tally, sampler, lost_steps(db, tally.decisions), stack.error_lines(), stack.pool_roles,
                   untranscribed_chunks(db), events)  # fmt: skip
-    return {**out, "phases_s": {k: round(v, 1) for k, v in phases.items()}, "logs": str(stack.tmp)}
+    # what the stack itself used of the machine's cores in the window (the rest: other sessions' load)
+    cpu = {"by_program_s": stack.cpu_window, "stack_s": round(sum(stack.cpu_window.values()), 1),
+           "machine_s": round(phases.get("window_s", 0.0) * (os.cpu_count() or 1), 1)}  # fmt: skip
+    return {**out, "cpu_in_window": cpu, "phases_s": {k: round(v, 1) for k, v in phases.items()},
+            "logs": str(stack.tmp)}  # fmt: skip
 
 
 def run_team(quick: bool, chaos: bool = False) -> dict[str, Any]:

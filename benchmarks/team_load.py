@@ -45,6 +45,7 @@ class Tally:
     asr_lag_s: list[float] = field(default_factory=list)
     asr_pending: int = 0  # chunks uploaded whose transcript never came
     runs: list[dict[str, Any]] = field(default_factory=list)  # id, launched_at, first_episode_s
+    launch_refusals: list[str] = field(default_factory=list)  # the first few refused launches' answers
     failures_at: list[tuple[float, str]] = field(default_factory=list)  # (monotonic, what): 5xx, no answer
     failure_details: dict[str, list[str]] = field(default_factory=dict)  # the first answers of each 5xx kind
 
@@ -422,6 +423,8 @@ async def launch_runs(person: Person, count: int, pool: int, run_config: dict[st
                 person.tally.runs.append({"id": answer.json()["id"], "launched_at": launched_at,
                                           "first_episode_s": None})  # fmt: skip
                 break
+            if answer is not None and len(person.tally.launch_refusals) < 3:
+                person.tally.launch_refusals.append(f"{answer.status_code} {answer.text[:300]}")
             await asyncio.sleep(5.0)  # the preflight refuses while the env host boots
         if k + 1 < count:
             by = min(stop_at, time.monotonic() + next_by_s)

@@ -2,10 +2,11 @@
 # priority.sh CLASS CMD...: run CMD at the CPU priority of its role (docs/scale.md, "CPU priorities").
 #   interactive  nice 0   what a person waits on: web, env hosts, live think-aloud, VNC proxy, annotation model
 #   normal       nice 5   the default worker (candidates, exports, upkeep), beat, env upkeep
-#   low          nice 10  think-aloud full passes
-#   background   nice 15  rollouts, training, the runs' policy servers
-# The kernel weighs nice 0 : 5 : 10 : 15 as 1024 : 335 : 110 : 36, and idle CPU goes to whoever wants
-# it: background work runs at full speed when nobody waits, and yields when somebody does.
+#   low          nice 8   think-aloud full passes
+#   background   nice 10  rollouts, training, the runs' policy servers
+# The kernel weighs nice 0 : 5 : 8 : 10 as 1024 : 335 : 172 : 110, and idle CPU goes to whoever wants
+# it: background work runs at full speed when nobody waits, and yields when somebody does. (At nice
+# 15, weight 36, a shared machine's other sessions starved the runs: `bench team`, HISTORY.md.)
 #
 # With autogroup scheduling (/proc/sys/kernel/sched_autogroup_enabled = 1, the default on desktop
 # and many server kernels) the CPU is first split evenly between sessions, then by nice within one;
@@ -23,8 +24,8 @@ usage() { echo "usage: priority.sh interactive|normal|low|background CMD..." >&2
 case "$1" in
   interactive) level=0 ;;
   normal) level=5 ;;
-  low) level=10 ;;
-  background) level=15 ;;
+  low) level=8 ;;
+  background) level=10 ;;
   *) usage ;;
 esac
 shift

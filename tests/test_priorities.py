@@ -27,7 +27,7 @@ EXPECTED = {
     '"$NAME"': "interactive", '"rollout-$NAME"': "background",
 }  # fmt: skip
 # The kernel's weight of a nice level (sched_prio_to_weight): what cpu_shares mirrors in compose.
-WEIGHT = {0: 1024, 5: 335, 10: 110, 15: 36}
+WEIGHT = {0: 1024, 5: 335, 8: 172, 10: 110}
 
 
 def _levels() -> dict[str, int]:
@@ -56,8 +56,8 @@ def _run(*argv: str, session: bool = True, **env: str) -> list[str]:
 
 def test_every_process_make_up_starts_has_its_roles_class() -> None:
     assert _up_classes() == EXPECTED
-    assert set(_levels()) == set(CLASSES) and _levels() == {"interactive": 0, "normal": 5, "low": 10,
-                                                            "background": 15}  # fmt: skip
+    assert set(_levels()) == set(CLASSES) and _levels() == {"interactive": 0, "normal": 5, "low": 8,
+                                                            "background": 10}  # fmt: skip
 
 
 def test_compose_gives_each_service_the_weight_of_its_class() -> None:
@@ -88,9 +88,9 @@ def _at_least(level: int) -> str:
 
 def test_a_session_leader_gets_its_class_in_its_nice_and_its_autogroup() -> None:
     group, nice = _run("background")
-    assert nice == _at_least(15)
+    assert nice == _at_least(10)
     if Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1":
-        assert group.endswith(f" nice {_at_least(15)}"), group
+        assert group.endswith(f" nice {_at_least(10)}"), group
     _, nice = _run("normal")
     assert nice == _at_least(5)
 
@@ -100,7 +100,7 @@ def test_a_process_that_does_not_lead_its_session_leaves_the_callers_autogroup_a
         Path("/proc/self/autogroup").read_text().strip() if Path("/proc/self/autogroup").exists() else "none"
     )
     group, nice = _run("low", session=False)
-    assert nice == _at_least(10) and group == mine
+    assert nice == _at_least(8) and group == mine
 
 
 def test_priorities_only_go_down_and_can_be_turned_off() -> None:

@@ -25,12 +25,11 @@ from django.conf import settings
 
 from rl_control.engine.serving import endpoint_answers, external_urls, serving_key
 from rl_control.models import Run
+from webapp.fleet import queues
 from webapp.remote_calls import before_remote_call
 from webapp.store.models import Task
 from workers.policy.hf_vlm import VLM_MODEL_TYPES  # light: config.json only, no torch
 from workers.rl.run_config import MIXED_KIND
-
-PREFLIGHT_INSPECT_S = 2.5
 
 
 def _run_tasks(run: Run) -> Any:
@@ -125,13 +124,12 @@ def host_parallel_envs(kind: str) -> tuple[int, str]:
 
 
 def _queues_served() -> set[str]:
-    """Queues some Celery worker consumes now (asked over the broker; waits PREFLIGHT_INSPECT_S for
-    the replies: a busy worker's main process answers within it even on a loaded machine)."""
-    from webapp.celery import app
-
-    before_remote_call("the preflight's worker inspection")
-    replies: dict[str, Any] = app.control.inspect(timeout=PREFLIGHT_INSPECT_S).active_queues() or {}
-    return {q["name"] for queues in replies.values() for q in queues or [] if isinstance(q, dict)}
+    """Queues some live Celery worker consumes: the workers' own announcements in Redis
+    (webapp.fleet.queues: renewed every ANNOUNCE_PERIOD_S, lapsed after ANNOUNCE_TTL_S, withdrawn at
+    shutdown), which the fair share reads too. Not a broadcast that waits for replies: the rollout
+    and train workers run at background CPU priority (scripts/priority.sh), and on a busy machine
+    their main processes did not answer one within seconds, so launches were refused for minutes."""
+    return {queue for queue in queues.announced_queues() if queues.workers_of(queue)}
 
 
 def _safetensors_problem(weights: Path) -> str | None:

@@ -139,7 +139,7 @@ def test_with_everything_in_place_the_run_is_created_and_launched(api, workers, 
     assert body["status"] == "running"
     services.run_stop(run=Run.objects.get(pk=body["id"]))
     # the preflight went by the live fleet: with the env host gone, the next launch is refused
-    fleet.registry().clear()
+    fleet.registry().retire_worker(worker="hostpre", reason="the host stopped")
     code, errors = _post(api, {"pool": pool.pk, "start_checkpoint": whole.version})
     assert code == 400 and list(errors) == ["env.kind"]
     # created without launching, then launched through its own endpoint: the same refusal, run kept
@@ -255,3 +255,18 @@ def test_an_osworld_format_pool_launches_on_the_basic_form(api, workers) -> None
     assert code == 201, body
     assert body["status"] == "running" and body["config"]["env"]["kind"] == "desktop"
     services.run_stop(run=Run.objects.get(pk=body["id"]))
+
+
+def test_workers_count_by_their_announcement_not_by_answering_a_broadcast(isolated) -> None:
+    """The rollout and train workers run at background CPU priority: on a busy machine their main
+    processes did not answer a broadcast within seconds and launches were refused for minutes
+    (`bench team`). A worker counts while its announcement lives (renewed every 10 s), not after."""
+    from rl_control.engine.preflight import _queues_served
+    from webapp.fleet import queues
+
+    train, rollout = isolated["RL_TRAIN_QUEUE"], isolated["RL_ROLLOUT_QUEUE"]
+    assert not {train, rollout} & _queues_served()
+    queues.worker_announce(queue=train, worker="busy-trainer@h", concurrency=1)  # no process answers
+    queues.worker_announce(queue=rollout, worker="gone-rollout@h", concurrency=2, ttl_s=-1.0)  # lapsed
+    served = _queues_served()
+    assert train in served and rollout not in served
