@@ -217,7 +217,8 @@ class TeamStack:
 
 
 async def _ready(stack: TeamStack, deadline: float) -> None:
-    """Wait until the web server, the policy server and the env host's warm browsers answer."""
+    """Wait until the web server, the policy server, the env host's warm browsers and every worker
+    answer."""
     warm = min(stack.config.browsers, 4)
     async with httpx.AsyncClient(timeout=10) as client:
         while True:
@@ -234,9 +235,19 @@ async def _ready(stack: TeamStack, deadline: float) -> None:
             await asyncio.sleep(1.0)
     person = load.Person(stack.base, "res0", PASSWORD, load.Tally())
     await person.login()
-    while ((await person.client.get("/api/fleet/")).json().get("counts") or {}).get("idle", 0) < warm:
+    # and every worker consumes its queues (the fleet page's list): at background priority on a
+    # loaded machine the train and rollout workers came up minutes after the rest, and a launch
+    # before that is refused (the preflight needs them), which is start-up, not a team at work
+    queues = {q for _, names, _, _ in worker_sizes(stack.config.annotators) for q in names.split(",")}
+    while True:
+        fleet = (await person.client.get("/api/fleet/")).json()
+        consumed = {q["queue"] for q in fleet.get("queues") or [] if q.get("workers")}
+        if (fleet.get("counts") or {}).get("idle", 0) >= warm and queues <= consumed:
+            break
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the env host's browsers did not boot\n{stack.logs()}")
+            raise RuntimeError(
+                f"the env host's browsers did not boot or {queues - consumed} has no worker\n{stack.logs()}"
+            )
         await asyncio.sleep(2.0)
     await person.close()
 
