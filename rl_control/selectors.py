@@ -12,7 +12,7 @@ from django.db import connection
 from django.db.models import Count, F, Max, OuterRef, QuerySet, Subquery
 
 from rl_control.models import Run, RunAlert
-from rl_control.presets import PRESETS, preset_list
+from rl_control.presets import PRESETS, preset_list, preset_overrides
 from webapp.accounts.roles import Role, has_role
 from webapp.store.models import Checkpoint, Trajectory
 from workers.rl.stats import downsample_minmax
@@ -384,9 +384,15 @@ def preset_list_for_host(checkpoint: Checkpoint | None = None) -> list[dict[str,
     from rl_control.engine.preflight import host_parallel_envs
     from webapp.flywheel.selectors import rl_start_checkpoint
 
-    out = preset_list(start_profile(checkpoint or rl_start_checkpoint()))
+    profile = start_profile(checkpoint or rl_start_checkpoint())
+    out = preset_list(profile)
     for preset in out:
-        if "parallel_envs" in PRESETS[preset["name"]].overrides.get("env", {}):
+        fitted = preset_overrides(preset["name"], profile).get("env", {})
+        if "parallel_envs" in fitted:  # the preset, or its fit to this start model, names its own
+            if "parallel_envs" not in PRESETS[preset["name"]].overrides.get("env", {}):
+                preset["notes"]["env.parallel_envs"] = (
+                    f"default {fitted['parallel_envs']}: fitted to this start model (one per rollout process)"
+                )
             continue
         n, why = host_parallel_envs(preset["config"]["env"]["kind"])
         preset["config"]["env"]["parallel_envs"] = n

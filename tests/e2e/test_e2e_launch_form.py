@@ -52,8 +52,8 @@ def test_the_launch_form_is_drawn_from_the_config_schema(browser, live_server, u
         "weight of KL(π_θ ‖ π_ref); 0 drops the reference model"
     )
     expect(page.locator("#help-env\\.parallel_envs")).to_contain_text(
-        "this machine has"
-    )  # the deployment's note
+        "fitted to this start model"
+    )  # the note on where the default comes from (the embedded starter's fit)
     kl = page.get_by_test_id("field-grpo.kl_estimator")
     expect(kl.locator("option")).to_have_text(["k1", "k2", "k3"])
     expect(kl).to_have_value("k3")

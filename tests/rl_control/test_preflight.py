@@ -181,28 +181,35 @@ def test_hf_vlm_checkpoints_pass_whole_and_refuse_embedded_only_settings(
 
 
 def test_environments_in_parallel_default_to_what_the_host_holds(api, isolated, pool) -> None:
-    """The form's default (and a run's, when the caller leaves it open) is the fleet's environments of
-    the run's kind, at most 8; with none up, the machine's cores (at most 8). A set value is kept."""
+    """A start model with no fitted number (a large model): the default is the fleet's environments
+    of the run's kind, at most 8; with none up, the machine's cores (at most 8). The embedded
+    starter's fit names its own (one per rollout process): the form shows it, with where it comes
+    from, whatever the hosts hold, and a run created on the defaults gets what the form showed. A set
+    value is kept."""
+    from rl_control.engine.preflight import host_parallel_envs
 
     def shown() -> tuple[int, str]:
         grpo = next(p for p in api("researcher").get("/api/rl/presets/").json() if p["name"] == "grpo-dart")
         return grpo["config"]["env"]["parallel_envs"], grpo["notes"]["env.parallel_envs"]
 
     cores = min(8, os.cpu_count() or 1)
-    assert shown() == (cores, shown()[1]) and f"this machine has {os.cpu_count()} cores" in shown()[1]
+    n, why = host_parallel_envs("browser")
+    assert n == cores and f"this machine has {os.cpu_count()} cores" in why
     for _ in range(3):
         _browser_env_up()
-    n, why = shown()
+    n, why = host_parallel_envs("browser")
     assert n == 3 and "the env hosts hold 3 browser environments" in why
+    n, why = shown()  # the embedded starter (this install's start model)
+    assert n == 2 and "fitted to this start model" in why, (n, why)
     body = {"name": "d", "preset": "grpo-dart", "pool": pool.pk}
     created = api("researcher").post("/api/rl/runs/", body, format="json")
-    assert created.status_code == 201 and created.json()["config"]["env"]["parallel_envs"] == 3
+    assert created.status_code == 201 and created.json()["config"]["env"]["parallel_envs"] == n
     body["config"] = {"env": {"parallel_envs": 5}}
     created = api("researcher").post("/api/rl/runs/", body, format="json")
     assert created.status_code == 201 and created.json()["config"]["env"]["parallel_envs"] == 5
     for _ in range(7):
         _browser_env_up()
-    assert shown()[0] == 8  # ten held: the default stays at eight
+    assert host_parallel_envs("browser")[0] == 8  # ten held: the default stays at eight
     bad = api("researcher").post("/api/rl/runs/", {**body, "config": {"env": "x"}}, format="json")
     assert bad.status_code == 400 and "env" in bad.json(), bad.json()
 
