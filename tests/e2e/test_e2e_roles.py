@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from playwright.sync_api import Browser, Page, expect
 
-from annotation.models import Assignment
+from annotation.models import AsrSettings, Assignment
 from tests.conftest import PASSWORD
 from tests.factories import StepFactory, TaskFactory, TaskPoolFactory, TrajectoryFactory
 from webapp.store.models import Checkpoint
@@ -159,4 +159,25 @@ def test_researcher_exports_and_gets_a_download_link(browser, live_server, world
     )
     expect(job).to_contain_text("3 / 3 trajectories")
     page.screenshot(path=str(shots / "export-researcher.png"), full_page=True)
+    page.close()
+
+
+def test_admin_chooses_the_think_aloud_model_on_home(browser, live_server, world, shots, users) -> None:
+    """The admin's home lists the Whisper models with their measured cost and switches the one in
+    use through PUT /api/annotation/thinkaloud/asr/ (a choice of base, made where it was installed,
+    is switched back to tiny.en; base's row says whether this machine has it)."""
+    AsrSettings.objects.create(pk=1, model="base", updated_by=users["admin"])
+    page = _sign_in(browser, live_server.url, "admin", shots)
+    card = page.get_by_test_id("asr-model")
+    expect(card.get_by_role("heading", name="Think-aloud speech model")).to_be_visible()
+    expect(card.get_by_test_id("asr-in-use")).to_contain_text("In use: base (chosen by an admin")
+    expect(card.locator("tbody tr")).to_have_count(2)
+    expect(card.get_by_test_id("asr-state-base")).to_have_text("in use")
+    card.get_by_test_id("asr-choose-tiny.en").click()
+    expect(card.get_by_test_id("asr-saved")).to_contain_text("tiny.en transcribes think-aloud")
+    expect(card.get_by_test_id("asr-in-use")).to_contain_text("In use: tiny.en (chosen by an admin")
+    expect(card.get_by_test_id("asr-state-tiny.en")).to_have_text("in use")
+    assert AsrSettings.objects.get(pk=1).model == "tiny.en"
+    page.screenshot(path=str(shots / "home-admin-asr-model.png"), full_page=True)
+    assert page.errors == [], page.errors  # type: ignore[attr-defined]
     page.close()

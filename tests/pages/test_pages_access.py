@@ -77,7 +77,11 @@ def test_current_page_is_marked_active(users) -> None:
             ["home-researcher", 'data-widget="export"', "/runs/"],
             ["home-annotator", "home-admin"],
         ),
-        ("admin", ["home-admin", "/admin/store/taskpool/", 'data-testid="users"'], ["home-annotator"]),
+        (
+            "admin",
+            ["home-admin", "/admin/store/taskpool/", 'data-testid="users"', 'data-widget="asr-model"'],
+            ["home-annotator"],
+        ),
         ("nobody", ["No role yet"], ["home-annotator", "home-reviewer", "home-researcher", "home-admin"]),
     ],
 )
