@@ -13,7 +13,14 @@ from workers.asr.align import align_words
 from workers.asr.audio import SAMPLE_RATE, AudioChunk, build_timeline, encode_audio
 from workers.asr.pipeline import transcribe_recording
 from workers.asr.synth import SynthSession, speak, split_into_chunks
-from workers.asr.transcribe import Transcriber, TranscriberConfig, TranscriptionError, keep_word, overlaps_any
+from workers.asr.transcribe import (
+    Transcriber,
+    TranscriberConfig,
+    TranscriptionError,
+    keep_word,
+    overlaps_any,
+    weak_regions,
+)
 from workers.asr.types import Word
 from workers.asr.wer import word_error_counts, word_error_rate
 
@@ -145,3 +152,16 @@ def test_decoding_options_of_the_config_reach_whisper() -> None:
     # The speech the decoder returned nothing for was decoded again: no VAD, wider beam, fallback.
     retries = [c for c in calls if not c["vad_filter"]]
     assert len(retries) == 2 and all(c["beam_size"] == 8 and len(c["temperature"]) > 1 for c in retries)
+
+
+def test_a_word_counts_for_the_region_holding_its_midpoint(transcriber: Transcriber) -> None:
+    """Hard-set validation session 19: the decoder heard a sentence said twice once, and stretched
+    its last word 60 ms into the second sentence's VAD region; that word used to make the region
+    look decoded, so the second sentence was never decoded again and its step stayed empty."""
+    regions = [(3.34, 5.82), (6.06, 8.58)]
+    stretched = [Word("now.", 5.42, 6.12, 0.95)]
+    assert weak_regions(stretched, regions, transcriber.config) == [(6.06, 8.58)]
+    inside = [*stretched, Word("right", 6.3, 6.5, 0.9)]
+    assert weak_regions(inside, regions, transcriber.config) == []
+    unsure = [*stretched, Word("right", 6.3, 6.5, 0.2)]  # only words below min_word_probability: weak
+    assert weak_regions(unsure, regions, transcriber.config) == [(6.06, 8.58)]

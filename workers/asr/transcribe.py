@@ -52,6 +52,9 @@ class TranscriberConfig:
     # Decoding options: chosen on the tuning sessions of `bench asr`; what was measured is in
     # benchmarks/HISTORY.md (asr).
     beam_size: int = 4
+    # Whisper's temperature fallback for a window that decodes badly at 0 (faster-whisper's default
+    # list); sampling is seeded per model load (ctranslate2), so results vary with the call order.
+    temperatures: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
     # Off: each 30 s window keeps its own acoustic context and cannot inherit a repetition loop.
     condition_on_previous_text: bool = False
     initial_prompt: str | None = None  # e.g. the task instruction: primes names Whisper should expect
@@ -152,15 +155,16 @@ def _segment_words(segments: Any, cfg: TranscriberConfig, gate: bool = True) -> 
 def weak_regions(
     words: list[Word], regions: list[tuple[float, float]], cfg: TranscriberConfig
 ) -> list[tuple[float, float]]:
-    """VAD speech regions (long enough to hold a word) where the decoder kept no confident word."""
+    """VAD speech regions (long enough to hold a word) where the decoder kept no confident word.
+
+    A word counts for the region holding its midpoint only: Whisper often stretches a sentence's
+    last word into the pause after it, and a word reaching 60 ms into the next region hid that
+    region's whole sentence (a repeated sentence skipped by the decoder, never decoded again)."""
     return [
         (start, end)
         for start, end in regions
         if end - start >= cfg.retry_min_region_s
-        and not any(
-            w.probability >= cfg.min_word_probability and overlaps_any(w.start, w.end, [(start, end)])
-            for w in words
-        )
+        and not any(w.probability >= cfg.min_word_probability and start <= w.midpoint <= end for w in words)
     ]
 
 
@@ -200,6 +204,7 @@ class Transcriber:
                 audio,
                 language=cfg.language,
                 beam_size=cfg.beam_size,
+                temperature=list(cfg.temperatures),
                 word_timestamps=True,
                 vad_filter=cfg.vad_filter,
                 vad_parameters={
