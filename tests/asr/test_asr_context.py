@@ -85,6 +85,23 @@ def test_snapping_replaces_only_unsure_near_misses_from_the_vocabulary() -> None
     assert snap_words(heard, ["Firefox"])[0] == heard
 
 
+def test_a_snapped_run_stays_inside_its_sentence() -> None:
+    """Hard-set validation session 39 (decoded as below): a run across "field." and the next "I"
+    sounded like the path, so the next sentence's first word went into the term and the two phrases
+    became one, filed under one step. A run now ends at a sentence end."""
+    heard = [
+        Word(t, i, i + 0.4, p)
+        for i, (t, p) in enumerate(
+            [("I", 0.98), ("think,", 0.98), ("tell", 0.97), ("the", 0.98), ("slash-data-records.csv", 0.28),
+             ("into", 0.13), ("the", 0.68), ("field.", 0.23), ("I", 0.97), ("think,", 0.95)]
+        )
+    ]  # fmt: skip
+    fixed, snaps = snap_words(heard, ["~/data/records.csv", "~/line_count.txt"])
+    assert [s.term for s in snaps] == ["~/data/records.csv"]
+    assert join_words(fixed) == "I think, ~/data/records.csv field. I think,"
+    assert fixed[-2].start == 8  # the second sentence keeps its own first word
+
+
 def test_the_instruction_gets_technical_words_right(transcriber: Transcriber) -> None:
     """Without the task's vocabulary tiny.en writes "the office, Calc", "I'll be 12", "Control plus
     Shift plus D"; with the instruction's terms the stored words are what was said."""

@@ -49,6 +49,7 @@ _KEYS = {"ctrl": "control", "alt": "alt", "del": "delete", "esc": "escape", "cmd
 _CAPITALISED_RUN = re.compile(r"\b[A-Z][\w+.\-]*(?:\s+[A-Z][\w+.\-]*){0,2}")
 _DISTINCT = re.compile(r"\S*(?:\d|[a-z][A-Z]|[+/_@#.:]\w)\S*")
 _EDGE = ".,;:!?\"'()[]{}"
+_SENTENCE_END = (".", "?", "!")
 
 
 def number_words(n: int) -> str:
@@ -179,6 +180,9 @@ def snap_words(
 ) -> tuple[list[Word], list[Snap]]:
     """Replace low-confidence runs of words that sound like a vocabulary term (module docstring).
 
+    A run never crosses a sentence end (a word ending in . ? ! other than its last): a term is said
+    inside one sentence, and a run across two merged their phrases into one word that the step
+    alignment then filed whole under one step.
     The best-sounding match (plus RUN_BONUS per word of the run) anywhere is taken first, then the next best that
     does not overlap it, and so on. A replacement keeps the run's first start, last end, mean
     confidence and the last word's closing punctuation.
@@ -188,6 +192,8 @@ def snap_words(
     for i in range(len(words)):
         for n in range(1, min(max_span, len(words) - i) + 1):
             run = words[i : i + n]
+            if any(w.text.endswith(_SENTENCE_END) for w in run[:-1]):
+                break  # a term is said inside one sentence: a run across its end merged two phrases
             if sum(w.probability for w in run) / n >= max_probability:
                 continue
             said = " ".join(w.text for w in run)
