@@ -57,3 +57,17 @@ def test_hard_set_sessions_have_their_conditions() -> None:
     clean = [s for s in made.values() if s is not made["noisy"]]
     quiet = min(float(np.mean(s.audio[:4000] ** 2)) for s in clean)
     assert float(np.mean(made["noisy"].audio[:4000] ** 2)) > quiet  # noise before the first word
+
+
+def test_hard_final_test_seeds_were_never_read_before() -> None:
+    """The hard set's final test moved twice after a read; its seeds meet neither earlier final range
+    (validation-grade now) nor the validation range decisions were made on."""
+    from benchmarks.asr import hard_seed
+    from benchmarks.harness.config import AsrBenchConfig
+
+    final = AsrBenchConfig(quick=False, sessions=20, split="final_test", speech_set="hard")
+    validation = AsrBenchConfig(quick=True, sessions=44, split="validation", speech_set="hard")
+    seeds = {hard_seed(final, k) for k in range(20)}
+    assert min(seeds) == 290501
+    read_before = {7919 * k + shift for k in range(20) for shift in (90501, 190501)}
+    assert seeds.isdisjoint(read_before | {hard_seed(validation, k) for k in range(44)})
