@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import torch
 
@@ -48,6 +50,19 @@ def client_policy(server: PolicyHTTPServer) -> Iterator[OpenAIPolicy]:
     policy = OpenAIPolicy(f"{server.url}/", "flywheel-embedded", profile=EMBEDDED, api_key=SECRET)
     yield policy
     policy.client.close()
+
+
+def test_kept_alive_responses_come_without_waiting_for_a_delayed_ack(server: PolicyHTTPServer) -> None:
+    """A response's headers and body are two writes: with Nagle's algorithm the body waited for the
+    client's delayed ACK of the headers, so once the connection left quick-ACK mode (after a few
+    requests) every response took at least 40 ms (Linux's minimum delayed-ACK time)."""
+    with httpx.Client(base_url=server.url) as http:
+        elapsed = []
+        for _ in range(30):
+            started = time.perf_counter()
+            assert http.get("/health").status_code == 200
+            elapsed.append(time.perf_counter() - started)
+    assert sorted(elapsed)[len(elapsed) // 2] < 0.03, elapsed
 
 
 def test_four_candidates_for_a_live_miniwob_observation(
