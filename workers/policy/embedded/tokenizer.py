@@ -72,8 +72,10 @@ class FlywheelTokenizer:
         self.number_offset = self.byte_offset + 256
         self.literal_offset = self.number_offset + MAX_NUMBER + 1
         self.literal_ids: dict[str, int] = {lit: self.literal_offset + i for i, lit in enumerate(LITERALS)}
-        # Longest literal first so `)')` wins over `')` at the same position.
-        self._literals_by_length = sorted(LITERALS, key=len, reverse=True)
+        # Longest literal first so `)')` wins over `')` at the same position (a regex alternation
+        # tries its branches in order at the leftmost position where any matches).
+        by_length = sorted(LITERALS, key=len, reverse=True)
+        self._literal_re = re.compile("|".join(re.escape(literal) for literal in by_length))
 
     @property
     def vocab_size(self) -> int:
@@ -106,17 +108,11 @@ class FlywheelTokenizer:
     def encode(self, text: str) -> list[int]:
         """Greedy: literals where they occur, numbers as single tokens, other text as UTF-8 bytes."""
         ids: list[int] = []
-        pos = 0
         plain_start = 0
-        while pos < len(text):
-            literal = self._literal_at(text, pos)
-            if literal is None:
-                pos += 1
-                continue
-            ids += self.encode_plain(text[plain_start:pos])
-            ids.append(self.literal_ids[literal])
-            pos += len(literal)
-            plain_start = pos
+        for match in self._literal_re.finditer(text):
+            ids += self.encode_plain(text[plain_start : match.start()])
+            ids.append(self.literal_ids[match.group()])
+            plain_start = match.end()
         ids += self.encode_plain(text[plain_start:])
         return ids
 
@@ -149,12 +145,6 @@ class FlywheelTokenizer:
         if self.byte_offset <= token_id < self.number_offset:
             return bytes([token_id - self.byte_offset]).decode("latin-1")
         return self.decode([token_id], skip_special=False)
-
-    def _literal_at(self, text: str, pos: int) -> str | None:
-        for literal in self._literals_by_length:
-            if text.startswith(literal, pos):
-                return literal
-        return None
 
     def _bytes(self, text: str) -> list[int]:
         return [self.byte_offset + b for b in text.encode("utf-8")]
