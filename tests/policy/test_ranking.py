@@ -3,7 +3,7 @@ with the real embedded model (random weights from a small config): the greedy ro
 `generate` decodes at temperature 0; width 1 is the greedy search; beams are distinct, best first,
 and each log-probability is exactly what `score` gives the same tokens at T = 1; over HTTP the
 policy server answers vLLM's `use_beam_search` with the greedy answer first, and refuses malformed
-requests with 400."""
+requests with 400; rows that read one shared prefix cache decode as rows with a copy of it each."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from PIL import Image
 from workers.envs.base import Element, Observation
 from workers.policy.embedded.configuration import FlywheelPolicyConfig
 from workers.policy.embedded.generation import generate, score
+from workers.policy.embedded.modeling import shared_prefix_attention
 from workers.policy.embedded.policy import EmbeddedPolicy, new_model
 from workers.policy.openai_client import EMBEDDED, OpenAIPolicy
 from workers.policy.prompts import EmbeddedInputs
@@ -103,3 +104,43 @@ def test_over_http_beam_search_gives_the_greedy_answer_first_and_bad_requests_ge
         client.client.close()
         server.shutdown()
         server.server_close()
+
+
+def test_shared_prefix_attention_is_attention_over_the_prefix_copied_to_every_row() -> None:
+    torch.manual_seed(0)
+    groups, rows, heads, t, own, p, dh = 2, 3, 2, 2, 3, 5, 4
+    q = torch.randn(groups * rows, heads, t, dh)
+    k, v = torch.randn(groups * rows, heads, own, dh), torch.randn(groups * rows, heads, own, dh)
+    shared_k, shared_v = torch.randn(groups, heads, p, dh), torch.randn(groups, heads, p, dh)
+    mask = torch.rand(groups * rows, t, p + own) > 0.3
+    mask[..., 0] = True  # every query may attend somewhere
+    copied_k = torch.cat([shared_k.repeat_interleave(rows, dim=0), k], dim=2)
+    copied_v = torch.cat([shared_v.repeat_interleave(rows, dim=0), v], dim=2)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q, copied_k, copied_v, attn_mask=mask[:, None]
+    )
+    got = shared_prefix_attention(q, k, v, (shared_k, shared_v), mask)
+    assert torch.allclose(got, expected, atol=1e-6)
+
+
+def test_rows_reading_a_shared_prefix_decode_as_rows_with_their_own_copy(policy: EmbeddedPolicy) -> None:
+    """Two prompts of different lengths (padding) × 3 rows each, two decode calls: the shared prefix
+    gives the log-probs and values of copied prefixes, and the rows' cache holds their tokens only."""
+    obs = _observation()
+    shorter = Observation(obs.screenshot, obs.width, obs.height, instruction="Go.", elements=obs.elements[:1])
+    batch = policy.batch([_inputs(policy), policy.inputs_for(shorter, [], None)])
+    model, tok = policy.model, policy.tokenizer
+    with torch.inference_mode():
+        prefix = model.encode_prefix(batch.pixel_values, batch.prompt_ids, batch.prompt_mask)
+        first = torch.tensor([[tok.bos_id, tok.number_offset + n] for n in range(6)])
+        then = torch.tensor([[tok.number_offset + 7 + n] for n in range(6)])
+        copied, shared = prefix.repeat(3), prefix.share(3)
+        lp_c, v_c, past_c = model.decode(copied, first, offset=0)
+        lp_s, v_s, past_s = model.decode(shared, first, offset=0)
+        lp_c2, _, _ = model.decode(copied, then, offset=2, past=past_c)
+        lp_s2, _, _ = model.decode(shared, then, offset=2, past=past_s)
+    assert torch.allclose(lp_s, lp_c, atol=1e-5) and torch.allclose(v_s, v_c, atol=1e-5)
+    assert torch.allclose(lp_s2, lp_c2, atol=1e-5)
+    assert past_s.kv[0][0].shape[2] == 2 and past_c.kv[0][0].shape[2] == prefix.key_mask.shape[1] + 2
+    with pytest.raises(ValueError, match="shared already"):
+        shared.share(2)

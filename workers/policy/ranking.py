@@ -14,7 +14,6 @@ It lives beside the embedded package, not in it: the starter's cache key hashes 
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -87,6 +86,15 @@ def _take(grammar: Grammar, state: GrammarState, out: Generated, tokens: list[in
         out.finished = token_id == grammar.tok.eos_id
 
 
+def _reorder(past: DecodeState, rows: torch.Tensor) -> DecodeState:
+    """The decode state of rows `rows` [R] long of `past` (a beam continues its source's state)."""
+    return DecodeState(
+        [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in past.kv],
+        None if past.last_attn is None else past.last_attn.index_select(0, rows),
+        None if past.prior is None else past.prior.index_select(0, rows),
+    )
+
+
 @torch.inference_mode()
 def greedy_and_beams(
     model: FlywheelPolicyModel,
@@ -125,16 +133,12 @@ def greedy_and_beams(
     lead = [t for t in _forced_run(grammar, states[0]) if t != eos]
     for row in range(rows):
         _take(grammar, states[row], out[row], lead)
-    # Every row starts alike: the first pass runs once and its cache is copied to the rows; later
-    # passes read the prefix's cache from there (the repeated prefix needs no cache of its own).
-    logp, values, past = model.decode(one, torch.tensor([[grammar.tok.bos_id, *lead]]), offset=0)
-    spread = torch.zeros(rows, dtype=torch.long)
-    past = DecodeState(
-        [(k.index_select(0, spread), v.index_select(0, spread)) for k, v in past.kv],
-        None if past.last_attn is None else past.last_attn.index_select(0, spread),
-        None if past.prior is None else past.prior.index_select(0, spread),
-    )
-    prefix = dataclasses.replace(one, cache=[]).repeat(rows)
+    # Every row starts alike: the first pass runs once and its cache is copied to the rows. Every
+    # row reads the one prefix cache in place (`PrefixState.share`), so the cache the rows carry,
+    # copied when beams are reordered, holds their response tokens only.
+    logp, values, past = model.decode(one.share(1), torch.tensor([[grammar.tok.bos_id, *lead]]), offset=0)
+    past = _reorder(past, torch.zeros(rows, dtype=torch.long))
+    prefix = one.share(rows)
     logp, fed = logp.expand(rows, -1, -1), 1 + len(lead)
     for row in range(rows):
         out[row].value = float(values[0, 0])
@@ -205,12 +209,7 @@ def greedy_and_beams(
                 for row in range(rows)
             ]
         )
-        index = torch.tensor(source)
-        past = DecodeState(
-            [(k.index_select(0, index), v.index_select(0, index)) for k, v in past.kv],
-            None if past.last_attn is None else past.last_attn.index_select(0, index),
-            None if past.prior is None else past.prior.index_select(0, index),
-        )
+        past = _reorder(past, torch.tensor(source))
         if fed >= max_new_tokens:
             break
         logp, _, past = model.decode(prefix, ids, offset=fed, past=past)

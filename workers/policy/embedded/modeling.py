@@ -30,7 +30,7 @@ nothing numerically. The same code path serves training (`forward_full`) and inc
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -48,7 +48,8 @@ KVCache = list[tuple[torch.Tensor, torch.Tensor]]
 class DecodeState:
     """What incremental decoding carries between `decode` calls.
 
-    kv: per layer (K, V) with the prefix and every response token so far
+    kv: per layer (K, V) with the prefix (unless the prefix is `shared`) and every response token
+      so far
     last_attn: [B, Lp] content copy attention of the last position (the one that chose the token
       fed next), or None before any response token
     prior: [B, Lp] the next-number prior in force (zeros while no number has been emitted)
@@ -70,6 +71,8 @@ class PrefixState:
     next_number: [B, Lp] long, position of the prompt's first number token after j (Lp when there
       is none); used by the next-number pointer
     match_line: [B, Lp] float, the instruction-match line feature (zeros when the model has none)
+    shared: `cache` holds G prefixes that the B = G·r rows read in place (`share`), so decoding
+      never copies them into its own cache; else cache has the B rows' own prefixes
     """
 
     cache: KVCache
@@ -80,6 +83,7 @@ class PrefixState:
     prompt_lengths: torch.Tensor
     next_number: torch.Tensor
     match_line: torch.Tensor
+    shared: bool = False
 
     def repeat(self, n: int) -> PrefixState:
         """Each example repeated n times along the batch (n candidates share one prefix pass)."""
@@ -97,6 +101,45 @@ class PrefixState:
             next_number=rep(self.next_number),
             match_line=rep(self.match_line),
         )
+
+    def share(self, n: int) -> PrefixState:
+        """Each example's rows repeated n times, its prefix cache read in place by those n rows
+        (`shared_prefix_attention`): n decoding rows without n copies of the prefix's keys and
+        values at every step. Precondition: the cache is not shared already."""
+        if self.shared:
+            raise ValueError("the prefix is shared already")
+        return replace(replace(self, cache=[]).repeat(n), cache=self.cache, shared=True)
+
+
+def shared_prefix_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    shared: tuple[torch.Tensor, torch.Tensor],
+    mask: torch.Tensor,
+) -> torch.Tensor:
+    """Scaled dot-product attention of q [B, H, T, dh] over [shared prefix | k, v [B, H, S, dh]],
+    the prefix (K, V) [G, H, P, dh] read in place by the B = G·r rows (row i, group i // r) instead
+    of a copy per row; mask [B, T, P + S] bool. Returns [B, H, T, dh]: the same softmax as
+    `F.scaled_dot_product_attention` over each row's concatenated keys (equal up to rounding)."""
+    shared_k, shared_v = shared
+    b, h, t, dh = q.shape
+    g, p = shared_k.shape[0], shared_k.shape[2]
+    r = b // g
+
+    def by_group(z: torch.Tensor) -> torch.Tensor:  # [B, H, T, n] -> [G, H, r·T, n]
+        return z.reshape(g, r, h, t, z.shape[-1]).transpose(1, 2).reshape(g, h, r * t, z.shape[-1])
+
+    def by_row(z: torch.Tensor) -> torch.Tensor:  # [G, H, r·T, n] -> [B, H, T, n]
+        return z.view(g, h, r, t, z.shape[-1]).transpose(1, 2).reshape(b, h, t, z.shape[-1])
+
+    # a group's r rows are r·T queries of one matmul against its prefix (a broadcast matmul would
+    # copy the prefix for every row)
+    on_prefix = by_row(torch.matmul(by_group(q), shared_k.transpose(-1, -2)))
+    scores = torch.cat([on_prefix, torch.matmul(q, k.transpose(-1, -2))], dim=-1) / math.sqrt(dh)
+    weights = torch.softmax(scores.masked_fill(~mask[:, None], float("-inf")), dim=-1)
+    from_prefix = by_row(torch.matmul(by_group(weights[..., :p]), shared_v))
+    return from_prefix + torch.matmul(weights[..., p:], v)
 
 
 class Block(nn.Module):
@@ -116,17 +159,26 @@ class Block(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        mask: torch.Tensor,
+        mask: torch.Tensor | None,
         past: tuple[torch.Tensor, torch.Tensor] | None = None,
+        shared: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """x: [B, T, d]; mask: [B, T, K_total] bool (True = may attend); returns (x, (K, V))."""
+        """x: [B, T, d]; mask: [B, T, K_total] bool (True = may attend) over [shared | past | x],
+        or None when every position may attend to every key (`shared` needs one);
+        `shared`: (K, V) [G, H, P, dh] of a prefix that B = G·r rows read in place (row i reads
+        group i // r), not part of the returned cache. Returns (x, (K, V) of past + x)."""
         b, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
         q, k, v = (z.view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2) for z in (q, k, v))
         if past is not None:
             k = torch.cat([past[0], k], dim=2)
             v = torch.cat([past[1], v], dim=2)
-        attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
+        if shared is None:
+            attn = F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else mask[:, None])
+        elif mask is not None:
+            attn = shared_prefix_attention(q, k, v, shared, mask)
+        else:
+            raise ValueError("a shared prefix needs a mask")
         x = x + self.proj(attn.transpose(1, 2).reshape(b, t, d))
         x = x + self.mlp(self.ln2(x))
         return x, (k, v)
@@ -194,10 +246,12 @@ class FlywheelPolicyModel(PreTrainedModel):
         embedded: torch.Tensor = self.tok_emb(ids) + self.pos_emb(positions) + self.seg_emb.weight[segment]
         return embedded
 
-    def _run(self, x: torch.Tensor, mask: torch.Tensor, past: KVCache | None) -> tuple[torch.Tensor, KVCache]:
+    def _run(
+        self, x: torch.Tensor, mask: torch.Tensor | None, past: KVCache | None, shared: KVCache | None = None
+    ) -> tuple[torch.Tensor, KVCache]:
         cache: KVCache = []
         for i, block in enumerate(self.blocks):
-            x, kv = block(x, mask, None if past is None else past[i])
+            x, kv = block(x, mask, None if past is None else past[i], None if shared is None else shared[i])
             cache.append(kv)
         return self.ln_f(x), cache
 
@@ -283,8 +337,10 @@ class FlywheelPolicyModel(PreTrainedModel):
         x = torch.cat([self.embed_image(pixel_values), text], dim=1)
         image_mask = torch.ones(b, self.config.n_patches, dtype=torch.bool, device=x.device)
         key_mask = torch.cat([image_mask, prompt_mask.bool()], dim=1)
-        mask = key_mask[:, None, :].expand(b, x.shape[1], -1)
-        hidden, cache = self._run(x, mask, None)
+        # No mask when nothing is padded (one prompt): the same attention, without building and
+        # reading an all-True [P, P] mask per head and layer.
+        full = bool(key_mask.all())
+        hidden, cache = self._run(x, None if full else key_mask[:, None, :].expand(b, x.shape[1], -1), None)
         prompt_hidden = hidden[:, self.config.n_patches :]
         return PrefixState(
             cache=cache,
@@ -302,8 +358,8 @@ class FlywheelPolicyModel(PreTrainedModel):
     ) -> tuple[torch.Tensor, torch.Tensor, DecodeState]:
         """Run response tokens `ids` [B, T] that start at response index `offset`.
 
-        `past` is the state of earlier decode calls (KV cache with the prefix, copy pointer); None
-        means start from the prefix. Returns (log p [B, T, V], values [B, T], new state).
+        `past` is the state of earlier decode calls (KV cache with the prefix unless the prefix is
+        `shared`, copy pointer); None means start from the prefix. Returns (log p [B, T, V], values [B, T], new state).
         """
         b, t = ids.shape
         steps = torch.arange(offset, offset + t, device=ids.device)
@@ -312,7 +368,10 @@ class FlywheelPolicyModel(PreTrainedModel):
         # Response tokens see the whole valid prefix and every response token up to themselves.
         causal = torch.ones(t, offset + t, dtype=torch.bool, device=ids.device).tril(diagonal=offset)
         mask = torch.cat([prefix.key_mask[:, None, :].expand(b, t, -1), causal.expand(b, t, -1)], dim=2)
-        hidden, cache = self._run(x, mask, prefix.cache if past is None else past.kv)
+        if prefix.shared:
+            hidden, cache = self._run(x, mask, None if past is None else past.kv, prefix.cache)
+        else:
+            hidden, cache = self._run(x, mask, prefix.cache if past is None else past.kv)
         logp, values, last_attn, prior = self.heads(hidden, prefix, ids, past)
         return logp, values, DecodeState(cache, last_attn, prior)
 
