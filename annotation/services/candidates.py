@@ -12,6 +12,7 @@ the websocket when ready. A candidate set is stored only if its observation is s
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 from typing import Any
 
 from django.core.files.storage import default_storage
@@ -25,7 +26,7 @@ from webapp.store.services import pg_safe
 from workers.actions.coords import action_to_screen, off_screen_error
 from workers.envs.base import Element, Observation
 from workers.policy.base import Candidate, HistoryItem
-from workers.policy.openai_client import OpenAIPolicy
+from workers.policy.openai_client import OpenAIClient, OpenAIPolicy
 from workers.policy.profiles import profile_named
 from workers.policy.proposals import probability, propose_executable
 
@@ -39,6 +40,14 @@ def candidates_request(*, session: AnnotationSession) -> None:
     session.save(update_fields=["candidates_status", "candidates_requested_at"])
     session_id, version = session.pk, session.obs_version
     transaction.on_commit(lambda: propose_candidates.delay(session_id, version))
+
+
+@lru_cache(maxsize=16)
+def _policy_client(base_url: str, api_key: str | None) -> OpenAIClient:
+    """This process's client of one policy server under one key: its connections are kept alive
+    between proposals (a new client per proposal opened a connection, and left it to the garbage
+    collector, every time). A stale kept-alive connection is retried by the client."""
+    return OpenAIClient(base_url, api_key=api_key)
 
 
 def _observation(session: AnnotationSession) -> Observation:
@@ -119,10 +128,8 @@ def candidates_propose(*, session_id: int, obs_version: int) -> bool:
     started = time.perf_counter()
     try:
         profile = profile_named(session.policy_profile)
-        policy = OpenAIPolicy(
-            base_url=session.policy_base_url, model=session.policy_model, profile=profile,
-            api_key=policy_server_key(session.policy_base_url),
-        )  # fmt: skip
+        client = _policy_client(session.policy_base_url, policy_server_key(session.policy_base_url))
+        policy = OpenAIPolicy(session.policy_base_url, session.policy_model, profile, client=client)
         observation, history = _observation(session), _history(session, profile.max_screenshots - 1)
         before_remote_call("the annotation model's candidates")
         proposal = propose_executable(policy, observation, history, None, k=session.candidates_n)
