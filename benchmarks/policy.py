@@ -10,6 +10,7 @@ FLYWHEEL_CACHE_DIR), unless `FLYWHEEL_BENCH_POLICY_CHECKPOINT` names another che
   24-element list and two history steps, on the policy server's torch threads (1 by default),
   in-process (`EmbeddedPolicy`) and over real HTTP through the policy server (`OpenAIPolicy` →
   `workers.policy.server`), which adds JSON, base64 and the prompt rebuild. Goal: HTTP p50 ≤ 300 ms.
+  `*_cpu_p50_ms`: the process's CPU time of one proposal (the figure a loaded machine does not move).
 - `executable_share`: of the candidates shown on live MiniWoB++ pages (the starter's tasks, the
   validation seeds), the share the page executes (each is stepped on a fresh reset of the same
   seed); goal ≥ 0.95. `drawn_executable_share` is the share of everything the model answered that
@@ -75,13 +76,15 @@ def _policy_checkpoint(configured: str | None) -> tuple[str, dict[str, Any]]:
 
 
 def _proposal_figures(propose: Any, repeats: int) -> dict[str, float]:
-    """Latency of `propose()` (a Proposal) and what it showed."""
+    """Latency of `propose()` (a Proposal), its CPU time (this process: the client and, over HTTP,
+    the in-process server; what the load does not change) and what it showed."""
     propose()  # warm-up (allocations, first-call paths)
-    latencies, shown, drawn, rounds = [], 0, 0, 0
+    latencies, cpu, shown, drawn, rounds = [], [], 0, 0, 0
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         proposal = propose()
         latencies.append((time.perf_counter() - t0) * 1e3)
+        cpu.append((time.process_time() - c0) * 1e3)
         shown, drawn, rounds = (
             shown + len(proposal.candidates),
             drawn + proposal.drawn,
@@ -90,6 +93,7 @@ def _proposal_figures(propose: Any, repeats: int) -> dict[str, float]:
     return {
         "p50_ms": round(statistics.median(latencies), 1),
         "p95_ms": round(percentile(latencies, 0.95), 1),
+        "cpu_p50_ms": round(statistics.median(cpu), 1),
         "candidates_mean": round(shown / repeats, 2),
         "drawn_mean": round(drawn / repeats, 2),
         "rounds_mean": round(rounds / repeats, 2),
