@@ -108,14 +108,13 @@ class FlywheelGUIAgentLoop(AgentLoopBase):
                 terminal = False
                 started = asyncio.get_running_loop().time()
                 for action in parsed.actions if parsed.error is None else []:
-                    if action.kind in TERMINAL_KINDS:
-                        terminal = True
-                        break
+                    # a terminal action is sent too: an OSWorld task is scored from the last action
+                    terminal = action.kind in TERMINAL_KINDS
                     screen = action_to_screen(
                         action, Convention.ABSOLUTE_RESIZED, obs.width, obs.height, *images[-1].size
                     ).action
                     obs, done = await asyncio.to_thread(envs.step, screen.to_json())
-                    if done:
+                    if done or terminal:
                         break
                 metrics["tool_calls"] += asyncio.get_running_loop().time() - started
                 last = turn == self.max_turns - 1

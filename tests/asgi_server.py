@@ -25,7 +25,7 @@ SERVE = (
 def serve_asgi(extra_env: dict[str, str] | None = None) -> Iterator[str]:
     """The ASGI app under uvicorn on the test database, with static files served from the finders
     (frontend/dist) as `runserver` would; yields its base URL, stops it after."""
-    from tests.annotation.conftest import _kill
+    from tests.env_host import _kill
     from tests.service_urls import subprocess_database_url
 
     with socket.socket() as s:

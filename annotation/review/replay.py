@@ -1,6 +1,7 @@
 """Executability check: replay a trajectory's executed actions in a fresh environment of its task's
 kind, leased from the fleet, and re-run the verifier. The actions are played as every replay plays
-them (workers.envs.replay.play_steps): up to the episode's end or its terminal action, which is not sent.
+them (workers.envs.replay.play_steps): up to the episode's end or its terminal action, which is sent
+as annotation sent it.
 
 The environment is reset with the same task; MiniWoB++ episodes also with the same seed when the
 trajectory recorded one (metadata["seed"]). Without a recorded seed the replay runs anyway on a new
@@ -99,7 +100,7 @@ def trajectory_replay(*, trajectory_id: int) -> dict[str, Any]:
             out = fleet.env_call(lease=lease, op="step", payload={"action": action.to_json()})
             return bool(out.get("done"))
 
-        result["replayed_steps"] = play_steps(step, _recorded(steps, result), send_terminal=False)
+        result["replayed_steps"] = play_steps(step, _recorded(steps, result))
         result["reward"] = float(fleet.env_call(lease=lease, op="evaluate")["reward"])
         result["ok"] = result["replayed_steps"] == len(steps) and result["reward"] > 0
         if result["replayed_steps"] < len(steps):

@@ -119,9 +119,12 @@ def _choose(session: AnnotationSession, kind: str, data: dict[str, Any]) -> _Cho
             {},
         )
     answer = str(data.get("answer") or "")
+    # As OSWorld scores them: finish is DONE; infeasible and call_user give the task up (FAIL:
+    # UI-TARS's call_user, which OSWorld's UI-TARS agent sends as FAIL), 1 on an infeasible task
+    # and 0 on any other. The step's decision_meta.outcome keeps which of the two it was.
     terminal = {
         "finish": Action(kind="finished", text=answer),
-        "infeasible": Action(kind="finished", text="infeasible"),
+        "infeasible": Action(kind="call_user"),
         "call_user": Action(kind="call_user", text=answer or None),
     }[kind]
     return _Chosen(thought, (terminal,), Convention.SCREEN, None, "overridden", None, {"outcome": kind})
@@ -173,7 +176,7 @@ class _Planned:
 
 @dataclass(frozen=True)
 class _Executed:
-    """What the environment answered to the decision's actions (None: only terminal actions)."""
+    """What the environment answered to the decision's last action (None: no action ran)."""
 
     result: dict[str, Any] | None
     infos: list[dict[str, Any]]
@@ -329,20 +332,20 @@ class _Phases:
 
 
 def _execute(session: AnnotationSession, screen_actions: list[Action]) -> _Executed:
-    """Run the non-terminal actions on the environment, outside any transaction."""
+    """Run the actions on the environment, outside any transaction, up to a terminal one (sent
+    too: the environment scores an OSWorld task from the last action, as DesktopEnv.step records
+    DONE / FAIL) or the episode's end."""
     lease = session_lease(session)
     result: dict[str, Any] | None = None
     infos: list[dict[str, Any]] = []
     timeout_s = settings.ANNOTATION_ENV_TIMEOUT_S
     try:
         for action in screen_actions:
-            if action.kind in TERMINAL_KINDS:
-                continue
             result = fleet.env_call(
                 lease=lease, op="step", payload={"action": action.to_json()}, timeout_s=timeout_s
             )
             infos.append(result.get("info") or {})
-            if result.get("done"):
+            if result.get("done") or action.kind in TERMINAL_KINDS:
                 break
     except fleet.LeaseLost as exc:
         raise _LeaseGone(str(exc)) from exc

@@ -209,16 +209,14 @@ class _Acted:
 
 
 def _act(candidate: Any, obs: Observation, lease: Any) -> _Acted:
-    """Run the candidate's actions on the leased env in screen coordinates, up to a terminal action,
-    a refused one or the end of the episode."""
+    """Run the candidate's actions on the leased env in screen coordinates, up to a terminal action
+    (sent too: an OSWorld task is scored from the last action, FAIL / DONE, as DesktopEnv.step
+    records them), a refused one or the end of the episode."""
     acted = _Acted(parsed_ok=candidate.parsed.error is None and bool(candidate.parsed.actions))
     if not acted.parsed_ok:
         return acted
     for action in candidate.parsed.actions:
-        if action.kind in TERMINAL_KINDS:
-            acted.terminal = True
-            acted.ran.append(action)
-            break
+        acted.terminal = action.kind in TERMINAL_KINDS
         screen, refusal = screen_action(action, candidate, obs)
         if screen is None:  # never execute (and train on) a corner the model did not mean
             acted.env_error, acted.parsed_ok = refusal, False
@@ -232,7 +230,7 @@ def _act(candidate: Any, obs: Observation, lease: Any) -> _Acted:
         acted.points += [[p.x, p.y] for p in (screen.point, screen.end_point) if p is not None]
         acted.done = bool(result.get("done"))
         acted.next_obs = observation_from_wire(result["observation"])
-        if acted.done:
+        if acted.done or acted.terminal:
             break
     return acted
 

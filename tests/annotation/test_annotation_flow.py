@@ -9,19 +9,11 @@ import time
 import pytest
 
 from annotation.models import AnnotationSession, Assignment
+from tests.env_host import wait_idle as _wait_idle
 from tests.factories import TaskFactory
 from webapp.store.models import Step, Trajectory
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _wait_idle(kind: str, timeout: float = 60) -> None:
-    from webapp.fleet import services as fleet
-
-    deadline = time.monotonic() + timeout
-    while fleet.registry().idle_count(kind) < 1:
-        assert time.monotonic() < deadline, f"no {kind} environment booted within {timeout} s"
-        time.sleep(0.1)
 
 
 def _wait_candidates(client, session_id: int, version: int, timeout: float = 60) -> dict:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from django.test import override_settings
 
-from tests.annotation.conftest import CELERY, _kill
+from tests.env_host import CELERY, _kill
 from tests.factories import StepFactory, TaskFactory, TrajectoryFactory
 from tests.service_urls import subprocess_database_url
 from webapp.fleet import services as fleet

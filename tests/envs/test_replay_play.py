@@ -39,12 +39,12 @@ def test_the_episode_end_stops_the_replay_and_counts_its_step() -> None:
     assert len(env.sent) == 2  # the rest of step 1 and step 2 were never sent
 
 
-@pytest.mark.parametrize(("send_terminal", "sent"), [(False, 1), (True, 2)])
-def test_a_terminal_action_stops_and_is_sent_only_when_asked(send_terminal: bool, sent: int) -> None:
+def test_a_terminal_action_is_sent_and_stops_the_replay() -> None:
+    """Sent, as annotation and rollouts send it: OSWorld scores an infeasible task from it (FAIL)."""
     env = Recorder()
-    steps = [[_click(1)], [{"kind": "finished"}, _click(2)], [_click(3)]]
-    assert play_steps(env, steps, send_terminal=send_terminal) == 2
-    assert len(env.sent) == sent and (not send_terminal or env.sent[-1].kind == "finished")
+    steps = [[_click(1)], [{"kind": "call_user"}, _click(2)], [_click(3)]]
+    assert play_steps(env, steps) == 2
+    assert [a.kind for a in env.sent] == ["click", "call_user"]
 
 
 def test_steps_are_read_lazily_so_a_caller_sees_how_far_it_got() -> None:

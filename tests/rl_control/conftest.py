@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import override_settings
 
 from rl_control import services
+from rl_control.engine.keys import rds
 from rl_control.models import Run
 from tests.factories import TaskFactory, TaskPoolFactory
 from webapp.store.models import Checkpoint, TaskPool
@@ -19,6 +22,19 @@ def pool(db) -> TaskPool:
     pool = TaskPoolFactory(name="miniwob-8")
     TaskFactory.create_batch(3, pool=pool, env_kind="browser")
     return pool
+
+
+@pytest.fixture
+def engine_names() -> Iterator[dict[str, str]]:
+    """Own Redis prefix and rollout queue (no worker consumes it); both removed afterwards."""
+    name = uuid.uuid4().hex[:8]
+    names = {"RL_REDIS_PREFIX": f"test:rlp:{name}", "RL_ROLLOUT_QUEUE": f"rollout.parts.{name}",
+             "RL_TRAIN_QUEUE": f"train.parts.{name}", "RL_SERVING_START_QUEUE": f"serve.parts.{name}"}  # fmt: skip
+    with override_settings(**names):
+        yield names
+        r = rds()
+        stale = list(r.scan_iter(match=f"{names['RL_REDIS_PREFIX']}:*"))
+        r.delete(names["RL_ROLLOUT_QUEUE"], names["RL_TRAIN_QUEUE"], names["RL_SERVING_START_QUEUE"], *stale)
 
 
 @pytest.fixture

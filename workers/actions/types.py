@@ -42,6 +42,9 @@ POINTER_KINDS: frozenset[str] = frozenset(
     {"click", "left_double", "right_single", "hover", "long_press", "scroll", "drag", "swipe"}
 )
 TERMINAL_KINDS: frozenset[str] = frozenset({"finished", "call_user", "answer", "ask_user"})
+# The terminal kinds that give the task up: OSWorld's FAIL (its UI-TARS agent sends FAIL for
+# call_user), which scores an infeasible task 1 and any other task 0. The others are its DONE.
+GIVE_UP_KINDS: frozenset[str] = frozenset({"call_user", "ask_user"})
 # What a computer env carries out as input: the computer kinds less those that end the episode.
 INPUT_KINDS: frozenset[str] = COMPUTER_KINDS - TERMINAL_KINDS
 

@@ -52,13 +52,12 @@ def replay_episode(
     """The evaluator's reward after running `steps` (per step, its actions in screen pixels as
     Action JSON) from `task` (on the wire) reset with `seed`, in an environment started as `start`
     (the recorded start state; None: the kind's defaults). A terminal action or the environment's
-    episode end stops the replay, as it stopped the episode (terminal actions are not sent to the
-    environment, as neither annotation nor rollouts send them)."""
+    episode end stops the replay, as it stopped the episode."""
     env = fresh_env(task["kind"], start)
     try:
         spec = task_spec_from_wire(task)
         identity = episode_env(env, spec, env.reset(spec, seed=seed))
-        play_steps(env_step(env), steps, send_terminal=False)
+        play_steps(env_step(env), steps)
         return Replayed(float(env.evaluate()), identity)
     finally:
         env.close()
@@ -74,20 +73,17 @@ def env_step(env: Environment) -> StepFn:
     return lambda action: env.step(action).done
 
 
-def play_steps(step: StepFn, steps: Iterable[list[dict[str, Any]]], *, send_terminal: bool = True) -> int:
+def play_steps(step: StepFn, steps: Iterable[list[dict[str, Any]]]) -> int:
     """Run `steps` (per step, its actions in screen pixels as Action JSON) through `step`, up to a
     terminal action or the environment's episode end, as the episode stopped; the number of steps
-    run, the one that ended the episode included. The terminal action itself is sent when
-    `send_terminal` (a reference solution of an OSWorld infeasible task is solved by giving up); a
-    replay of a recorded episode does not send it, as neither annotation nor rollouts did.
+    run, the one that ended the episode included. The terminal action itself is sent, as annotation
+    and rollouts send it (OSWorld scores an infeasible task 1 only when the last action gave up).
     `steps` is read lazily: a step is taken from it only when the ones before it ran through."""
     played = 0
     for actions in steps:
         played += 1
         for data in actions:
             action = Action.from_json(data)
-            if action.kind in TERMINAL_KINDS and not send_terminal:
-                return played
             if step(action) or action.kind in TERMINAL_KINDS:
                 return played
     return played

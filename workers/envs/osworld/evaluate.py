@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from workers.actions.types import GIVE_UP_KINDS
 from workers.envs.base import TaskSpec
 from workers.envs.osworld import chrome, vlc, vocab
 from workers.envs.osworld.commands import _as_osworld_shell, _rewrite_command
@@ -56,13 +57,15 @@ def evaluate_report(
 ) -> EvalReport:
     """Run postconfig, every (getter, metric) pair, and combine the scores as OSWorld does:
     'and' → 0 as soon as one metric is 0, else the mean; 'or' → 1 as soon as one is 1, else the max.
-    As in OSWorld, giving up (FAIL, our call_user) scores 1 on an infeasible task and 0 elsewhere."""
+    As in OSWorld (desktop_env's DesktopEnv.evaluate), a session whose last action gave up (FAIL:
+    our call_user / ask_user, `GIVE_UP_KINDS`) scores 1 on an infeasible task and 0 on any other;
+    an infeasible task scores 0 after any other last action (DONE = finished, or none at all)."""
     problems = _evaluator_problems(evaluator, bundle_dir)
     if problems:
         raise OSWorldError("; ".join(problems))
     last = getattr(runner, "last_action_kind", None)
     if evaluator.get("func") == INFEASIBLE:
-        score = 1.0 if last == "call_user" else 0.0
+        score = 1.0 if last in GIVE_UP_KINDS else 0.0
         return EvalReport(score, "and", [MetricOutcome(INFEASIBLE, score, result=str(last))])
     settle(runner)
     with tempfile.TemporaryDirectory(prefix="flywheel-osworld-eval-") as cache:
@@ -78,7 +81,7 @@ def _scored(
 ) -> EvalReport:
     conj = evaluator.get("conj", "and")
     report = EvalReport(score=0.0, conj=conj)
-    if last == "call_user":
+    if last in GIVE_UP_KINDS:
         report.metrics.append(MetricOutcome("FAIL", 0.0, error="the agent gave up on a feasible task"))
         return report
     funcs = _as_list(evaluator["func"])

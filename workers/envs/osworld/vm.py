@@ -22,7 +22,7 @@ import os
 import time
 from typing import Any
 
-from workers.actions.types import Action
+from workers.actions.types import GIVE_UP_KINDS, TERMINAL_KINDS, Action
 from workers.envs.base import EnvError, EnvKind, ImageFormat, Observation, StepResult, TaskSpec
 
 BACKEND_ENV = "FLYWHEEL_DESKTOP_BACKEND"
@@ -33,10 +33,10 @@ def pyautogui_code(action: Action, scroll_clicks: int = 5) -> str:
     p, e = action.point, action.end_point
     if action.kind == "wait":
         return "WAIT"
-    if action.kind in {"finished", "answer"}:
-        return "DONE"
-    if action.kind in {"call_user", "ask_user"}:
+    if action.kind in GIVE_UP_KINDS:
         return "FAIL"
+    if action.kind in TERMINAL_KINDS:
+        return "DONE"
     if action.kind in {"click", "left_double", "right_single", "hover"}:
         if p is None:
             raise EnvError(f"{action.kind} needs a point")
