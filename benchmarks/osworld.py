@@ -4,7 +4,8 @@ no-action check; and our own tasks with scripted solutions, set up / evaluate / 
 
 Per domain: files, imported, supported, passes-without-action and set-up errors (over the supported
 tasks the no-action check ran on: all of them, or the first `checks_per_domain` (2) per domain with
---quick). Figures: supported_share over the goal domains (os, chrome, libreoffice_*, gimp, vlc,
+--quick), and OSWorld's infeasible tasks among them (imported, supported, and those whose check
+scored 0 with no action and 1 after giving up, FAIL: `infeasible_correct`; `misscored` otherwise). Figures: supported_share over the goal domains (os, chrome, libreoffice_*, gimp, vlc,
 thunderbird, multi_apps, vs_code), windows_variants_skipped (files under a Windows/ folder: not
 Linux tasks, not counted), passes_without_action (count), correct_share over the solved tasks this host can run
 (those it cannot, e.g. for want of an application, are listed under solved_skipped). The settings are
@@ -39,7 +40,7 @@ def _run_osworld(config: OsworldBenchConfig, examples: str | None) -> dict[str, 
     from webapp.store.importers.services import windows_variant
     from webapp.store.importers.types import SourceFile
     from workers.envs import osworld
-    from workers.envs.osworld.check import no_action_check
+    from workers.envs.osworld.check import is_infeasible, no_action_check
     from workers.envs.osworld.files import assuming_mirrored
 
     if not examples:
@@ -50,17 +51,21 @@ def _run_osworld(config: OsworldBenchConfig, examples: str | None) -> dict[str, 
     reasons: collections.Counter[str] = collections.Counter()
     mirrored_reasons: collections.Counter[str] = collections.Counter()
     passing: list[str] = []
+    misscored: list[str] = []
     t0 = time.monotonic()
     for domain in config.goal_domains:
         files = sorted((folder / domain).glob("*.json")) if (folder / domain).is_dir() else []
         row: dict[str, Any] = {"files": len(files), "imported": 0, "supported": 0, "checked": 0}
         row.update({"supported_if_mirrored": 0, "passes_without_action": 0, "setup_errors": 0})
+        row.update({"infeasible": 0, "infeasible_supported": 0, "infeasible_correct": 0, "misscored": 0})
         checks = 0
         domain_reasons: collections.Counter[str] = collections.Counter()
         for path in files:
             records, _issues = parse_osworld(SourceFile(str(path), path.read_bytes()))
             for record in records:
                 row["imported"] += 1
+                infeasible = is_infeasible(_as_task_json(record, osworld_task_json))
+                row["infeasible"] += infeasible
                 if not record.supported:
                     reasons.update(_reason_kind(r) for r in record.unsupported_reasons)
                     domain_reasons.update({_reason_kind(r) for r in record.unsupported_reasons})
@@ -71,6 +76,7 @@ def _run_osworld(config: OsworldBenchConfig, examples: str | None) -> dict[str, 
                     continue
                 row["supported"] += 1
                 row["supported_if_mirrored"] += 1
+                row["infeasible_supported"] += infeasible
                 if config.checks_per_domain is not None and checks >= config.checks_per_domain:
                     continue
                 checks += 1
@@ -88,6 +94,10 @@ def _run_osworld(config: OsworldBenchConfig, examples: str | None) -> dict[str, 
                 elif outcome.verdict in {"setup_error", "unsupported"}:
                     row["setup_errors"] += 1
                     reasons.update([f"setup: {outcome.detail[:80]}"])
+                elif outcome.verdict == "misscored":
+                    row["misscored"] += 1
+                    misscored.append(record.external_id)
+                row["infeasible_correct"] += outcome.verdict == "ok" and outcome.gave_up == 1.0
         # why this domain's tasks are unsupported: (reason, tasks it applies to), most frequent first
         row["unsupported_reasons"] = domain_reasons.most_common(4)
         domains[domain] = row
@@ -112,6 +122,11 @@ def _run_osworld(config: OsworldBenchConfig, examples: str | None) -> dict[str, 
         "passes_without_action": sum(r["passes_without_action"] for r in domains.values()),
         "passes_without_action_ids": passing,
         "setup_errors": sum(r["setup_errors"] for r in domains.values()),
+        # OSWorld's infeasible tasks: 0 with no action, 1 after giving up (FAIL), as it scores them
+        "infeasible": sum(r["infeasible"] for r in domains.values()),
+        "infeasible_supported": sum(r["infeasible_supported"] for r in domains.values()),
+        "infeasible_correct": sum(r["infeasible_correct"] for r in domains.values()),
+        "misscored_ids": misscored,
         "top_unsupported_reasons": reasons.most_common(12),
         "top_reasons_if_mirrored": mirrored_reasons.most_common(12),
         # a task this host cannot run (its application is not installed) is listed apart, not scored
@@ -184,10 +199,12 @@ def _scripted(solutions: Any, task_id: str) -> Callable[[Any], None]:
 
 
 def _hand_solved() -> list[dict[str, Any]]:
-    """The recorded independent checks of tasks solved by hand (their reference a reviewed trajectory)."""
+    """The recorded independent checks of tasks solved by hand (their reference a reviewed trajectory;
+    not our scripted tasks, checked above, nor infeasible ones given up on, counted per domain)."""
     from webapp.store.models import Task
 
-    rows = Task.objects.filter(source="osworld").exclude(reference_check={}).order_by("pk")
+    rows = Task.objects.filter(source="osworld", reference_check__reference__startswith="trajectory")
+    rows = rows.order_by("pk")
     return [
         {"id": t.external_id, "pool": t.pool.name, **t.reference_check} for t in rows.select_related("pool")
     ]

@@ -12,8 +12,13 @@ import pytest
 from django.core.management import call_command
 
 from webapp.store.importers import task_import_run
-from webapp.store.importers.osworld_check import osworld_tasks_check
+from webapp.store.importers.osworld_check import (
+    GIVE_UP_REFERENCE,
+    osworld_reference_check,
+    osworld_tasks_check,
+)
 from webapp.store.models import Task
+from workers.envs.osworld.check import CheckOutcome, no_action_check
 
 pytestmark = [
     pytest.mark.django_db,
@@ -102,3 +107,18 @@ def test_import_api_queues_the_check_and_the_pool_api_runs_it_on_demand(
         response = api("admin").post(url)
     assert response.status_code == 202 and response.data == {"queued": 1}
     assert not Task.objects.get(pk=task.pk).enabled
+
+
+def test_an_infeasible_task_scores_zero_with_no_action_and_one_after_giving_up(tmp_path: Path) -> None:
+    """As OSWorld scores it (DesktopEnv.evaluate): the import check gives up in the same session, the
+    independent check on fresh desktops, the task's reference being FAIL (our call_user)."""
+    task = _task("cannot", [{"type": "command", "parameters": {"command": "touch ~/ready", "shell": True}}])
+    task["evaluator"] = {"func": "infeasible"}
+    (tmp_path / "cannot.json").write_text(json.dumps(task))
+    result = task_import_run(pool_name="infeasible", create_pool=True, paths=[tmp_path])
+    assert result.created == 1 and result.unsupported == 0
+
+    assert no_action_check(task) == CheckOutcome("ok", "", 0.0, gave_up=1.0)  # the import check's
+    (record,) = osworld_reference_check(task_ids=result.task_ids)
+    assert (record["reference"], record["no_action"], record["solved"]) == (GIVE_UP_REFERENCE, 0.0, 1.0)
+    assert record["correct"] and Task.objects.get(pk=result.task_ids[0]).reference_check["correct"]

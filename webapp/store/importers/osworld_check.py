@@ -9,7 +9,8 @@ The independent check (`osworld_reference_check`, `manage.py osworld_check`) sco
 supported OSWorld task that has a reference solution twice, on fresh desktops: with no action (must
 be 0) and after the solution (must be 1). The reference is the project's scripted solution of its
 own tasks (`workers.envs.osworld.solutions`) or, for a task solved by hand, its latest approved
-annotation trajectory, replayed from its stored actions. Both scores are recorded on the task
+annotation trajectory, replayed from its stored actions; an infeasible task without either is
+solved, as OSWorld scores it, by giving up (FAIL). Both scores are recorded on the task
 (`Task.reference_check`); one that scores more than 0 with no action is disabled as above.
 """
 
@@ -33,6 +34,8 @@ from webapp.store.models import (
 )
 from webapp.store.replay import replay_steps
 from webapp.store.services import task_disable
+
+GIVE_UP_REFERENCE = "give up (FAIL)"  # the reference solution of an infeasible task
 
 
 @dataclass(frozen=True)
@@ -116,8 +119,9 @@ def osworld_reference_check(*, task_ids: Iterable[int]) -> list[dict[str, Any]]:
 def reference_solution(task: Task) -> tuple[str, Callable[[Any], None]] | None:
     """(what it is, a function that plays it on a reset environment) for `task`, or None: the
     project's scripted solution of its own task, else its latest approved annotation trajectory
-    with stored actions."""
+    with stored actions, else for an infeasible task giving up (OSWorld's FAIL)."""
     from workers.envs.osworld import solutions
+    from workers.envs.osworld.check import GIVE_UP, is_infeasible
     from workers.envs.replay import env_step, play_steps
 
     if task.external_id in solutions.SOLUTIONS:
@@ -134,6 +138,8 @@ def reference_solution(task: Task) -> tuple[str, Callable[[Any], None]] | None:
         .first()
     )
     if approved is None:
+        if is_infeasible(osworld_task_json(task)):
+            return GIVE_UP_REFERENCE, lambda env: env.step(GIVE_UP)
         return None
     steps = replay_steps(approved)
 

@@ -2,8 +2,10 @@
 
 A task whose evaluator already scores more than 0 then "passes without action" (its checker reads
 something the set-up or the desktop already provides) and must not be offered; a task whose set-up
-fails cannot run here. Plain Python; the store calls it for imported tasks, `bench osworld` for a
-folder of OSWorld's task files.
+fails cannot run here. An infeasible task (`"func": "infeasible"`, scored from the last action as
+desktop_env's DesktopEnv.evaluate scores it) is also given up on in the same session (FAIL: our
+call_user) and must then score 1, else it is "misscored". Plain Python; the store calls it for
+imported tasks, `bench osworld` for a folder of OSWorld's task files.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from workers.actions.types import Action
 from workers.envs import osworld
 from workers.envs.base import EnvError
 
-Verdict = Literal["ok", "passes_without_action", "setup_error", "unsupported"]
+Verdict = Literal["ok", "passes_without_action", "setup_error", "unsupported", "misscored"]
+GIVE_UP = Action("call_user")  # OSWorld's FAIL, the answer to an infeasible task
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,11 @@ class CheckOutcome:
     verdict: Verdict
     detail: str = ""
     score: float | None = None
+    gave_up: float | None = None  # an infeasible task's score after FAIL (None for any other task)
+
+
+def is_infeasible(task: dict[str, Any]) -> bool:
+    return (task.get("evaluator") or {}).get("func") == osworld.INFEASIBLE
 
 
 def no_action_check(
@@ -49,7 +58,15 @@ def no_action_check(
             return CheckOutcome(
                 "passes_without_action", f"scores {report.score:g} with no action", report.score
             )
-        return CheckOutcome("ok", "", report.score)
+        if not is_infeasible(task):
+            return CheckOutcome("ok", "", report.score)
+        env.step(GIVE_UP)
+        gave_up = float(env.evaluate())
+        if gave_up != 1.0:
+            return CheckOutcome(
+                "misscored", f"giving up (FAIL) scores {gave_up:g}, not 1", report.score, gave_up
+            )
+        return CheckOutcome("ok", "", report.score, gave_up)
 
 
 @contextmanager
