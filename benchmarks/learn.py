@@ -120,8 +120,11 @@ def learn_benchmark(
     t0 = time.perf_counter()
     after, online, averaged = _rl_after(config, rl, model)
     timings["eval_after_s"] = time.perf_counter() - t0
+    figures = learn_figures(config, before, after, online, averaged, rl["success_rates"])
+    if mismatches := headline_mismatches(figures):  # a headline that is not its table is no figure
+        raise RuntimeError("bench learn: " + "; ".join(mismatches))
     return {
-        **learn_figures(config, before, after, online, averaged, rl["success_rates"]),
+        **figures,
         "sft_examples": sft["examples"],
         "sft_loss_last": sft["loss_last"],
         "stored_demonstrations": stored,
@@ -166,6 +169,62 @@ def learn_figures(
         "train_success_last_third": round(sum(train_success[-third:]) / third, 3) if train_success else None,
         "config": config.to_json(),
     }
+
+
+# (headline, its interval, per-task table) of each evaluation in a `bench learn` JSON
+EVALUATIONS = (
+    ("success_before", "success_before_ci95", "before_per_task"),
+    ("success_after", "success_after_ci95", "after_per_task"),
+    ("success_after_online", "success_after_online_ci95", "after_online_per_task"),
+)
+
+
+def headline_mismatches(figures: dict[str, Any]) -> list[str]:
+    """Where a `bench learn` JSON disagrees with its own per-task table (issue 35 item 5: a reported
+    "before" of 42.5 % whose per-task rates added up to 38.3 %). Each evaluation's rate and interval
+    are recomputed from the per-task counts, each task's rate and interval from its own counts, the
+    gains from the rates; every task of the set is read on every evaluation seed. Empty: consistent."""
+    config = figures.get("config") or {}
+    tasks, seeds = config.get("tasks"), config.get("eval_seeds")
+    out: list[str] = []
+    pooled: dict[str, float] = {}
+    for headline, interval, table_key in EVALUATIONS:
+        table = figures.get(table_key)
+        if not isinstance(table, dict) or not table:
+            out.append(f"{table_key}: missing")
+            continue
+        if tasks is not None and sorted(table) != sorted(tasks):
+            out.append(f"{table_key}: tasks {sorted(table)} are not the set's {sorted(tasks)}")
+        k = n = 0
+        for task, row in table.items():
+            wins, count = row.get("successes"), row.get("n")
+            if not isinstance(wins, int) or not isinstance(count, int) or not 0 <= wins <= count:
+                out.append(f"{table_key}[{task}]: counts {wins}/{count} are not a success count of n")
+                continue
+            if seeds is not None and count != seeds:
+                out.append(f"{table_key}[{task}]: n {count}, not the {seeds} evaluation seeds")
+            own = rate(wins, count, 3)
+            if row.get("rate") != own["rate"] or row.get("ci95") != own["ci95"]:
+                out.append(f"{table_key}[{task}]: {row.get('rate')} {row.get('ci95')} is not {wins}/{count}")
+            k, n = k + wins, n + count
+        expect = rate(k, n)
+        pooled[headline] = float(expect["rate"])
+        if figures.get(headline) != expect["rate"]:
+            out.append(
+                f"{headline}: {figures.get(headline)}, but its table adds up to {k}/{n} = {expect['rate']}"
+            )
+        if figures.get(interval) != expect["ci95"]:
+            out.append(f"{interval}: {figures.get(interval)}, but {k}/{n} gives {expect['ci95']}")
+        if figures.get("episodes_per_evaluation") != n:
+            out.append(
+                f"episodes_per_evaluation: {figures.get('episodes_per_evaluation')}, {table_key} has {n}"
+            )
+    for gain, after in (("gain_points", "success_after"), ("gain_points_online", "success_after_online")):
+        if after in pooled and "success_before" in pooled:
+            expect_gain = round(100.0 * (pooled[after] - pooled["success_before"]), 1)
+            if figures.get(gain) != expect_gain:
+                out.append(f"{gain}: {figures.get(gain)}, but the tables give {expect_gain}")
+    return out
 
 
 def _store_demonstrations(pool: Any, seeds: range, config: LearnBenchConfig) -> int:
