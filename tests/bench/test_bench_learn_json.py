@@ -1,9 +1,9 @@
 """Issue 35 item 5: a `bench learn` headline is its own per-task table.
 
-The reported runs' JSONs are kept in benchmarks/results/; each is checked here (headline, interval and
-gain recomputed from the per-task counts by benchmarks.learn.headline_mismatches), and so is the row of
-docs/benchmarks.md that reports it. A hand-made JSON with the mis-copied 2026-11-26 headline (42.5 %
-over a table of 46 of 120) shows the check fails where it should.
+Runs' JSONs are kept in benchmarks/results/ (learn-*.json); each is checked here (headline, interval
+and gain recomputed from the per-task counts by benchmarks.learn.headline_mismatches), and a
+final-test one against the row of docs/benchmarks.md that reports it. A hand-made JSON with the
+mis-copied 2026-11-26 headline (42.5 % over a table of 46 of 120) shows the check fails where it should.
 """
 
 from __future__ import annotations
@@ -13,13 +13,45 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from benchmarks.harness.config import LEARN_SEEDS
 from benchmarks.learn import headline_mismatches
 
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = sorted((ROOT / "benchmarks" / "results").glob("learn-*.json"))
 INCONSISTENT = Path(__file__).parent / "data" / "learn_inconsistent.json"
 
 
 def load(path: Path) -> dict[str, Any]:
     return dict(json.loads(path.read_text()))
+
+
+def docs_row(label: str) -> str:
+    rows = [line for line in (ROOT / "docs" / "benchmarks.md").read_text().splitlines()
+            if line.startswith(f"| {label} |")]  # fmt: skip
+    assert len(rows) == 1, f"docs/benchmarks.md has {len(rows)} rows labelled {label!r}"
+    return rows[0].replace("**", "")
+
+
+def reported(figures: dict[str, Any]) -> str:
+    """A learn JSON's figure as docs/benchmarks.md writes it: before [CI] → after [CI], gain."""
+
+    def pct(x: float) -> str:
+        return f"{100 * x:.1f}"
+
+    (b_low, b_high), (a_low, a_high) = figures["success_before_ci95"], figures["success_after_ci95"]
+    return (
+        f"{pct(figures['success_before'])} % [{pct(b_low)}, {pct(b_high)}] → "
+        f"{pct(figures['success_after'])} % [{pct(a_low)}, {pct(a_high)}], {figures['gain_points']:+.1f}"
+    )
+
+
+def corrected(figures: dict[str, Any]) -> dict[str, Any]:
+    """The hand-made JSON with its headline put right (46 of 120 = 38.3 %, +31.7)."""
+    figures.update(success_before=0.3833, success_before_ci95=[0.3012, 0.4727], gain_points=31.7,
+                   gain_points_online=31.7)  # fmt: skip
+    return figures
 
 
 def test_a_headline_that_is_not_its_table_is_caught() -> None:
@@ -30,9 +62,7 @@ def test_a_headline_that_is_not_its_table_is_caught() -> None:
 
 
 def test_every_part_of_the_table_is_checked() -> None:
-    figures = load(INCONSISTENT)
-    figures.update(success_before=0.3833, success_before_ci95=[0.3012, 0.4727], gain_points=31.7,
-                   gain_points_online=31.7)  # fmt: skip
+    figures = corrected(load(INCONSISTENT))
     assert headline_mismatches(figures) == []
     for change, expected in [
         (lambda f: f["after_per_task"]["click-link"].update(successes=12), "after_per_task[click-link]"),
@@ -48,3 +78,28 @@ def test_every_part_of_the_table_is_checked() -> None:
         change(broken)
         found = headline_mismatches(broken)
         assert any(expected in m for m in found), (expected, found)
+
+
+def test_the_first_set_row_says_its_per_task_table() -> None:
+    """The 2026-11-26 row (no JSON kept) against the JSON of its recorded per-task counts."""
+    row = docs_row("learn, first set")
+    assert reported(corrected(load(INCONSISTENT))) in row
+    assert reported(load(INCONSISTENT)) not in row  # the mis-copied 42.5 %
+
+
+def test_runs_are_kept() -> None:
+    assert RESULTS, "no bench learn JSON in benchmarks/results/"
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=[p.stem for p in RESULTS])
+def test_a_kept_run_is_its_table(path: Path) -> None:
+    figures = load(path)
+    assert headline_mismatches(figures) == []
+    seeds = LEARN_SEEDS.first(figures["split"], figures["config"]["eval_seeds"])
+    assert figures["config"]["eval_range"] == [seeds.start, seeds.stop - 1]
+    if figures["split"] != "final_test":
+        return
+    # the reported figure: docs/benchmarks.md says what the JSON says, on the range it read
+    row = docs_row(f"learn, {figures['task_set']} set")
+    assert reported(figures) in row, f"docs/benchmarks.md's row does not say {reported(figures)!r}:\n{row}"
+    assert f"{seeds.start}–{seeds.stop - 1}" in row
