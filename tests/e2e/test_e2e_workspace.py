@@ -20,7 +20,7 @@ from django.test import Client
 from playwright.sync_api import Browser, Page, expect
 
 from annotation.models import AnnotationSession, Assignment
-from tests.annotation.conftest import _kill, live_stack, policy_server, warm_pool  # noqa: F401 (fixtures)
+from tests.annotation.conftest import live_stack, policy_server, warm_pool  # noqa: F401 (fixtures)
 from tests.conftest import PASSWORD
 from tests.e2e.conftest import serve_asgi
 from tests.factories import TaskFactory
