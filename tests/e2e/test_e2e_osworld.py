@@ -232,3 +232,41 @@ def test_annotator_does_a_calc_task_and_sees_its_score(
     page.screenshot(path=str(shots / "calc-result.png"))
     assert float(result.get_attribute("data-reward") or "nan") == 1.0, result.inner_text()
     expect(result).to_contain_text("success")
+
+
+# Issue 33: an OSWorld task that cannot be done scores 1 only when the agent gives up (OSWorld's FAIL).
+# The task is written here in OSWorld's own shape (the public suite's os tasks of this kind have no
+# set-up and the evaluator "infeasible").
+INFEASIBLE_TASK = {
+    "id": "fw-os-infeasible-bluetooth",
+    "snapshot": "os",
+    "instruction": "Switch off the Bluetooth adapter of this computer.",
+    "source": "flywheel e2e",
+    "trajectory": "trajectories/",
+    "config": [],
+    "related_apps": ["os"],
+    "evaluator": {"func": "infeasible"},
+}
+
+
+def test_annotator_marks_an_infeasible_task_and_it_scores_one(
+    live_stack: LiveStack, annotator: Page, shots: Path, tmp_path: Path
+) -> None:
+    task_pk = _import_and_assign(live_stack, tmp_path, "e2e-infeasible", [INFEASIBLE_TASK])[
+        INFEASIBLE_TASK["id"]
+    ]
+    page = annotator
+    _start(page, live_stack, task_pk)
+    page.get_by_role("button", name="Infeasible").click()
+    page.locator("#ws-outcome-thought").fill("This machine has no Bluetooth adapter to switch off.")
+    page.get_by_test_id("outcome-infeasible").get_by_role("button", name="Mark infeasible").click()
+    expect(page.get_by_test_id("done")).to_be_visible(timeout=180_000)
+    result = page.get_by_test_id("result")
+    expect(result).to_contain_text("final reward", timeout=180_000)
+    page.screenshot(path=str(shots / "osworld-infeasible-result.png"))
+    assert float(result.get_attribute("data-reward") or "nan") == 1.0, result.inner_text()
+    sid = int(page.url.rstrip("/").rsplit("/", 1)[1])
+    with live_stack.api("annotator") as api:
+        steps = api.get(f"/api/annotation/sessions/{sid}/").json()["steps"]
+    # stored as OSWorld's FAIL, the annotator's words kept as the step's thought
+    assert [s["action_text"] for s in steps] == ["call_user()"], steps
