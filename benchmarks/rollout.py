@@ -37,6 +37,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -94,10 +95,20 @@ def pool_kinds(pool: Any) -> dict[str, list[str]]:
     return out
 
 
-def _usable_by_group(run: Any) -> list[int]:
-    """Training-usable steps of each consumed group: steps the trainer gave a loss to. Completed
-    rollouts it consumed (the curator's train_ids, whether or not their group then carried a GRPO
-    signal) count with their steps within the staleness bound of the update that consumed them."""
+def usable_counts(versions_by_rollout: list[list[str]], oldest: int) -> tuple[int, int]:
+    """(usable steps, usable episodes) of one consumed group: its rollouts' step versions, a step
+    usable when its version is at least `oldest`, an episode when one of its steps is."""
+    usable = [
+        sum(1 for v in versions if v.isdigit() and int(v) >= oldest) for versions in versions_by_rollout
+    ]
+    return sum(usable), sum(1 for n in usable if n)
+
+
+def _usable_by_group(run: Any) -> list[tuple[int, int]]:
+    """Training-usable (steps, episodes) of each consumed group: steps the trainer gave a loss to.
+    Completed rollouts it consumed (the curator's train_ids, whether or not their group then carried
+    a GRPO signal) count with their steps within the staleness bound of the update that consumed
+    them, and as an episode when one of their steps does."""
     from rl_control.models import RolloutGroup
     from webapp.store.models import Step
 
@@ -106,8 +117,12 @@ def _usable_by_group(run: Any) -> list[int]:
     for group in RolloutGroup.objects.filter(run=run).exclude(state="open").exclude(trained_version=None):
         ids = [int(i) for i in group.plan.get("train_ids", [])]
         oldest = group.trained_version - 1 - bound  # the update ran at trained_version - 1
-        versions = Step.objects.filter(trajectory_id__in=ids).values_list("policy_version", flat=True)
-        out.append(sum(1 for v in versions if v.isdigit() and int(v) >= oldest))
+        versions: dict[int, list[str]] = {i: [] for i in ids}
+        for trajectory_id, version in Step.objects.filter(trajectory_id__in=ids).values_list(
+            "trajectory_id", "policy_version"
+        ):
+            versions[trajectory_id].append(version)
+        out.append(usable_counts(list(versions.values()), oldest))
     return out
 
 
@@ -180,7 +195,8 @@ def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchCon
     services.run_stop(run=run)
     wait_for("the slots to stop", lambda: all(slot_read(run.pk, k).get("state") != "running"
                                               for k in range(config.envs)), 300, every_s=1.0)  # fmt: skip
-    usable = _usable_by_group(run)
+    by_group = _usable_by_group(run)
+    usable, usable_episodes = [a for a, _ in by_group], [e for _, e in by_group]
     episodes = _episodes(run)
     summary = episode_summary([e for e in episodes if e["status"] == "completed"])
 
@@ -195,6 +211,8 @@ def _measure_mode(mode: str, pool: Any, checkpoint: Any, config: RolloutBenchCon
         "usable_actions_per_min": round(60.0 * sum(usable) / config.window_s, 2),
         "usable_actions": sum(usable),
         "usable_by_group": usable,
+        "usable_episodes_per_min": round(60.0 * sum(usable_episodes) / config.window_s, 2),
+        "usable_episodes_by_group": usable_episodes,
         "env_utilization": env_utilization(
             [(e["start"], e["end"]) for e in episodes],
             window_start.timestamp(),
@@ -284,6 +302,7 @@ def rollout_figures(
     a, s = out["async"]["usable_actions_per_min"], out["sync"]["usable_actions_per_min"]
     ga, gs = out["async"].get("usable_by_group"), out["sync"].get("usable_by_group")
     interval = bootstrap_sum_ratio_interval(ga, gs) if ga and gs and sum(gs) else None
+    episodes = episode_ratio(out)
     cpu = {mode: out[mode].get("cpu") or {} for mode in ("async", "sync")}
     per_cpu_s = {
         mode: round(out[mode]["usable_actions_per_min"] / 60.0 / cpu[mode]["own_cores"], 3)
@@ -297,8 +316,10 @@ def rollout_figures(
         "async_over_sync_ci95": [round(x, 3) for x in interval] if interval else None,
         "async_env_utilization": out["async"]["env_utilization"],
         "sync_env_utilization": out["sync"]["env_utilization"],
+        **episodes,
         "workload": workload_text(config, kinds),
         "workload_tasks": kinds,
+        **({"latency": asdict(RemoteLatency())} if config.workload == "remote" else {}),
         "split": config.split,
         "goal_async_over_sync": 2.0,
         "goal_async_env_utilization": 0.85,
@@ -315,6 +336,34 @@ def rollout_figures(
         "async": out["async"],
         "sync": out["sync"],
     }
+
+
+def episode_ratio(out: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """async ÷ sync in training-usable episodes per minute (DART's unit: one trajectory), and the
+    identity async_over_sync = (episodes, ratio) × (usable actions per usable episode, ratio): the
+    actions ratio also counts how long the episodes each mode happened to play were (1 to the step
+    cap, by the task instance and the policy's luck), which on a few groups per mode can outweigh
+    how many episodes each mode got through."""
+    ea, es = (out[mode].get("usable_episodes_per_min") for mode in ("async", "sync"))
+    if ea is None or es is None:
+        return {}
+    ga, gs = out["async"].get("usable_episodes_by_group"), out["sync"].get("usable_episodes_by_group")
+    interval = bootstrap_sum_ratio_interval(ga, gs) if ga and gs and sum(gs) else None
+    per_episode = {
+        mode: round(out[mode]["usable_actions_per_min"] / out[mode]["usable_episodes_per_min"], 3)
+        if out[mode]["usable_episodes_per_min"] else None
+        for mode in ("async", "sync")
+    }  # fmt: skip
+    return {
+        "async_episodes_per_min": ea,
+        "sync_episodes_per_min": es,
+        "async_over_sync_episodes": round(ea / es, 3) if es else None,
+        "async_over_sync_episodes_ci95": [round(x, 3) for x in interval] if interval else None,
+        "async_actions_per_episode": per_episode["async"],
+        "sync_actions_per_episode": per_episode["sync"],
+        "actions_per_episode_ratio": round(per_episode["async"] / per_episode["sync"], 3)
+        if per_episode["async"] and per_episode["sync"] else None,
+    }  # fmt: skip
 
 
 def drive_rollout(quick: bool) -> dict[str, Any]:

@@ -81,12 +81,24 @@ def policy_for(base_url: str, run_id: int, profile: ModelProfile = EMBEDDED) -> 
     )
 
 
-def episode_seed(config: dict[str, Any], group_id: int, trajectory_id: int) -> int:
+def episode_seed(config: dict[str, Any], group_ordinal: int, rollout_index: int) -> int:
     """The environment seed of a rollout: one per group when `env.shared_group_seed` (the group's
-    rollouts start from the same task instance), else one per trajectory; reproducible per run seed."""
+    rollouts start from the same task instance), else one per rollout. Keyed by the group's place
+    among the run's groups (`group_ordinal`, 0 for its first) and the rollout's index in its group,
+    not by database ids, so two runs of the same seed play the same task instances in the same
+    order, whatever else the database holds (an async run and its sync baseline meet the same
+    episodes: `bench rollout`)."""
     shared = bool(config.get("env", {}).get("shared_group_seed", True))
-    unit = f"g{group_id}" if shared else str(trajectory_id)
+    unit = f"g{group_ordinal}" if shared else f"g{group_ordinal}:{rollout_index}"
     return random.Random(f"{config.get('seed', 0)}:{unit}").randrange(2**31)
+
+
+def group_ordinal(group: Any) -> int:
+    """The group's place among its run's groups (0 for the first): groups are opened one at a time
+    under the run's engine-state lock (data.rollout_claim), so this is the order they were opened in."""
+    from rl_control.models import RolloutGroup
+
+    return RolloutGroup.objects.filter(run_id=group.run_id, pk__lt=group.pk).count()
 
 
 def screen_action(action: Action, candidate: Any, obs: Observation) -> tuple[Action | None, str]:
@@ -143,7 +155,7 @@ def _play(
     temperature = float(algo.get("temperature", 1.0))
     thought_temperature = algo.get("thought_temperature")  # None: the thought is sampled at `temperature`
     context = int(run.config["env"]["context_screenshots"])
-    seed = episode_seed(run.config, group.pk, trajectory.pk)
+    seed = episode_seed(run.config, group_ordinal(group), claim.slot)
     wire = task_spec_wire(group.task)
     out = fleet.env_call(lease=lease, op="reset", payload={"task": wire, "seed": seed})
     store.trajectory_record_episode(trajectory=trajectory, task_spec=wire, seed=seed, env=out.get("env"))

@@ -155,6 +155,54 @@ def test_rollout_figures_carry_the_spec_keys() -> None:
     assert ratio * 2.0 / 1.6 == pytest.approx(figures["async_over_sync"], rel=1e-2)
 
 
+def test_usable_counts_take_steps_within_the_bound_and_episodes_with_one() -> None:
+    from benchmarks.rollout import usable_counts
+
+    # three rollouts of one group consumed by the update at version 5, staleness bound 2: oldest 3
+    assert usable_counts([["5", "4"], ["3", "2", "2"], ["1", "2"]], oldest=3) == (3, 2)
+    assert usable_counts([["v1"], []], oldest=0) == (0, 0)  # not a version number: never usable
+
+
+def test_async_over_sync_is_episodes_ratio_times_actions_per_episode_ratio() -> None:
+    """The remote-VM quick run's puzzle: more episodes in async mode, a lower actions ratio. The
+    actions ratio factors exactly into the two, so the JSON shows which one moved it."""
+    from benchmarks.rollout import rollout_figures
+
+    # async: 12 episodes (three groups of 4) of 1-2 steps; sync: 8 episodes, one group run to the cap
+    modes = {
+        "async": {"usable_by_group": [4, 6, 4], "usable_episodes_by_group": [4, 4, 4]},
+        "sync": {"usable_by_group": [32, 4], "usable_episodes_by_group": [4, 4]},
+    }
+    for m in modes.values():  # a 240 s window, as the bench computes them
+        m["usable_actions_per_min"] = round(60.0 * sum(m["usable_by_group"]) / 240.0, 2)
+        m["usable_episodes_per_min"] = round(60.0 * sum(m["usable_episodes_by_group"]) / 240.0, 2)
+        m["env_utilization"] = 0.9
+    figures = rollout_figures(RolloutBenchConfig.for_run(True), modes)
+    assert (figures["async_actions_per_min"], figures["sync_actions_per_min"]) == (3.5, 9.0)
+    assert figures["async_over_sync"] == round(14 / 36, 3)
+    assert figures["async_over_sync_episodes"] == 1.5
+    assert (figures["async_actions_per_episode"], figures["sync_actions_per_episode"]) == (
+        round(14 / 12, 3),
+        4.5,
+    )
+    product = figures["async_over_sync_episodes"] * figures["actions_per_episode_ratio"]
+    assert product == pytest.approx(figures["async_over_sync"], abs=2e-3)
+    low, high = figures["async_over_sync_episodes_ci95"]
+    assert low <= 1.5 <= high
+    assert "latency" not in figures  # only the remote-VM workload states a latency distribution
+
+
+def test_the_remote_workload_states_its_latency_distribution(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks.rollout import rollout_figures
+
+    monkeypatch.setenv("FLYWHEEL_ROLLOUT_WORKLOAD", "remote")
+    mode = {"usable_actions_per_min": 10.0, "env_utilization": 0.9}
+    figures = rollout_figures(RolloutBenchConfig.for_run(True), {"async": mode, "sync": mode})
+    assert figures["latency"] == {"step_s": (1.0, 3.0), "reset_s": (5.0, 20.0), "tail_p": 0.05,
+                                  "tail_factor": (1.5, 2.5)}  # fmt: skip
+    assert "remote-VM latency" in figures["workload"]
+
+
 def test_learn_figures_carry_the_spec_keys_and_intervals() -> None:
     from benchmarks.learn import learn_figures
     from workers.policy.evaluate import EpisodeResult, EvalReport

@@ -314,12 +314,33 @@ def test_rollouts_of_a_group_share_one_task_instance_unless_configured_otherwise
     from rl_control.engine.rollout import episode_seed
 
     shared = {"seed": 3, "env": {"shared_group_seed": True}}
-    assert episode_seed(shared, 7, 101) == episode_seed(shared, 7, 102)  # one group, one instance
-    assert episode_seed(shared, 7, 101) != episode_seed(shared, 8, 103)
-    assert episode_seed(shared, 7, 101) != episode_seed({**shared, "seed": 4}, 7, 101)
+    assert episode_seed(shared, 7, 0) == episode_seed(shared, 7, 1)  # one group, one instance
+    assert episode_seed(shared, 7, 0) != episode_seed(shared, 8, 0)
+    assert episode_seed(shared, 7, 0) != episode_seed({**shared, "seed": 4}, 7, 0)
     own = {"seed": 3, "env": {"shared_group_seed": False}}
-    assert len({episode_seed(own, 7, t) for t in (101, 102, 103)}) == 3
-    assert episode_seed(own, 7, 101) == episode_seed(own, 8, 101)  # reproducible per trajectory
+    assert len({episode_seed(own, 7, i) for i in (0, 1, 2)}) == 3
+    assert episode_seed(own, 7, 1) != episode_seed(own, 8, 1)
+
+
+@pytest.mark.django_db
+def test_a_runs_task_instances_follow_its_seed_not_the_database_ids(make_run, engine_names) -> None:
+    """Two runs of one seed play the same instances in the same order (an async run and its sync
+    baseline): the seed is keyed by the group's place in its run, whatever ids the rows got."""
+    from rl_control.engine.rollout import episode_seed, group_ordinal
+
+    one = {"grpo": {"rollouts_per_task": 2}, "curation": {"rollouts_max": 2, "rollouts_min": 2}, "seed": 11}
+    first, second = _running(make_run, **one), _running(make_run, **one)
+    claims: dict[int, list[Any]] = {first.pk: [], second.pk: []}
+    for run in (first, second, first, second, first, second):  # the two runs' groups get interleaved ids
+        claims[run.pk] += [rollout_claim(run=run, env_slot=0, generation=1) for _ in range(2)]
+
+    def seeds(run: Run) -> list[int]:
+        return [episode_seed(run.config, group_ordinal(c.group), c.slot) for c in claims[run.pk]]
+
+    assert [group_ordinal(c.group) for c in claims[first.pk]] == [0, 0, 1, 1, 2, 2]
+    assert [c.group.pk for c in claims[first.pk]] != [c.group.pk for c in claims[second.pk]]
+    assert seeds(first) == seeds(second)
+    assert len(set(seeds(first))) == 3  # one instance per group
 
 
 def test_an_off_screen_policy_action_is_refused_not_clamped() -> None:
