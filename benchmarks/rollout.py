@@ -27,7 +27,11 @@ from the claim, or from the lease of a "mixed" run, to the stored result — ÷ 
 trainer idle fraction, figures per environment kind (`by_kind`) and, in sync mode, where the time
 goes (`sync_phases`: each batch's rollout phase and the train gap after it). Keys:
 `async_actions_per_min`, `sync_actions_per_min`, `async_over_sync` (with a bootstrap interval over
-task groups), `async_env_utilization`, `sync_env_utilization`, `workload`.
+task groups), `async_env_utilization`, `sync_env_utilization`, `workload`; beside them the same in
+training-usable episodes (DART's unit, one trajectory: `async_over_sync_episodes`) and actions per
+usable episode per mode, since async_over_sync = (episodes, ratio) × (actions per episode, ratio)
+and an episode is 1 step or the cap by the task instance and the policy's luck; the "remote"
+workload adds its `latency` distribution (benchmarks/remote_vm.py).
 
 """
 

@@ -27,7 +27,7 @@ from rl_control.engine import judging
 from rl_control.engine.data import Claim, pool_push
 from rl_control.engine.keys import key, rds, version_of
 from rl_control.engine.serving import external_urls, root_of, serving_key
-from rl_control.models import Run
+from rl_control.models import RolloutGroup, Run
 from webapp.fleet import services as fleet
 from webapp.store import services as store
 from webapp.store.models import Trajectory, TrajectoryStatus
@@ -93,11 +93,9 @@ def episode_seed(config: dict[str, Any], group_ordinal: int, rollout_index: int)
     return random.Random(f"{config.get('seed', 0)}:{unit}").randrange(2**31)
 
 
-def group_ordinal(group: Any) -> int:
+def group_ordinal(group: RolloutGroup) -> int:
     """The group's place among its run's groups (0 for the first): groups are opened one at a time
     under the run's engine-state lock (data.rollout_claim), so this is the order they were opened in."""
-    from rl_control.models import RolloutGroup
-
     return RolloutGroup.objects.filter(run_id=group.run_id, pk__lt=group.pk).count()
 
 
