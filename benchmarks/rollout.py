@@ -352,7 +352,10 @@ def episode_ratio(out: dict[str, dict[str, Any]]) -> dict[str, Any]:
     if ea is None or es is None:
         return {}
     ga, gs = out["async"].get("usable_episodes_by_group"), out["sync"].get("usable_episodes_by_group")
-    interval = bootstrap_sum_ratio_interval(ga, gs) if ga and gs and sum(gs) else None
+    # A group is N episodes unless some were lost or stale: then resampling groups shows nothing of
+    # the spread (the interval would be the point), so there is none.
+    varies = bool(ga and gs and len(set(ga) | set(gs)) > 1)
+    interval = bootstrap_sum_ratio_interval(ga, gs) if ga and gs and varies and sum(gs) else None
     per_episode = {
         mode: round(out[mode]["usable_actions_per_min"] / out[mode]["usable_episodes_per_min"], 3)
         if out[mode]["usable_episodes_per_min"] else None
