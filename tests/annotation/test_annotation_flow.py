@@ -16,6 +16,15 @@ from webapp.store.models import Step, Trajectory
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def _wait_completed(trajectory_id: int, timeout: float = 60) -> Trajectory:
+    """The trajectory once its episode is stored as completed (the verifier's result written)."""
+    deadline = time.monotonic() + timeout
+    while (traj := Trajectory.objects.get(pk=trajectory_id)).status != "completed":
+        assert time.monotonic() < deadline, f"the episode never completed ({traj.status})"
+        time.sleep(0.2)
+    return traj
+
+
 def _wait_candidates(client, session_id: int, version: int, timeout: float = 60) -> dict:
     deadline = time.monotonic() + timeout
     while True:

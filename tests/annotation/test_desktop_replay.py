@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import io
 import json
-import time
 import zipfile
 
 import pytest
 from django.core.management import call_command
 
 from annotation.models import Assignment
-from tests.annotation.test_annotation_flow import _wait_candidates, _wait_idle
+from tests.annotation.test_annotation_flow import _wait_candidates, _wait_completed, _wait_idle
 from tests.factories import TaskFactory
 from webapp.store.models import ExportJob, Trajectory
 from webapp.store.tasks import export_job_execute
@@ -52,11 +51,7 @@ def _episode(client, task_pk: int, command: str) -> Trajectory:
                          {"kind": "finish", "obs_version": version, "answer": ""}, format="json")  # fmt: skip
     assert finish.status_code == 200, finish.content
     trajectory_id = finish.json()["state"]["trajectory_id"]
-    deadline = time.monotonic() + 120
-    while (traj := Trajectory.objects.get(pk=trajectory_id)).status != "completed":
-        assert time.monotonic() < deadline, f"the episode never completed ({traj.status})"
-        time.sleep(0.2)
-    return traj
+    return _wait_completed(trajectory_id, timeout=120)
 
 
 def test_desktop_episodes_replay_from_the_export_to_their_reward(api, users, live_stack, tmp_path) -> None:

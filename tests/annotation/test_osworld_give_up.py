@@ -8,13 +8,12 @@ OSWorld results export writes FAIL and result 1.0."""
 from __future__ import annotations
 
 import json
-import time
 import zipfile
 
 import pytest
 
 from annotation.models import Assignment
-from tests.annotation.test_annotation_flow import _wait_candidates, _wait_idle
+from tests.annotation.test_annotation_flow import _wait_candidates, _wait_completed, _wait_idle
 from tests.factories import TaskFactory, TaskPoolFactory
 from webapp.store.models import ExportJob, Trajectory
 from webapp.store.tasks import export_job_execute
@@ -60,11 +59,7 @@ def _session(client, task, overrides: list[str], kind: str) -> Trajectory:
                          "answer": ""}, format="json")  # fmt: skip
     assert ended.status_code == 200, ended.content
     trajectory_id = ended.json()["state"]["trajectory_id"]
-    deadline = time.monotonic() + 60
-    while (traj := Trajectory.objects.get(pk=trajectory_id)).status != "completed":
-        assert time.monotonic() < deadline, f"the episode never completed ({traj.status})"
-        time.sleep(0.2)
-    return traj
+    return _wait_completed(trajectory_id, timeout=60)
 
 
 def test_infeasible_scores_one_only_on_an_infeasible_task(api, users, live_stack) -> None:
