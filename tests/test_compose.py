@@ -45,15 +45,23 @@ def test_every_queue_has_a_worker_as_in_make_up() -> None:
     assert {settings.RL_TRAIN_QUEUE, settings.RL_ROLLOUT_QUEUE} <= consumed
 
 
-def test_run_policy_servers_are_reached_at_the_trainer_service() -> None:
+def test_run_policy_servers_are_reached_at_the_service_that_starts_them() -> None:
+    """A run's policy servers start where `serving_start` runs (at launch) and where the trainer runs
+    (a restart); each registers http://RL_POLICY_HOST:port, so there RL_POLICY_HOST is that service's
+    own name (compose's DNS name for it), bound on the network, never published."""
     services = _services()
-    app_env = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["x-app"]["environment"]
-    trainer = [
-        name for name, s in services.items() if settings.RL_TRAIN_QUEUE in _queues(s.get("command", []))
-    ]
-    assert trainer == [app_env["RL_POLICY_HOST"]]
-    assert app_env["RL_POLICY_BIND"] == "0.0.0.0"
-    assert "ports" not in services[trainer[0]]  # on the compose network only
+    starters = {queue: [name for name, s in services.items() if queue in _queues(s.get("command", []))]
+                for queue in (settings.RL_SERVING_START_QUEUE, settings.RL_TRAIN_QUEUE)}  # fmt: skip
+    assert starters[settings.RL_TRAIN_QUEUE] == ["worker-train"]
+    assert starters[settings.RL_SERVING_START_QUEUE] == ["worker-default"]
+    for name in ("worker-train", "worker-default"):
+        env = services[name]["environment"]
+        assert env["RL_POLICY_HOST"] == name and env["RL_POLICY_BIND"] == "0.0.0.0", name
+        assert "ports" not in services[name]  # on the compose network only
+        # the trainer's checkpoints (RL_CHECKPOINT_ROOT under FLYWHEEL_VAR_DIR), which either's servers load
+        assert "media:/data" in services[name]["volumes"] and env["FLYWHEEL_VAR_DIR"].startswith("/data/"), (
+            name
+        )
 
 
 def test_sandboxed_chromium_may_make_user_namespaces_and_the_starter_is_not_fatal() -> None:
