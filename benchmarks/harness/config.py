@@ -65,8 +65,9 @@ LEARN_TASK_SETS: dict[str, tuple[str, ...]] = {
 # Seeds of `bench learn`: demonstrations come from `tuning`; the "held-out" 5000-5014 of the runs
 # before 2026-11-26 took ~20 decisions and are now the validation range. The final test before
 # 2026-11-28, 70000-70014, was read more than once (a stopped run, the ablation, a diagnostic on the
-# second set): figures on it are validation-grade. 110000-110014 (no run read it before; not the
-# 90000 of `bench flywheel` / asr) is read once per task set by each reported run.
+# second set): figures on it are validation-grade. 110000-110014 (not the 90000 of `bench flywheel` /
+# asr) was read once by the first and second sets' reported runs (2026-11-29): their next reported
+# figure needs a range of its own; a task set that has not read it may still.
 LEARN_SEEDS = SeedRanges(
     tuning=range(0, 1000), validation=range(5000, 5015), final_test=range(110_000, 110_015)
 )
