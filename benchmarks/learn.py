@@ -12,6 +12,10 @@
 5. Greedy success of the run's averaged weights (grpo.weight_ema) on the same seeds — the "after"
    — and, beside it, of the newest online weights. Every rate carries its Wilson 95 % interval.
 
+A task set without demonstrations (`FLYWHEEL_LEARN_TASK_SET=new`, issue 34 item 4; its tasks have
+no scripted expert) skips steps 1-2: RL starts from the starter model a fresh install serves
+(workers.policy.starter), with nothing stored and no injection; the JSON says `"start": "starter"`.
+
 `run_learn(quick)` runs it in a child process on its own database (`<name>_bench_learn`). The settings
 are `benchmarks.harness.config.LearnBenchConfig`; their history is in benchmarks/HISTORY.md.
 """
@@ -28,7 +32,7 @@ from typing import Any
 
 from django.conf import settings
 
-from benchmarks.harness.config import LearnBenchConfig
+from benchmarks.harness.config import LEARN_STARTER_SETS, LearnBenchConfig
 from benchmarks.harness.engine import bench_user, child_main, run_in_child, start_checkpoint, task_pool
 from benchmarks.harness.stats import rate
 from webapp.settings.env import database_url
@@ -48,6 +52,26 @@ def report_figures(report: Any) -> dict[str, Any]:
     }
 
 
+def _start(config: LearnBenchConfig, workdir: Path) -> tuple[Any, dict[str, Any]]:
+    """The model RL starts from, and what made it: a short SFT on the set's expert demonstrations,
+    or, for a set without demonstrations (`config.start == "starter"`), the starter model."""
+    return _starter_start() if config.start == "starter" else _sft_start(config, workdir)
+
+
+def _starter_start() -> tuple[Any, dict[str, Any]]:
+    """The starter model a fresh install serves (workers.policy.starter; trained once per machine on
+    the first set's demonstrations and cached), as it is: no SFT, no demonstration of the set."""
+    from workers.policy.embedded.policy import load_checkpoint
+    from workers.policy.starter import cached_starter
+
+    t0 = time.perf_counter()
+    directory, _ = cached_starter(Path(settings.FLYWHEEL_CACHE_DIR))
+    model, _ = load_checkpoint(directory)
+    model.eval()
+    return model, {"examples": 0, "loss_last": None, "demos_s": 0.0, "sft_s": 0.0,
+                   "starter_s": time.perf_counter() - t0, "model": directory.name}  # fmt: skip
+
+
 def _sft_start(config: LearnBenchConfig, workdir: Path) -> tuple[Any, dict[str, Any]]:
     """Expert demonstrations on the tuning seeds and a short SFT of a fresh model on them."""
     from workers.policy.embedded.policy import new_model
@@ -64,7 +88,7 @@ def _sft_start(config: LearnBenchConfig, workdir: Path) -> tuple[Any, dict[str, 
         model.config.max_thought = config.max_thought
     model.eval()
     return model, {"examples": len(examples), "loss_last": sft.get("loss_last"), "demos_s": demos_s,
-                   "sft_s": time.perf_counter() - t0}  # fmt: skip
+                   "sft_s": time.perf_counter() - t0, "model": "sft"}  # fmt: skip
 
 
 def _rl_after(config: LearnBenchConfig, rl: dict[str, Any], model: Any) -> tuple[Any, Any, bool]:
@@ -99,8 +123,8 @@ def learn_benchmark(
     from workers.policy.evaluate import evaluate
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-learn-"))
-    model, sft = _sft_start(config, workdir)
-    timings = {"demos_s": sft.pop("demos_s"), "sft_s": sft.pop("sft_s")}
+    model, sft = _start(config, workdir)
+    timings = {k: sft.pop(k) for k in ("demos_s", "sft_s", "starter_s") if k in sft}
     t0 = time.perf_counter()
     before = evaluate(EmbeddedPolicy(model, seed=0), config.tasks, config.eval_range)
     timings["eval_before_s"] = time.perf_counter() - t0
@@ -108,8 +132,9 @@ def learn_benchmark(
     checkpoint = start_checkpoint(workdir, model)
     bench_pool = pool("bench-learn", [(t, None) for t in config.tasks])
     # The same demonstrations, stored (as the flywheel stores annotations): with injection they
-    # pre-populate the run's experience pool (seed 002 §4.2); the ablation stores them too.
-    stored = _store_demonstrations(bench_pool, config.demo_range, config)
+    # pre-populate the run's experience pool (seed 002 §4.2); the ablation stores them too. A set
+    # learned from the starter has none (no expert plays its tasks).
+    stored = _store_demonstrations(bench_pool, config.demo_range, config) if config.start == "sft" else 0
     t0 = time.perf_counter()
     rl = rl_phase(
         checkpoint=checkpoint, pool=bench_pool, user=user(), workdir=workdir / "stack",
@@ -121,10 +146,9 @@ def learn_benchmark(
     after, online, averaged = _rl_after(config, rl, model)
     timings["eval_after_s"] = time.perf_counter() - t0
     figures = learn_figures(config, before, after, online, averaged, rl["success_rates"])
-    if mismatches := headline_mismatches(figures):  # a headline that is not its table is no figure
-        raise RuntimeError("bench learn: " + "; ".join(mismatches))
-    return {
+    result = {
         **figures,
+        "start_model": sft["model"],
         "sft_examples": sft["examples"],
         "sft_loss_last": sft["loss_last"],
         "stored_demonstrations": stored,
@@ -137,6 +161,10 @@ def learn_benchmark(
         "load_avg_1m_after": round(os.getloadavg()[0], 2),
         "cores": os.cpu_count(),
     }
+    # a headline that is not its table, or a "no demonstrations" figure that had some, is no figure
+    if mismatches := headline_mismatches(result) + start_mismatches(result):
+        raise RuntimeError("bench learn: " + "; ".join(mismatches))
+    return result
 
 
 def learn_figures(
@@ -156,6 +184,7 @@ def learn_figures(
         "episodes_per_evaluation": a["n"],
         "split": config.split,
         "task_set": config.task_set,
+        "start": config.start,
         "injection": config.injection,
         "before_per_task": b["per_task"],
         "after_per_task": a["per_task"],
@@ -224,6 +253,26 @@ def headline_mismatches(figures: dict[str, Any]) -> list[str]:
             expect_gain = round(100.0 * (pooled[after] - pooled["success_before"]), 1)
             if figures.get(gain) != expect_gain:
                 out.append(f"{gain}: {figures.get(gain)}, but the tables give {expect_gain}")
+    return out
+
+
+def start_mismatches(figures: dict[str, Any]) -> list[str]:
+    """Where a `bench learn` JSON of a set learned without demonstrations (LEARN_STARTER_SETS) says
+    it had some: its start must be the starter, with no SFT example, no stored demonstration and no
+    injection. JSONs of the other sets (and those written before the key existed) start from SFT.
+    Empty: consistent."""
+    expect = "starter" if figures.get("task_set") in LEARN_STARTER_SETS else "sft"
+    out: list[str] = []
+    if figures.get("start", "sft") != expect:
+        out.append(
+            f"start: {figures.get('start')!r}, but the {figures.get('task_set')!r} set starts from {expect!r}"
+        )
+    if expect == "starter":
+        for key, none in (("injection", "none"), ("sft_examples", 0), ("stored_demonstrations", 0)):
+            if key in figures and figures[key] != none:
+                out.append(f"{key}: {figures[key]!r}, but a set without demonstrations has {none!r}")
+        if (figures.get("config") or {}).get("demo_range") is not None:
+            out.append("config.demo_range: a set without demonstrations reads no tuning seed")
     return out
 
 

@@ -10,7 +10,9 @@ import pytest
 
 from benchmarks.harness.config import (
     ASR_SEED_OFFSETS,
+    LEARN_NEW_SET_EXCLUDED,
     LEARN_SEEDS,
+    LEARN_STARTER_SETS,
     LEARN_TASK_SETS,
     AsrBenchConfig,
     LearnBenchConfig,
@@ -90,6 +92,58 @@ def test_learn_ablation_and_second_task_set_by_configuration(monkeypatch: pytest
     monkeypatch.setenv("FLYWHEEL_LEARN_INJECTION", "sometimes")
     with pytest.raises(ValueError, match="INJECTION"):
         LearnBenchConfig.for_run(True)
+
+
+def test_the_new_set_is_its_stated_rule_and_has_no_expert() -> None:
+    """issue 34 item 4: the "new" set is every shipped variant of a first-set task with no scripted
+    expert, in no other set, within the step cap (config's comment), re-derived here from the wheel
+    and the expert module; adding an expert for one of its tasks (to SUPPORTED_TASKS or to
+    plan_episode) fails this test."""
+    from workers.envs.base import Observation
+    from workers.envs.browser.miniwob import list_miniwob_tasks
+    from workers.policy.expert import SUPPORTED_TASKS, ExpertError, plan_episode
+
+    new, others = LEARN_TASK_SETS["new"], set(LEARN_TASK_SETS["first"]) | set(LEARN_TASK_SETS["second"])
+    assert len(new) >= 8 and len(set(new)) == len(new)
+    assert others.isdisjoint(new)
+    assert set(SUPPORTED_TASKS).isdisjoint(new)
+    blank = Observation(screenshot=b"", width=160, height=210)
+    for task in new:
+        with pytest.raises(ExpertError, match="no scripted expert"):
+            plan_episode(task, 'Click "x" #1 and click Submit.', blank)
+    variants = {
+        t for t in list_miniwob_tasks() for first in LEARN_TASK_SETS["first"] if t.startswith(f"{first}-")
+    }
+    rule = variants - set(SUPPORTED_TASKS) - others - set(LEARN_NEW_SET_EXCLUDED)
+    assert set(new) == rule
+    assert set(LEARN_NEW_SET_EXCLUDED) <= variants  # an exclusion names a real candidate
+    assert LEARN_STARTER_SETS == {"new"}
+
+
+def test_the_new_set_starts_from_the_starter_and_refuses_injection(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FLYWHEEL_LEARN_INJECTION", raising=False)
+    monkeypatch.setenv("FLYWHEEL_LEARN_TASK_SET", "new")
+    for quick in (True, False):
+        config = LearnBenchConfig.for_run(quick)
+        assert config.start == "starter" and config.injection == "none"
+        assert config.sft_steps == 0 and config.demo_seeds == 0
+        assert config.curation()["injection"] == "none"
+        assert config.to_json()["start"] == "starter" and config.to_json()["demo_range"] is None
+    assert set(LearnBenchConfig.for_run(False).eval_range) <= set(LEARN_SEEDS.final_test)
+    monkeypatch.setenv("FLYWHEEL_LEARN_INJECTION", "none")
+    assert LearnBenchConfig.for_run(True).injection == "none"
+    monkeypatch.setenv("FLYWHEEL_LEARN_INJECTION", "experience_pool")
+    with pytest.raises(ValueError, match="'new' task set learns without demonstrations"):
+        LearnBenchConfig.for_run(True)
+    with pytest.raises(ValueError, match="without demonstrations"):
+        LearnBenchConfig(quick=True, task_set="new")  # the dataclass's own default injection
+    # the other sets keep their SFT start and their default injection
+    monkeypatch.delenv("FLYWHEEL_LEARN_INJECTION")
+    for name in ("first", "second"):
+        monkeypatch.setenv("FLYWHEEL_LEARN_TASK_SET", name)
+        config = LearnBenchConfig.for_run(False)
+        assert config.start == "sft" and config.injection == "experience_pool" and config.sft_steps == 120
+        assert config.to_json()["demo_range"] == [0, 2]
 
 
 def test_bootstrap_interval_brackets_the_pooled_ratio() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from benchmarks.harness.config import LEARN_SEEDS
-from benchmarks.learn import headline_mismatches
+from benchmarks.learn import headline_mismatches, start_mismatches
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = sorted((ROOT / "benchmarks" / "results").glob("learn-*.json"))
@@ -88,6 +88,30 @@ def test_the_first_set_row_says_its_per_task_table() -> None:
     assert reported(load(INCONSISTENT)) not in row  # the mis-copied 42.5 %
 
 
+def test_a_set_without_demonstrations_says_it_had_none() -> None:
+    """issue 34 item 4: a "new"-set JSON starts from the starter with no SFT example, no stored
+    demonstration, no injection and no tuning seed read; each claim to the contrary is caught."""
+    figures = {"task_set": "new", "start": "starter", "injection": "none", "sft_examples": 0,
+               "stored_demonstrations": 0, "config": {"task_set": "new", "demo_range": None}}  # fmt: skip
+    assert start_mismatches(figures) == []
+    for change, expected in [
+        (lambda f: f.update(start="sft"), "start: 'sft'"),
+        (lambda f: f.pop("start"), "start: None"),
+        (lambda f: f.update(injection="experience_pool"), "injection"),
+        (lambda f: f.update(sft_examples=31), "sft_examples"),
+        (lambda f: f.update(stored_demonstrations=16), "stored_demonstrations"),
+        (lambda f: f["config"].update(demo_range=[0, 2]), "demo_range"),
+    ]:
+        broken = copy.deepcopy(figures)
+        change(broken)
+        found = start_mismatches(broken)
+        assert any(expected in m for m in found), (expected, found)
+    # the other sets start from SFT, JSONs written before the key included
+    assert start_mismatches({"task_set": "first"}) == []
+    assert start_mismatches({"task_set": "second", "start": "sft", "stored_demonstrations": 10}) == []
+    assert start_mismatches({"task_set": "first", "start": "starter"}) != []
+
+
 def test_runs_are_kept() -> None:
     assert RESULTS, "no bench learn JSON in benchmarks/results/"
 
@@ -96,6 +120,7 @@ def test_runs_are_kept() -> None:
 def test_a_kept_run_is_its_table(path: Path) -> None:
     figures = load(path)
     assert headline_mismatches(figures) == []
+    assert start_mismatches(figures) == []
     seeds = LEARN_SEEDS.first(figures["split"], figures["config"]["eval_seeds"])
     assert figures["config"]["eval_range"] == [seeds.start, seeds.stop - 1]
     if figures["split"] != "final_test":
