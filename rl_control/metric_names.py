@@ -41,6 +41,9 @@ METRICS: dict[str, str] = {
     "policy/is_weight_max": "largest IS weight before truncation",
     "policy/is_truncated_frac": "fraction of IS weights cut at C",
     "policy/steps_kept_frac": "fraction of steps kept by the entropy filter",
+    "policy/anchor_steps_frac": "fraction of steps that shared their state with another step of their group "
+    "(GiGPO step credit, grpo.anchor_weight > 0)",
+    "policy/anchor_groups": "groups of steps acting on one state that the step credit compared",
     "policy/entropulse_phases": "Entropulse SFT phases run so far (seed 001 §3.3); the charts shade each one",
     "policy/entropulse_sft_loss": "SFT loss at the end of the Entropulse phase of this update",
     "policy/entropulse_sft_examples": "examples (steps of stored successes) the Entropulse phase trained on",

@@ -109,6 +109,7 @@ class LearnBenchConfig:
     lr_schedule: str = "constant"
     lr_decay_start: float = 0.5
     weight_ema: float = 0.95
+    anchor_weight: float = 0.0  # GiGPO step credit (grpo.anchor_weight); 0: off, as every figure so far
     injection: Literal["experience_pool", "none"] = "experience_pool"  # "none": the ablation
     seeds: SeedRanges = field(default=LEARN_SEEDS, repr=False)
 
@@ -163,6 +164,7 @@ class LearnBenchConfig:
             lr_schedule=setting("LEARN_LR_SCHEDULE", "constant"),
             lr_decay_start=setting("LEARN_LR_DECAY_START", 0.5),
             weight_ema=setting("LEARN_WEIGHT_EMA", 0.95),
+            anchor_weight=setting("LEARN_ANCHOR_WEIGHT", 0.0),
             injection=injection,  # type: ignore[arg-type]
         )  # fmt: skip
 
@@ -171,7 +173,7 @@ class LearnBenchConfig:
         return {"rollouts_per_task": 4, "lr": self.lr, "beta_kl": 0.0, "temperature": self.temperature,
                 "thought_temperature": self.thought_temperature, "train_thought": self.thought_temperature is None,
                 "lr_schedule": self.lr_schedule, "lr_decay_start": self.lr_decay_start,
-                "weight_ema": self.weight_ema}  # fmt: skip
+                "weight_ema": self.weight_ema, "anchor_weight": self.anchor_weight}  # fmt: skip
 
     def curation(self, step_cap: int = 6) -> dict[str, Any]:
         """The run's `curation` section."""

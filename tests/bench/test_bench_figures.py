@@ -146,6 +146,17 @@ def test_the_new_set_starts_from_the_starter_and_refuses_injection(monkeypatch: 
         assert config.to_json()["demo_range"] == [0, 2]
 
 
+def test_learn_anchor_weight_reaches_the_run_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    from workers.rl.run_config import run_config_build
+
+    monkeypatch.delenv("FLYWHEEL_LEARN_ANCHOR_WEIGHT", raising=False)
+    assert LearnBenchConfig.for_run(True).grpo()["anchor_weight"] == 0.0  # off: the figures so far
+    monkeypatch.setenv("FLYWHEEL_LEARN_ANCHOR_WEIGHT", "1")
+    config = LearnBenchConfig.for_run(True)
+    built = run_config_build(algorithm="grpo", config={"grpo": config.grpo(), "curation": config.curation()})
+    assert built["grpo"]["anchor_weight"] == 1.0 and built["grpo"]["anchor_gamma"] == 0.95
+
+
 def test_bootstrap_interval_brackets_the_pooled_ratio() -> None:
     errors, words = [3, 10, 0, 5, 8], [100, 120, 90, 110, 100]
     low, high = bootstrap_ratio_interval(errors, words)

@@ -1,4 +1,5 @@
-"""GAE, decoupled / length-adaptive λ and step-wise GRPO advantages against hand-computed values."""
+"""GAE, decoupled / length-adaptive λ, step-wise GRPO and GiGPO's anchor-state advantages against
+hand-computed values."""
 
 import math
 
@@ -6,8 +7,10 @@ import pytest
 import torch
 
 from workers.rl.advantages import (
+    anchor_step_advantages,
     broadcast_trajectory_rewards,
     decoupled_gae,
+    discounted_returns,
     gae,
     length_adaptive_lambda,
     stepwise_grpo_advantages,
@@ -165,3 +168,42 @@ def test_grpo_rejects_bad_input() -> None:
         stepwise_grpo_advantages([[float("nan")], [0.0]], ["a", "a"])
     with pytest.raises(ValueError, match="one reward per trajectory"):
         broadcast_trajectory_rewards([1.0, 0.0], [1])
+
+
+def test_discounted_returns_put_the_outcome_on_the_last_step() -> None:
+    # r = [0, 0, 0.1] + outcome 1 at t = 2, γ = 0.5: R_2 = 1.1, R_1 = 0.55, R_0 = 0.275
+    close(discounted_returns([0.0, 0.0, 0.1], 1.0, 0.5), [0.275, 0.55, 1.1])
+    close(discounted_returns([0.0], 1.0, 0.95), [1.0])
+    with pytest.raises(ValueError, match="gamma"):
+        discounted_returns([0.0], 1.0, 0.0)
+    with pytest.raises(ValueError, match="at least one step"):
+        discounted_returns([], 1.0, 0.9)
+
+
+def test_anchor_advantages_compare_the_steps_that_acted_on_one_state() -> None:
+    # group g: trajectory 0 wandered on page "s0" (return 0.9) then succeeded from "s1" (1.0);
+    # trajectory 1 failed from "s0" (0.0); trajectory 2, of another group, also saw "s0".
+    out = anchor_step_advantages(
+        [[0.9, 1.0], [0.0], [1.0]], [["s0", "s1"], ["s0"], ["s0"]], ["g", "g", "h"], eps=1e-9
+    )
+    close(out.advantages[0], [1.0, 0.0])  # s0: mean 0.45, std 0.45 -> +1; s1: no other step, 0
+    close(out.advantages[1], [-1.0])
+    close(out.advantages[2], [0.0])  # groups never mix
+    assert (out.grouped_steps, out.anchor_groups) == (2, 1)
+    # three visits of one state: the step nearest to success is credited most
+    out = anchor_step_advantages([discounted_returns([0.0, 0.0, 0.0], 1.0, 0.5)], [["a", "a", "a"]], ["g"])
+    assert out.advantages[0][2] > out.advantages[0][1] > out.advantages[0][0]
+    assert abs(float(out.advantages[0].sum())) < 1e-5
+
+
+def test_anchor_advantages_without_a_shared_state_or_spread_are_zero() -> None:
+    none = anchor_step_advantages([[1.0], [0.0]], [[None], [None]], ["g", "g"])  # unknown states
+    equal = anchor_step_advantages([[1.0], [1.0]], [["s"], ["s"]], ["g", "g"])  # no spread
+    apart = anchor_step_advantages([[1.0], [0.0]], [["s"], ["t"]], ["g", "g"])
+    for out in (none, equal, apart):
+        assert all(float(a.abs().sum()) == 0.0 for a in out.advantages)
+    assert (none.anchor_groups, equal.anchor_groups, apart.anchor_groups) == (0, 1, 0)
+    with pytest.raises(ValueError, match="state keys"):
+        anchor_step_advantages([[1.0, 0.0]], [["s"]], ["g"])
+    with pytest.raises(ValueError, match="one return row"):
+        anchor_step_advantages([[1.0]], [["s"]], ["g", "g"])

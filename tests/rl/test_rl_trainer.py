@@ -238,6 +238,27 @@ def test_group_without_reward_variance_is_counted_and_gets_zero_advantage() -> N
     assert all(rows[0]["advantage"] == 0.0 for rows in trainer.last_step_stats.values())
 
 
+def test_anchor_weight_credits_the_shorter_way_from_a_shared_state() -> None:
+    """GiGPO step credit (grpo.anchor_weight): two successes from the same page, one direct and one
+    after a step that left the page as it was. Step-wise GRPO sees no spread (both rewards 1); the
+    step credit ranks the direct step over the wasted one, and nothing when it is off."""
+    obs = observation()
+    policy = EmbeddedPolicy(tiny_model(0), seed=1)
+    (_, a0), (c1, b0) = sample_steps(policy, obs, [], 2, 0)
+    _, b1 = sample_steps(policy, obs, [HistoryItem(c1.thought, c1.action_text)], 1, 0)[0]
+    batch = [TrajectorySample("direct", "task", "task@0", [a0], 1.0, True),
+             TrajectorySample("detour", "task", "task@0", [b0, b1], 1.0, True)]  # fmt: skip
+    stats = {}
+    for weight in (0.0, 1.0):
+        trainer = PolicyTrainer(tiny_model(0), grpo_config(anchor_weight=weight, entropy_keep_fraction=1.0))
+        metrics = trainer.update(batch)
+        stats[weight] = {k: [row["advantage"] for row in v] for k, v in trainer.last_step_stats.items()}
+    assert stats[0.0] == {"direct": [0.0], "detour": [0.0, 0.0]}
+    (direct,), (wasted, last) = stats[1.0]["direct"], stats[1.0]["detour"]
+    assert direct > 0 and last > 0 > wasted  # returns 1, 1 and 0.95 on one page
+    assert metrics["policy/anchor_steps_frac"] == 1.0 and metrics["policy/anchor_groups"] == 1.0
+
+
 # value pretraining and Entropulse ---------------------------------------------------------------
 def test_value_pretraining_trains_only_the_critic_until_done() -> None:
     config = ppo_config(lr_value=3e-2, value_pretrain_max_updates=20, value_pretrain_target_ev=0.9)
@@ -330,7 +351,11 @@ def test_trajectories_that_are_not_policy_samples_are_dropped_not_fatal(config: 
         trainer.update([forbidden])
 
 
-@pytest.mark.parametrize("config", [ppo_config(), grpo_config(beta_kl=0.1)], ids=["ppo", "grpo"])
+@pytest.mark.parametrize(
+    "config",
+    [ppo_config(), grpo_config(beta_kl=0.1), grpo_config(anchor_weight=1.0)],
+    ids=["ppo", "grpo", "grpo-anchor"],
+)
 def test_update_metrics_are_canonical_dashboard_names(config: RLConfig) -> None:
     from rl_control.metric_names import metric_name_problem  # plain Python, no Django
 
@@ -347,6 +372,9 @@ def test_update_metrics_are_canonical_dashboard_names(config: RLConfig) -> None:
             "policy/is_truncated_frac",
             "curation/no_signal_groups",
         }
+        expected = (expected - {"policy/kl"}) if config.grpo.beta_kl == 0 else expected
+        if config.grpo.anchor_weight:
+            expected |= {"policy/anchor_steps_frac", "policy/anchor_groups"}
     assert expected | {"policy/entropy", "policy/is_weight_mean", "policy/is_weight_max"} <= set(metrics)
     assert {name: metric_name_problem(name) for name in metrics if metric_name_problem(name)} == {}
     assert all(math.isfinite(v) for v in metrics.values())

@@ -232,3 +232,87 @@ def stepwise_grpo_advantages(
         group_mean=dict(zip(unique, mean.tolist(), strict=True)),
         group_std=dict(zip(unique, std.tolist(), strict=True)),
     )
+
+
+def discounted_returns(step_rewards: Sequence[float], final_reward: float, gamma: float) -> Tensor:
+    """R_t = Σ_{k ≥ t} γ^(k−t) r_k over one trajectory, where r_k is step k's own (shaped) reward and
+    the outcome `final_reward` is received at the last step: [L]."""
+    if not 0.0 < gamma <= 1.0:
+        raise ValueError(f"gamma must lie in (0, 1], got {gamma}")
+    if not step_rewards:
+        raise ValueError("a trajectory needs at least one step")
+    out = torch.zeros(len(step_rewards), dtype=torch.float64)
+    running = 0.0
+    for t in reversed(range(len(step_rewards))):
+        running = (
+            float(step_rewards[t])
+            + (float(final_reward) if t == len(step_rewards) - 1 else 0.0)
+            + gamma * running
+        )
+        out[t] = running
+    return out.to(torch.float32)
+
+
+@dataclass(frozen=True)
+class AnchorAdvantages:
+    """Step-level advantages from repeated states (GiGPO's anchor-state groups).
+
+    advantages: one [L_i] tensor per trajectory (0 for a step whose state no other step of its group
+        reached, or whose anchor group's returns are all equal).
+    grouped_steps: how many steps share their state with at least one other step of their group.
+    anchor_groups: how many anchor groups (≥ 2 steps) there were.
+    """
+
+    advantages: list[Tensor]
+    grouped_steps: int
+    anchor_groups: int
+
+
+def anchor_step_advantages(
+    returns_by_traj: Sequence[Tensor | Sequence[float]],
+    state_keys_by_traj: Sequence[Sequence[Hashable | None]],
+    group_ids: Sequence[Hashable],
+    eps: float = 1e-6,
+) -> AnchorAdvantages:
+    """Step-level credit within a GRPO group (Feng et al. 2025, "Group-in-Group Policy Optimization
+    for LLM Agent Training", GiGPO §3.2): every step of the group's trajectories that starts from the
+    same state (equal `state_keys`, a key of None never matches) forms an anchor group; a step's
+    advantage is its discounted return minus the anchor group's mean, over the group's population
+    std (`discounted_returns`). Steps that act on the same page are compared with each other, so the
+    step that reached the goal from a state is credited over the one that wandered from it, where
+    step-wise GRPO gives every step of an episode the episode's advantage.
+
+    Args:
+        returns_by_traj: N entries of [L_i] discounted returns.
+        state_keys_by_traj: N entries of L_i state keys (hashable; None = unknown state).
+        group_ids: [N] GRPO group per trajectory; anchor groups never span two groups.
+        eps: std guard, > 0; an anchor group with std < eps gets zeros.
+    """
+    if eps <= 0:
+        raise ValueError("eps must be > 0")
+    if not len(returns_by_traj) == len(state_keys_by_traj) == len(group_ids):
+        raise ValueError("need one return row, key row and group id per trajectory")
+    returns = [torch.as_tensor(r, dtype=torch.float64).reshape(-1) for r in returns_by_traj]
+    members: dict[tuple[Hashable, Hashable], list[tuple[int, int]]] = {}
+    for i, (row, keys) in enumerate(zip(returns, state_keys_by_traj, strict=True)):
+        if row.numel() != len(keys) or row.numel() == 0:
+            raise ValueError(f"trajectory {i}: {row.numel()} returns but {len(keys)} state keys")
+        if not torch.isfinite(row).all():
+            raise ValueError("returns contain NaN or inf")
+        for t, key in enumerate(keys):
+            if key is not None:
+                members.setdefault((group_ids[i], key), []).append((i, t))
+    out = [torch.zeros_like(r) for r in returns]
+    grouped = anchors = 0
+    for steps in members.values():
+        if len(steps) < 2:
+            continue
+        anchors += 1
+        grouped += len(steps)
+        values = torch.stack([returns[i][t] for i, t in steps])
+        std = values.std(unbiased=False)
+        if std < eps:
+            continue
+        for (i, t), v in zip(steps, ((values - values.mean()) / (std + eps)).tolist(), strict=True):
+            out[i][t] = v
+    return AnchorAdvantages([a.to(torch.float32) for a in out], grouped, anchors)

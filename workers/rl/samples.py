@@ -4,6 +4,7 @@ stored successes (Entropulse). Plain Python + torch-free data; no Django."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -61,6 +62,21 @@ class TrajectorySample:
     def __post_init__(self) -> None:
         if not self.steps:
             raise ValueError(f"trajectory {self.trajectory_id} has no steps")
+
+
+def state_key(step: StepSample) -> str | None:
+    """What the environment showed at this step, as a key that two steps share exactly when they
+    acted on the same state: the embedded prompt up to its history (instruction and element list)
+    and the screenshot's bytes, hashed. None (no state) for a chat prompt, whose messages mix the
+    screen with the history. Used by the step-level credit of workers.rl.advantages.anchor_step_advantages."""
+    prompt = step.prompt
+    if not isinstance(prompt, EmbeddedInputs):
+        return None
+    cut = min((i for i in (prompt.text.find("\nSummary: "), prompt.text.find("\nHistory:")) if i >= 0),
+              default=len(prompt.text))  # fmt: skip
+    digest = hashlib.sha256(prompt.text[:cut].encode())
+    digest.update(b"\0" + (prompt.image or b""))
+    return digest.hexdigest()
 
 
 def _elements_text(elements: str | Sequence[Element | dict[str, Any]]) -> str:

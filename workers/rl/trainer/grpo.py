@@ -1,8 +1,10 @@
 """Step-wise GRPO (seed 002 Eq. 1–2, seed 001 §3.2).
 
 Every step gets R_traj (+ its shaped reward), z-scored over all steps of the group (population
-std); steps outside the top `entropy_keep_fraction` of mean token entropy of their group are masked
-out; truncated IS; optional k3 KL to a reference."""
+std), plus, with `grpo.anchor_weight` ω > 0, ω × its step-level credit among the group's steps that
+acted on the same state (GiGPO, workers.rl.advantages.anchor_step_advantages); steps outside the
+top `entropy_keep_fraction` of mean token entropy of their group are masked out; truncated IS;
+optional k3 KL to a reference."""
 
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from workers.rl.advantages import stepwise_grpo_advantages
+from workers.rl.advantages import anchor_step_advantages, discounted_returns, stepwise_grpo_advantages
 from workers.rl.losses import entropy_step_filter, grpo_loss, step_mean_entropy
-from workers.rl.samples import TrajectorySample
+from workers.rl.samples import TrajectorySample, state_key
 from workers.rl.trainer.batch import Meter, Row, is_stats, pad, record_ratio, rows_tensors
 
 if TYPE_CHECKING:
@@ -25,9 +27,19 @@ def update(trainer: PolicyTrainer, trajectories: list[TrajectorySample], rows: l
     step_rewards = [[traj.reward + s.reward for s in traj.steps] for traj in trajectories]
     group_ids = [t.group_id for t in trajectories]
     grouped = stepwise_grpo_advantages(step_rewards, group_ids, g.adv_eps)
+    advantages = grouped.advantages
+    anchored = None
+    if g.anchor_weight > 0:  # GiGPO: + ω × the step's credit among the steps that acted on its state
+        anchored = anchor_step_advantages(
+            [discounted_returns([s.reward for s in t.steps], t.reward, g.anchor_gamma) for t in trajectories],
+            [[state_key(s) for s in t.steps] for t in trajectories],
+            group_ids,
+            g.adv_eps,
+        )
+        advantages = [a + g.anchor_weight * b for a, b in zip(advantages, anchored.advantages, strict=True)]
     pos = [0] * len(trajectories)
     for r in rows:
-        a = float(grouped.advantages[r.traj][pos[r.traj]])
+        a = float(advantages[r.traj][pos[r.traj]])
         pos[r.traj] += 1
         r.advantages = torch.full((len(r.step.token_ids),), a)
     step_entropy = step_mean_entropy(
@@ -80,5 +92,9 @@ def update(trainer: PolicyTrainer, trajectories: list[TrajectorySample], rows: l
     metrics["policy/steps_kept_frac"] = float(keep.float().mean())
     metrics["policy/lr"] = float(trainer.optimizer.param_groups[0]["lr"])
     metrics["curation/no_signal_groups"] = float(len(grouped.no_signal_groups))
+    if anchored is not None:
+        steps = sum(len(t.steps) for t in trajectories)
+        metrics["policy/anchor_steps_frac"] = anchored.grouped_steps / steps if steps else 0.0
+        metrics["policy/anchor_groups"] = float(anchored.anchor_groups)
     trainer.fill_step_stats(trajectories, rows, None)
     return metrics
