@@ -304,6 +304,7 @@ def _batch(
     profile = run_profile(run)
     chat = profile if not profile.include_elements else None  # the embedded layout is not a chat prompt
     batch = _Batch()
+    step_credit = run.algorithm == "grpo" and trainer.config.grpo.anchor_weight > 0
     for group in groups:
         done = [t for t in by_group[group.pk] if t.status == TrajectoryStatus.COMPLETED]
         batch.finished += done
@@ -311,7 +312,7 @@ def _batch(
             batch.plans[group.pk] = {"skipped": "no completed rollout"}
             continue
         plan = curator.process_group(
-            group.task.external_id, [rollout_outcome(t) for t in done], state.version
+            group.task.external_id, [rollout_outcome(t) for t in done], state.version, step_credit
         )
         batch.plans[group.pk] = plan.to_dict()
         batch.stale += len(plan.stale_ids)

@@ -79,6 +79,18 @@ def test_injection_off_and_all_success_groups_carry_no_signal() -> None:
     assert plan.no_signal and plan.next_rollouts == 2 and plan.curriculum == "75-100"
 
 
+def test_with_step_credit_successes_of_different_lengths_carry_signal() -> None:
+    """GiGPO's step credit (grpo.anchor_weight > 0) ranks a direct success over a detour: such a
+    group is trained; equal lengths, all failures or step credit off stay without signal."""
+    cur = GroupCurator(CurationConfig(injection="none"))
+    detour = [*outcomes([1.0] * 3, steps=1), RolloutOutcome("long", 1.0, 3, 3)]
+    assert not cur.process_group("t", detour, 3, step_credit=True).no_signal
+    assert cur.process_group("t", detour, 3).no_signal
+    assert cur.process_group("t", outcomes([1.0] * 4, steps=2), 3, step_credit=True).no_signal
+    failed = [*outcomes([0.0] * 3, steps=1), RolloutOutcome("long", 0.0, 6, 3)]
+    assert cur.process_group("t", failed, 3, step_credit=True).no_signal
+
+
 def test_checkpoint_round_trip() -> None:
     cur = GroupCurator(CurationConfig(injection="bepa_cache"))
     cur.process_group("t", outcomes([1.0, 0.0, 1.0], steps=9), 3)

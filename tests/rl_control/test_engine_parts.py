@@ -83,6 +83,32 @@ def test_stale_groups_never_make_an_update_of_their_own(make_run, engine_names) 
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("anchor_weight", [0.0, 1.0])
+def test_step_credit_trains_successes_of_different_lengths(make_run, engine_names, anchor_weight) -> None:
+    """grpo.anchor_weight > 0: a group whose rollouts all succeeded, one by a detour, is trained
+    (GiGPO's step credit ranks the shorter way); off, it is skipped as a group without signal."""
+    from rl_control.engine.data import curator_of
+    from rl_control.engine.learner import _batch
+    from tests.rl.trainer_helpers import grpo_config, tiny_model
+    from workers.rl.trainer import PolicyTrainer
+
+    run = _running(make_run, grpo={"rollouts_per_task": 2, "anchor_weight": anchor_weight},
+                   curation={"rollouts_max": 2, "rollouts_min": 2, "injection": "none"})  # fmt: skip
+    claims = [rollout_claim(run=run, env_slot=0, generation=1) for _ in range(2)]
+    for c, steps in zip(claims, (1, 3), strict=True):
+        assert c is not None
+        store.trajectory_finish(trajectory=c.trajectory, status="completed", final_reward=1.0)
+        t = Trajectory.objects.get(pk=c.trajectory.pk)
+        t.metadata["engine"] = {**t.metadata.get("engine", {}), "steps": steps, "max_version": 0}
+        t.save(update_fields=["metadata"])
+    state = EngineState.objects.get(run=run)
+    trainer = PolicyTrainer(tiny_model(0), grpo_config(anchor_weight=anchor_weight))
+    group = RolloutGroup.objects.get(run=run)
+    batch = _batch(run, state, trainer, curator_of(run, state), [group])
+    assert batch.plans[group.pk]["no_signal"] is (anchor_weight == 0.0)
+
+
+@pytest.mark.django_db
 def test_sync_mode_waits_at_the_batch_barrier(make_run, engine_names) -> None:
     run = make_run(preset="sync-baseline", config={"env": {"parallel_envs": 2},
                    "grpo": {"rollouts_per_task": 2}, "curation": {"rollouts_max": 2, "rollouts_min": 2,

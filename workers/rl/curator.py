@@ -91,9 +91,17 @@ class GroupCurator:
         return reward >= self.config.success_min_reward
 
     def process_group(
-        self, task_id: str, outcomes: Sequence[RolloutOutcome], current_version: int
+        self,
+        task_id: str,
+        outcomes: Sequence[RolloutOutcome],
+        current_version: int,
+        step_credit: bool = False,
     ) -> GroupPlan:
-        """Apply staleness, dynamic N, step limit, injection and success storage to one group."""
+        """Apply staleness, dynamic N, step limit, injection and success storage to one group.
+
+        `step_credit` (GRPO with `grpo.anchor_weight` > 0): a group whose fresh rollouts all scored
+        the same non-zero reward in different numbers of steps still carries signal — the step
+        credit (workers.rl.advantages.anchor_step_advantages) ranks the shorter way over the detour."""
         if not outcomes:
             raise ValueError("a rollout group needs at least one outcome")
         for o in outcomes:
@@ -117,7 +125,8 @@ class GroupCurator:
         self._store(task_id, success_ids)
 
         rewards = {o.reward for o in fresh}
-        no_signal = not fresh or (len(rewards) == 1 and not injections)
+        detours = step_credit and rewards != {0.0} and len({o.n_steps for o in fresh}) > 1
+        no_signal = not fresh or (len(rewards) == 1 and not injections and not detours)
         self.counters.update(
             groups=1,
             no_signal_groups=int(no_signal),
