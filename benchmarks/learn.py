@@ -124,7 +124,7 @@ def learn_benchmark(
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-learn-"))
     model, sft = _start(config, workdir)
-    timings = {k: sft.pop(k) for k in ("demos_s", "sft_s", "starter_s") if k in sft}
+    timings: dict[str, float] = {k: sft.pop(k) for k in ("demos_s", "sft_s", "starter_s") if k in sft}
     t0 = time.perf_counter()
     before = evaluate(EmbeddedPolicy(model, seed=0), config.tasks, config.eval_range)
     timings["eval_before_s"] = time.perf_counter() - t0
