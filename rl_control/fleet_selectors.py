@@ -17,7 +17,7 @@ def run_fleet(*, run_id: int, history: int = 50) -> dict[str, Any]:
     reclaimed, crashed), plus counts by state and why the run waits (`run_wait_reason`). Ownership:
     see `_owned_by_run`."""
     from webapp.fleet.models import EnvRecord, LeaseRecord
-    from webapp.fleet.services import registry
+    from webapp.fleet.registry import registry
 
     owner = f"rl:{run_id}"
     reg = registry()
@@ -84,7 +84,7 @@ def run_fleet(*, run_id: int, history: int = 50) -> dict[str, Any]:
 
 def run_lease(*, run_id: int, lease_id: str) -> dict[str, str] | None:
     """The live lease `lease_id` when it belongs to the run, else None."""
-    from webapp.fleet.services import registry
+    from webapp.fleet.registry import registry
 
     lease = registry().lease(lease_id)
     if not lease or not _owned_by_run(lease.get("owner", ""), run_id):
@@ -106,7 +106,7 @@ def run_wait_reason(*, run: Run) -> str | None:
     from rl_control.engine import share
     from rl_control.engine.keys import key, rds
     from rl_control.engine.serving import serving_urls
-    from webapp.fleet.services import registry
+    from webapp.fleet.registry import registry
 
     if not serving_urls(run):
         why = share.wait_reason(

@@ -66,7 +66,7 @@ def episode_figures(finished: list[Trajectory], successes: list[bool], pool_name
 def fleet_figures(kind: str) -> dict[str, float]:
     """Live and idle environments of the run's kind (every kind for "mixed") and their mean boot
     time (the Redis registry)."""
-    from webapp.fleet.services import registry
+    from webapp.fleet.registry import registry
     from workers.rl.run_config import MIXED_KIND
 
     metrics = registry().metrics()

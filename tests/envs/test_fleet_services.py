@@ -1,4 +1,4 @@
-"""Fleet services: leases through Django, reaping, and the durable record in PostgreSQL."""
+"""Fleet services and upkeep: leases through Django, reaping, and the durable record in PostgreSQL."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import uuid
 import pytest
 from django.test import override_settings
 
-from webapp.fleet import services
+from webapp.fleet import services, upkeep
 from webapp.fleet.models import EnvRecord, LeaseRecord
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +30,7 @@ def test_lease_lifecycle_is_persisted(fleet) -> None:
     lease = services.lease_acquire(kind="desktop", owner="annotation:5", task="12")
     assert services.lease_renew(lease_id=lease.lease_id) == "active"
     assert services.lease_release(lease_id=lease.lease_id)
-    assert services.fleet_persist_events() == 3
+    assert upkeep.fleet_persist_events() == 3
     env = EnvRecord.objects.get(env_id="d1")
     assert (env.kind, env.worker, env.state, env.boot_s) == (
         "desktop",
@@ -41,7 +41,7 @@ def test_lease_lifecycle_is_persisted(fleet) -> None:
     record = LeaseRecord.objects.get(lease_id=lease.lease_id)
     assert (record.owner, record.task, record.outcome) == ("annotation:5", "12", "released")
     assert record.ended_at >= record.acquired_at
-    assert services.fleet_persist_events() == 0  # nothing new; nothing written twice
+    assert upkeep.fleet_persist_events() == 0  # nothing new; nothing written twice
 
 
 def test_no_idle_env_is_a_clear_error(fleet) -> None:
@@ -54,15 +54,15 @@ def test_reaper_reclaims_and_records(fleet) -> None:
     fleet.host_heartbeat(worker="w", ttl_s=60)  # a live host: its env goes back to the pool
     lease = services.lease_acquire(kind="browser", owner="rl:1", ttl_s=0.1)
     time.sleep(0.15)
-    assert services.fleet_reap() == [lease.lease_id]
-    services.fleet_persist_events()
+    assert upkeep.fleet_reap() == [lease.lease_id]
+    upkeep.fleet_persist_events()
     assert LeaseRecord.objects.get(lease_id=lease.lease_id).outcome == "reclaimed"
     assert services.lease_acquire(kind="browser", owner="rl:1").env_id == "b1"  # back in the pool
 
 
 def test_reaper_retires_envs_of_a_silent_host(fleet) -> None:
     fleet.register_env(env_id="b2", kind="browser", worker="gone@host", boot_s=0.2)
-    services.fleet_reap()  # no heartbeat from gone@host: its env leaves the pool
+    upkeep.fleet_reap()  # no heartbeat from gone@host: its env leaves the pool
     with pytest.raises(services.NoEnvironmentAvailable):
         services.lease_acquire(kind="browser", owner="rl:1")
 
@@ -72,7 +72,7 @@ def test_crash_is_recorded(fleet) -> None:
     lease = services.lease_acquire(kind="desktop", owner="o")
     fleet.mark_crashed(env_id="d9", reason="Xvfb died")
     assert services.lease_renew(lease_id=lease.lease_id) == "crashed"
-    services.fleet_persist_events()
+    upkeep.fleet_persist_events()
     assert EnvRecord.objects.get(env_id="d9").state == "crashed"
     assert LeaseRecord.objects.get(lease_id=lease.lease_id).outcome == "crashed"
 

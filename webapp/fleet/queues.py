@@ -23,7 +23,7 @@ import redis
 from celery.signals import before_task_publish, worker_ready, worker_shutdown
 from django.conf import settings
 
-from webapp.fleet.services import registry
+from webapp.fleet.registry import registry
 from workers.envs.leases import redis_client
 
 log = logging.getLogger(__name__)

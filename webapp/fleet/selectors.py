@@ -8,7 +8,7 @@ from typing import Any, TypedDict
 
 from webapp.fleet.owners import OWNER_KINDS
 from webapp.fleet.queues import queues_overview
-from webapp.fleet.services import registry
+from webapp.fleet.registry import registry
 
 # A desktop is watched over VNC; other kinds stream screenshots to their own pages.
 WATCHABLE_KINDS = frozenset({"desktop"})

@@ -6,19 +6,19 @@ from typing import Any
 
 from celery import shared_task
 
-from webapp.fleet import host_worker, services
+from webapp.fleet import host_worker, upkeep
 from workers.envs.base import EnvCrashed, EnvError
 from workers.envs.host import UnknownEnv
 
 
 @shared_task(name="webapp.fleet.tasks.reap_leases", ignore_result=True)
 def reap_leases() -> int:
-    return len(services.fleet_reap())
+    return len(upkeep.fleet_reap())
 
 
 @shared_task(name="webapp.fleet.tasks.persist_fleet_events", ignore_result=True)
 def persist_fleet_events() -> int:
-    return services.fleet_persist_events()
+    return upkeep.fleet_persist_events()
 
 
 @shared_task(name="webapp.fleet.tasks.env_call")
