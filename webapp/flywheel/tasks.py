@@ -9,8 +9,8 @@ from typing import Any
 
 from celery import shared_task
 
+from webapp.flywheel import job_run
 from webapp.flywheel.models import DatasetIteration, FlywheelJob
-from webapp.flywheel.services import jobs
 from webapp.store.models import Checkpoint, JobStatus, Task, TaskPool
 
 log = logging.getLogger(__name__)
@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 def _fail(job: FlywheelJob, exc: BaseException) -> None:
     log.exception("flywheel job %s failed", job.pk)
-    jobs.job_finish(job=job, status=JobStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+    job_run.job_finish(job=job, status=JobStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
 
 
 def rejection_sampling_plan(job: FlywheelJob) -> list[tuple[int, list[int]]]:
@@ -37,12 +37,12 @@ def rejection_sampling_plan(job: FlywheelJob) -> list[tuple[int, list[int]]]:
 @shared_task(name="webapp.flywheel.tasks.rejection_sampling_start", acks_late=True)
 def rejection_sampling_start(job_id: int, inline: bool = False) -> None:
     """Claim the job and enqueue its chunks (`inline` runs them here, one after another)."""
-    job = jobs.job_claim(job_id=job_id)
+    job = job_run.job_claim(job_id=job_id)
     if job is None:
         return
     try:
         plan = rejection_sampling_plan(job)
-        jobs.job_set_total(job=job, total=len(plan))
+        job_run.job_set_total(job=job, total=len(plan))
     except Exception as exc:
         _fail(job, exc)
         return
@@ -74,7 +74,7 @@ def rejection_sampling_chunk(job_id: int, task_id: int, seeds: list[int]) -> dic
             use_fleet=bool(job.params.get("use_fleet")), kind=task.env_kind, owner=f"flywheel-job-{job_id}"
         )
         for seed in seeds:
-            if not jobs.job_is_running(job_id):
+            if not job_run.job_is_running(job_id):
                 break
             (trajectory,) = sample_task(
                 task=task, checkpoint=job.checkpoint, seeds=[seed], policy=policy, env=env,
@@ -93,16 +93,16 @@ def rejection_sampling_chunk(job_id: int, task_id: int, seeds: list[int]) -> dic
     finally:
         if env is not None:
             env.close()
-    job = jobs.job_add_done(job_id=job_id, result=counts)
+    job = job_run.job_add_done(job_id=job_id, result=counts)
     if job.done_units >= job.total_units and job.status == JobStatus.RUNNING:
         result = job.result
         if result.get("episodes", 0) == 0 and result.get("errors"):
-            jobs.job_finish(
+            job_run.job_finish(
                 job=job, status=JobStatus.FAILED, error=str(result.get("last_error", "every chunk failed"))
             )
         else:
             n = result.get("v1", 0) + result.get("v0", 0)
-            jobs.job_finish(
+            job_run.job_finish(
                 job=job,
                 status=JobStatus.SUCCEEDED,
                 result={"v1_rate": result.get("v1", 0) / n if n else None},
@@ -114,7 +114,7 @@ def rejection_sampling_chunk(job_id: int, task_id: int, seeds: list[int]) -> dic
 def merge_execute(job_id: int) -> None:
     from webapp.flywheel.services.training import checkpoint_merge, evaluate_checkpoint, source_task_sets
 
-    job = jobs.job_claim(job_id=job_id)
+    job = job_run.job_claim(job_id=job_id)
     if job is None:
         return
     try:
@@ -143,7 +143,7 @@ def merge_execute(job_id: int) -> None:
                 }
             merged.metrics = {**merged.metrics, "evaluation": evaluation}
             merged.save(update_fields=["metrics"])
-        jobs.job_finish(
+        job_run.job_finish(
             job=job,
             status=JobStatus.SUCCEEDED,
             result={"checkpoint": merged.version, "evaluation": evaluation},
@@ -156,7 +156,7 @@ def merge_execute(job_id: int) -> None:
 def refresh_execute(job_id: int) -> None:
     from webapp.flywheel.services.refresh import pool_refresh
 
-    job = jobs.job_claim(job_id=job_id)
+    job = job_run.job_claim(job_id=job_id)
     if job is None:
         return
     try:
@@ -164,7 +164,7 @@ def refresh_execute(job_id: int) -> None:
         row = pool_refresh(
             pool=pool, shift=float(job.params.get("shift", 3.0)), last_n=job.params.get("last_n"), job=job
         )
-        jobs.job_finish(
+        job_run.job_finish(
             job=job,
             status=JobStatus.SUCCEEDED,
             result={"refresh": row.pk, "buckets": row.buckets, "mean_success": row.mean_success},
@@ -178,7 +178,7 @@ def sft_execute(job_id: int) -> None:
     """SFT of the job's checkpoint on a dataset iteration; stops early when the job is cancelled."""
     from webapp.flywheel.services.training import checkpoint_sft
 
-    job = jobs.job_claim(job_id=job_id)
+    job = job_run.job_claim(job_id=job_id)
     if job is None:
         return
     try:
@@ -194,11 +194,11 @@ def sft_execute(job_id: int) -> None:
         child = checkpoint_sft(
             parent=job.checkpoint, dataset=dataset, steps=steps, lr=float(job.params.get("lr", 1e-3)),
             batch_size=int(job.params.get("batch_size", 16)), progress=progress,
-            should_stop=lambda: not jobs.job_is_running(job_id),
+            should_stop=lambda: not job_run.job_is_running(job_id),
         )  # fmt: skip
-        if not jobs.job_is_running(job_id):
+        if not job_run.job_is_running(job_id):
             return
-        jobs.job_finish(
+        job_run.job_finish(
             job=job,
             status=JobStatus.SUCCEEDED,
             result={"checkpoint": child.version, "losses": losses, **child.metrics["sft"]},

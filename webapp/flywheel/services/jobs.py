@@ -1,17 +1,17 @@
-"""Flywheel jobs: created here and enqueued on commit; Celery tasks claim them with one conditional
-UPDATE, report progress (events) and always end in a terminal state with a readable error."""
+"""Flywheel jobs: created here and enqueued on commit, cancelled here. Their Celery tasks
+(webapp.flywheel.tasks) run them through webapp.flywheel.job_run: claim with one conditional UPDATE,
+progress (events), and always a terminal state with a readable error."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
 
 from webapp.flywheel.events import publish_job
 from webapp.flywheel.models import DatasetIteration, FlywheelJob, JobKind
 from webapp.store import jobs as store_jobs
-from webapp.store.models import TERMINAL_JOB_STATUSES, Checkpoint, JobStatus, Task, TaskPool
+from webapp.store.models import Checkpoint, Task, TaskPool
 
 
 class JobError(ValueError):
@@ -90,57 +90,6 @@ def job_create(
     job = FlywheelJob.objects.create(kind=kind, params=params, created_by=user, checkpoint=checkpoint)
     if enqueue:
         _enqueue(job)
-    return job
-
-
-def job_claim(*, job_id: int) -> FlywheelJob | None:
-    """queued → running; None unless exactly this call claimed it."""
-    job = store_jobs.job_claim(FlywheelJob, job_id=job_id)
-    if job is not None:
-        publish_job(job)
-    return job
-
-
-def job_is_running(job_id: int) -> bool:
-    return FlywheelJob.objects.filter(pk=job_id, status=JobStatus.RUNNING).exists()
-
-
-def job_set_total(*, job: FlywheelJob, total: int) -> None:
-    FlywheelJob.objects.filter(pk=job.pk).update(total_units=total)
-    job.total_units = total
-
-
-def job_add_done(*, job_id: int, units: int = 1, result: dict[str, Any] | None = None) -> FlywheelJob:
-    """Count finished units atomically (parallel chunks) and merge numeric `result` counters."""
-    with transaction.atomic():
-        job = FlywheelJob.objects.select_for_update().get(pk=job_id)
-        merged = dict(job.result)
-        for key, value in (result or {}).items():
-            if isinstance(value, int | float) and isinstance(merged.get(key, 0), int | float):
-                merged[key] = merged.get(key, 0) + value
-            else:
-                merged[key] = value
-        FlywheelJob.objects.filter(pk=job_id).update(done_units=F("done_units") + units, result=merged)
-        job.refresh_from_db()
-        if job.total_units:
-            job.progress = round(100.0 * job.done_units / job.total_units, 2)
-            FlywheelJob.objects.filter(pk=job_id).update(progress=job.progress)
-    publish_job(job)
-    return job
-
-
-def job_finish(
-    *, job: FlywheelJob, status: str, result: dict[str, Any] | None = None, error: str = ""
-) -> FlywheelJob:
-    if status not in TERMINAL_JOB_STATUSES:
-        raise JobError(f"{status!r} is not a terminal job status")
-    fields: dict[str, Any] = {}
-    if result is not None:
-        fields["result"] = {**FlywheelJob.objects.get(pk=job.pk).result, **result}
-    if status == JobStatus.SUCCEEDED:
-        fields["progress"] = 100.0
-    store_jobs.job_end(job, status=status, error=error, **fields)
-    publish_job(job)
     return job
 
 
