@@ -10,19 +10,21 @@ from celery.signals import worker_process_init
 from django.conf import settings
 from django.db import DatabaseError
 
-from annotation import services
+from annotation import proposals
+from annotation.services.common import session_reap_abandoned
+from annotation.thinkaloud import transcribe
 
 log = logging.getLogger(__name__)
 
 
 @shared_task(name="annotation.tasks.propose_candidates", ignore_result=True)
 def propose_candidates(session_id: int, obs_version: int) -> bool:
-    return services.candidates_propose(session_id=session_id, obs_version=obs_version)
+    return proposals.candidates_propose(session_id=session_id, obs_version=obs_version)
 
 
 @shared_task(name="annotation.tasks.reap_abandoned_sessions", ignore_result=True)
 def reap_abandoned_sessions() -> int:
-    return services.session_reap_abandoned()
+    return session_reap_abandoned()
 
 
 # Think-aloud (issue 6): live chunks on THINKALOUD_LIVE_QUEUE (`asr.live`), full passes on
@@ -34,27 +36,23 @@ _ASR_RETRY = {"acks_late": True, "reject_on_worker_lost": True, "max_retries": 3
 
 @shared_task(name="annotation.tasks.transcribe_chunk", bind=True, ignore_result=True, **_ASR_RETRY)
 def transcribe_chunk(self: Any, chunk_id: int) -> bool:
-    from annotation.thinkaloud import services as thinkaloud
-
     try:
-        return thinkaloud.chunk_transcribe(chunk_id)
+        return transcribe.chunk_transcribe(chunk_id)
     except (OSError, DatabaseError) as exc:  # storage or database hiccup: try again shortly
         raise self.retry(exc=exc, countdown=2**self.request.retries) from exc
 
 
 @shared_task(name="annotation.tasks.transcribe_recording", bind=True, ignore_result=True, **_ASR_RETRY)
 def transcribe_recording(self: Any, recording_id: int) -> bool:
-    from annotation.thinkaloud import services as thinkaloud
-
     try:
-        return thinkaloud.recording_transcribe(recording_id)
+        return transcribe.recording_transcribe(recording_id)
     except (OSError, DatabaseError) as exc:
         if self.request.retries >= self.max_retries:
-            thinkaloud.recording_failed(recording_id, f"{type(exc).__name__}: {exc}")
+            transcribe.recording_failed(recording_id, f"{type(exc).__name__}: {exc}")
             raise
         raise self.retry(exc=exc, countdown=2**self.request.retries) from exc
     except Exception as exc:
-        thinkaloud.recording_failed(recording_id, f"{type(exc).__name__}: {exc}")
+        transcribe.recording_failed(recording_id, f"{type(exc).__name__}: {exc}")
         raise
 
 
@@ -65,9 +63,7 @@ def _preload_whisper(**_: Any) -> None:
     closes the connection this read opens at the task boundaries, as for any task."""
     consumed = set(current_app.amqp.queues.consume_from or {})
     if consumed & {settings.THINKALOUD_LIVE_QUEUE, settings.THINKALOUD_QUEUE}:
-        from annotation.thinkaloud import services as thinkaloud
-
         try:  # the admins' model choice is read from the database: a process must start without it too
-            thinkaloud.transcriber(live=True)
+            transcribe.transcriber(live=True)
         except Exception:  # the first chunk loads it then, and reports what failed on the recording
             log.warning("think-aloud: Whisper not preloaded at process start", exc_info=True)

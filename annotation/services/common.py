@@ -1,4 +1,5 @@
-"""Helpers shared by the annotation services: the session's lease, clock, observations, events."""
+"""Helpers shared by the annotation services: the session's lease, clock, observations, events,
+status and abandonment (also what the reaper task runs: below the services that enqueue tasks)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from django.utils import timezone
 from annotation import events
 from annotation.models import AnnotationSession, SessionStatus
 from webapp.fleet import services as fleet
+from webapp.store import services as store
 from workers.envs.leases import Lease
 
 
@@ -177,3 +179,42 @@ def release_lease(session: AnnotationSession) -> None:
     fleet.vnc_tokens_revoke(session_key=f"annotation:{session.pk}")
     if session.lease_id:
         fleet.lease_release(lease_id=session.lease_id)
+
+
+def session_set_status(session: AnnotationSession, status: str, error: str = "") -> None:
+    session.status = status
+    session.error = error
+    session.save(update_fields=["status", "error", "updated_at"])
+    payload = events.status_payload(session)
+    transaction.on_commit(lambda: events.publish(session.pk, payload))
+
+
+def session_abandon(*, session: AnnotationSession, reason: str) -> AnnotationSession:
+    """Stop a session without submitting; the partial trajectory is kept and marked."""
+    if session.status not in (SessionStatus.ACTIVE, SessionStatus.CREATED):
+        return session
+    with transaction.atomic():
+        trajectory = session.trajectory
+        if trajectory is not None:
+            store.trajectory_finish(
+                trajectory=trajectory, status="abandoned", final_reward=None,
+                final_screenshot_name=session.current_screenshot.name if trajectory.num_steps else "",
+            )  # fmt: skip
+            trajectory.metadata = {**trajectory.metadata, "abandoned_reason": reason}
+            trajectory.save(update_fields=["metadata"])
+        session_set_status(session, SessionStatus.ABANDONED, reason)
+    release_lease(session)
+    return session
+
+
+def session_reap_abandoned() -> int:
+    """Mark active sessions whose lease is gone (heartbeat stopped → reaper reclaimed it)."""
+    count = 0
+    registry = fleet.registry()
+    for session in AnnotationSession.objects.filter(status=SessionStatus.ACTIVE).exclude(lease_id=""):
+        # Read the lease without renewing it: renewing here would keep abandoned leases alive.
+        state = registry.lease(session.lease_id).get("state", "gone")
+        if state != "active":
+            session_abandon(session=session, reason=f"the environment lease is {state} (no heartbeat)")
+            count += 1
+    return count

@@ -20,6 +20,7 @@ from annotation.services.common import (
     SessionConflict,
     observation_store,
     publish_observation,
+    session_abandon,
     session_claim,
     session_claim_release,
     session_clock,
@@ -27,7 +28,7 @@ from annotation.services.common import (
     session_lease,
     session_owned_active,
 )
-from annotation.services.sessions import session_abandon, session_submit
+from annotation.services.sessions import session_submit
 from webapp.fleet import services as fleet
 from webapp.store import services as store
 from workers.actions.coords import OffScreen, action_from_screen, actions_on_screen

@@ -17,9 +17,9 @@ from django.db import transaction
 
 from annotation.models import AnnotationSession, SessionStatus
 from annotation.review.selectors import step_screen_actions
-from annotation.services.common import SessionConflict, session_lease
+from annotation.services.common import SessionConflict, session_abandon, session_lease
 from annotation.services.decisions import DecisionInvalid, session_decide
-from annotation.services.sessions import session_abandon, session_activate, session_open, session_reset
+from annotation.services.sessions import session_activate, session_open, session_reset
 from webapp.fleet import services as fleet
 from webapp.store import services as store
 from webapp.store.models import ReviewState, Step, Trajectory, TrajectoryStatus

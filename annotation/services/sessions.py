@@ -11,7 +11,6 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from annotation import events
 from annotation.models import AnnotationSession, Assignment, AssignmentStatus, SessionStatus
 from annotation.services.candidates import candidates_request
 from annotation.services.common import (
@@ -20,7 +19,9 @@ from annotation.services.common import (
     observation_store,
     publish_observation,
     release_lease,
+    session_abandon,
     session_lease,
+    session_set_status,
 )
 from webapp.fleet import services as fleet
 from webapp.store import services as store
@@ -53,14 +54,6 @@ def annotation_policy() -> dict[str, Any]:
         "profile": checkpoint.profile,
         "checkpoint": checkpoint,
     }
-
-
-def _set_status(session: AnnotationSession, status: str, error: str = "") -> None:
-    session.status = status
-    session.error = error
-    session.save(update_fields=["status", "error", "updated_at"])
-    payload = events.status_payload(session)
-    transaction.on_commit(lambda: events.publish(session.pk, payload))
 
 
 def session_start(*, user: Any, task: Task, track: str = "expert") -> AnnotationSession:
@@ -114,7 +107,9 @@ def session_reset(*, session: AnnotationSession, seed: int) -> dict[str, Any]:
     except Exception as exc:
         fleet.lease_release(lease_id=lease.lease_id)
         store.trajectory_finish(trajectory=trajectory, status="crashed", final_reward=None)
-        _set_status(session, SessionStatus.ABANDONED, f"the environment could not start the task: {exc}")
+        session_set_status(
+            session, SessionStatus.ABANDONED, f"the environment could not start the task: {exc}"
+        )
         raise
     store.trajectory_record_episode(trajectory=trajectory, task_spec=wire, seed=seed, env=out.get("env"))
     store.trajectory_set_instruction(
@@ -182,37 +177,6 @@ def session_submit(*, session: AnnotationSession) -> AnnotationSession:
 
             fix_supersede(trajectory_id=int(branch_of), branch_id=trajectory.pk)
         Assignment.objects.filter(user=session.user, task=session.task).update(status=AssignmentStatus.DONE)
-        _set_status(session, SessionStatus.SUBMITTED)
+        session_set_status(session, SessionStatus.SUBMITTED)
     release_lease(session)
     return session
-
-
-def session_abandon(*, session: AnnotationSession, reason: str) -> AnnotationSession:
-    """Stop a session without submitting; the partial trajectory is kept and marked."""
-    if session.status not in (SessionStatus.ACTIVE, SessionStatus.CREATED):
-        return session
-    with transaction.atomic():
-        trajectory = session.trajectory
-        if trajectory is not None:
-            store.trajectory_finish(
-                trajectory=trajectory, status="abandoned", final_reward=None,
-                final_screenshot_name=session.current_screenshot.name if trajectory.num_steps else "",
-            )  # fmt: skip
-            trajectory.metadata = {**trajectory.metadata, "abandoned_reason": reason}
-            trajectory.save(update_fields=["metadata"])
-        _set_status(session, SessionStatus.ABANDONED, reason)
-    release_lease(session)
-    return session
-
-
-def session_reap_abandoned() -> int:
-    """Mark active sessions whose lease is gone (heartbeat stopped → reaper reclaimed it)."""
-    count = 0
-    registry = fleet.registry()
-    for session in AnnotationSession.objects.filter(status=SessionStatus.ACTIVE).exclude(lease_id=""):
-        # Read the lease without renewing it: renewing here would keep abandoned leases alive.
-        state = registry.lease(session.lease_id).get("state", "gone")
-        if state != "active":
-            session_abandon(session=session, reason=f"the environment lease is {state} (no heartbeat)")
-            count += 1
-    return count

@@ -1,6 +1,8 @@
-"""Writes of the think-aloud (issue 6): store uploaded chunks, transcribe them, align words to steps.
+"""Writes of the think-aloud (issue 6): store uploaded chunks and queue their transcription, the
+annotator's and reviewer's corrections, the ASR model choice. The passes themselves run in
+annotation.thinkaloud.transcribe.
 
-Two passes, both on the `asr` Celery queue:
+Two passes, both on the `asr` Celery queues:
 - live: every uploaded chunk is transcribed on its own and all chunk words so far are re-aligned to
   the session's steps, so a step shows what was said for it seconds after the chunk arrives (the
   workspace cuts a chunk at every decision);
@@ -18,9 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import time
 import uuid
-from dataclasses import replace
 from typing import Any, Literal
 
 from django.conf import settings
@@ -28,7 +28,6 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 
-from annotation import events
 from annotation.models import (
     AnnotationSession,
     AsrSettings,
@@ -38,17 +37,11 @@ from annotation.models import (
     ThinkAloudStatus,
 )
 from annotation.services.common import session_clock
-from annotation.thinkaloud.selectors import (
-    ALLOWED_TYPES,
-    asr_model_name,
-    session_steps,
-    session_vocabulary,
-    step_vocabularies,
-    thinkaloud_state,
-)
+from annotation.thinkaloud.selectors import ALLOWED_TYPES, session_steps
+from annotation.thinkaloud.transcribe import recording_publish
 from webapp.store.models import Step
-from workers.asr.align import AlignmentError, StepSpeech, align_words, move_boundary
-from workers.asr.types import Word, word_json, word_of
+from workers.asr.align import AlignmentError, StepSpeech, move_boundary
+from workers.asr.types import word_json, word_of
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +185,7 @@ def recording_finish(*, session: AnnotationSession) -> ThinkAloudRecording:
         recording.save(update_fields=["finished", "status", "attempts", "error", "updated_at"])
         pk = recording.pk
         transaction.on_commit(lambda: _enqueue("transcribe_recording", pk))
-    _publish(recording)
+    recording_publish(recording)
     return recording
 
 
@@ -225,193 +218,6 @@ def asr_model_set(*, model: str, user: Any) -> AsrSettings:
     return row
 
 
-def transcriber(*, live: bool = False) -> Any:
-    """The configured Whisper (loaded once per worker process; see workers.asr.transcribe). `live`
-    (a chunk while the annotator works): greedy decoding (THINKALOUD_LIVE_BEAM_SIZE) and no second
-    decode of weak speech, so a transcript shows in seconds; the full pass decodes everything again
-    with the full settings when the recording ends."""
-    from workers.asr.models import model_path
-    from workers.asr.transcribe import Transcriber, TranscriberConfig
-
-    config = TranscriberConfig(
-        model_path=model_path(asr_model_name()),
-        device=settings.THINKALOUD_DEVICE,
-        compute_type=settings.THINKALOUD_COMPUTE_TYPE,
-    )
-    if live:
-        config = replace(config, beam_size=settings.THINKALOUD_LIVE_BEAM_SIZE, redecode_weak=False)
-    return Transcriber(config)
-
-
-def action_times(steps: list[Step]) -> list[float]:
-    """Each step's action time on the session clock, made non-decreasing (a missing time takes the
-    previous step's)."""
-    times: list[float] = []
-    last = -math.inf
-    for step in steps:
-        t = step.clock_end if step.clock_end is not None else step.clock_start
-        t = last if t is None else max(float(t), last)
-        times.append(t if math.isfinite(t) else 0.0)
-        last = times[-1]
-    return times
-
-
-def _align(words: list[Word], steps: list[Step]) -> list[StepSpeech]:
-    return align_words(
-        words, action_times(steps), lead_s=settings.THINKALOUD_LEAD_S, lag_s=settings.THINKALOUD_LAG_S
-    )
-
-
-def _store_steps(
-    recording: ThinkAloudRecording, steps: list[Step], speech: list[StepSpeech], refined: dict[int, Any]
-) -> None:
-    """Write aligned words to the steps; edited or re-cut steps are left as the annotator made them."""
-    changed = []
-    for pos, step in enumerate(steps):
-        meta = recording.step_meta.get(str(step.index), {})
-        if meta.get("edited") or meta.get("moved"):
-            continue
-        said = speech[pos]
-        step.human_words = [word_json(w) for w in said.words]
-        step.human_thought_verbatim = said.text
-        thought = refined.get(pos)
-        if thought is not None:
-            step.human_thought_refined = thought.text if thought.refined else ""
-            recording.step_meta[str(step.index)] = {
-                "refined_by": f"llm:{thought.model}" if thought.refined else "",
-                **({"refine_error": thought.error} if thought.error else {}),
-            }
-        changed.append(step)
-    Step.objects.bulk_update(changed, ["human_words", "human_thought_verbatim", "human_thought_refined"])
-
-
-def chunk_transcribe(chunk_id: int) -> bool:
-    """Live pass for one chunk: transcribe it alone, then re-align every live word to the steps."""
-    from workers.asr.audio import AudioDecodeError, decode_chunk
-    from workers.asr.speaker import split_by_level
-    from workers.asr.vocab import hotwords, snap_words
-
-    chunk = ThinkAloudChunk.objects.select_related("recording__session").filter(pk=chunk_id).first()
-    if chunk is None:
-        return False
-    if not chunk.transcribed:
-        try:
-            with chunk.file.open("rb") as fh:
-                samples = decode_chunk(fh.read())
-            session = chunk.recording.session
-            vocabulary = session_vocabulary(session, until_clock=chunk.start_clock + len(samples) / 16_000)
-            result = transcriber(live=True).transcribe(
-                samples, offset_s=chunk.start_clock, hotwords=hotwords(vocabulary)
-            )
-            words, _snaps = snap_words(result.words, vocabulary)
-            words, _other_voice = split_by_level(words, samples, chunk.start_clock)
-            chunk.words = [word_json(w) for w in words]
-            chunk.error = ""
-        except AudioDecodeError as exc:
-            chunk.words, chunk.error = [], str(exc)
-        chunk.transcribed = True
-        chunk.save(update_fields=["words", "error", "transcribed"])
-    with transaction.atomic():
-        recording = ThinkAloudRecording.objects.select_for_update().get(pk=chunk.recording_id)
-        if recording.finished:  # the full pass owns the steps now
-            return True
-        session = recording.session
-        words = [word_of(d) for c in recording.chunks.filter(transcribed=True) for d in c.words]
-        steps = session_steps(session)
-        _store_steps(recording, steps, _align(words, steps), {})
-        recording.save(update_fields=["step_meta", "updated_at"])
-    _publish(recording)
-    return True
-
-
-def _refine(speech: list[StepSpeech], instruction: str) -> dict[int, Any]:
-    if not (settings.THINKALOUD_REFINE_BASE_URL and settings.THINKALOUD_REFINE_MODEL):
-        return {}
-    from workers.asr.refine import RefineConfig, Refiner
-
-    config = RefineConfig(
-        base_url=settings.THINKALOUD_REFINE_BASE_URL,
-        model=settings.THINKALOUD_REFINE_MODEL,
-        api_key=settings.THINKALOUD_REFINE_API_KEY or None,
-    )
-    with Refiner(config) as refiner:
-        return {
-            pos: refiner.refine_or_verbatim(s.text, context=instruction)
-            for pos, s in enumerate(speech)
-            if not s.is_final
-        }
-
-
-def recording_transcribe(recording_id: int) -> bool:
-    """Full pass over the whole recording (see module docstring). False when it gave up."""
-    from workers.asr.audio import AudioChunk, build_timeline, encode_audio
-    from workers.asr.pipeline import transcribe_timeline
-
-    with transaction.atomic():
-        recording = ThinkAloudRecording.objects.select_for_update().filter(pk=recording_id).first()
-        if recording is None:
-            return False
-        recording.attempts += 1
-        if recording.attempts > settings.THINKALOUD_MAX_ATTEMPTS:
-            recording.status = ThinkAloudStatus.FAILED
-            recording.error = f"gave up after {recording.attempts - 1} attempts"
-            recording.save(update_fields=["status", "error", "attempts", "updated_at"])
-            _publish(recording)
-            return False
-        recording.status = ThinkAloudStatus.RUNNING
-        recording.save(update_fields=["status", "attempts", "updated_at"])
-    _publish(recording)
-    started = time.perf_counter()
-    session = recording.session
-    chunks = []
-    for c in recording.chunks.order_by("index"):
-        with c.file.open("rb") as fh:
-            chunks.append(AudioChunk(fh.read(), c.start_clock, f"chunk {c.index}"))
-    timeline = build_timeline(chunks)
-    steps = session_steps(session)
-    result = transcribe_timeline(
-        timeline, action_times(steps), transcriber=transcriber(),
-        lead_s=settings.THINKALOUD_LEAD_S, lag_s=settings.THINKALOUD_LAG_S,
-        vocabulary=session_vocabulary(session), step_vocabularies=step_vocabularies(steps),
-    )  # fmt: skip
-    speech = list(result.steps)
-    refined = _refine(speech, session.current_instruction or session.task.instruction)
-    audio_name = ""
-    if timeline.audio.size:
-        audio_name = default_storage.save(
-            f"thinkaloud/s{session.pk}/recording-{uuid.uuid4().hex[:6]}.ogg",
-            ContentFile(encode_audio(timeline.audio, "ogg", bit_rate=32_000)),
-        )
-    with transaction.atomic():
-        recording = ThinkAloudRecording.objects.select_for_update().get(pk=recording_id)
-        steps = session_steps(session)  # steps cannot change after submit, but re-read under the lock
-        _store_steps(recording, steps, speech, refined)
-        old_audio = recording.audio.name if recording.audio else ""
-        recording.audio = audio_name
-        recording.audio_start_clock = result.audio_start_clock
-        recording.audio_s = round(result.audio_s, 3)
-        recording.transcript = result.to_dict()
-        recording.processing_s = round(time.perf_counter() - started, 3)
-        recording.status = ThinkAloudStatus.DONE
-        errors = result.to_dict()["chunk_errors"]
-        recording.error = "; ".join(f"{e['name']}: {e['message']}" for e in errors)
-        recording.save()
-    if old_audio and old_audio != audio_name:
-        default_storage.delete(old_audio)
-    _publish(recording)
-    return True
-
-
-def recording_failed(recording_id: int, error: str) -> None:
-    """The full pass raised and will not be retried: say so, keep the audio for a later retry."""
-    ThinkAloudRecording.objects.filter(pk=recording_id).update(
-        status=ThinkAloudStatus.FAILED, error=error[:2000]
-    )
-    recording = ThinkAloudRecording.objects.filter(pk=recording_id).first()
-    if recording is not None:
-        _publish(recording)
-
-
 # ---------- the annotator's and reviewer's corrections ----------
 
 
@@ -436,7 +242,7 @@ def step_thought_edit(*, session: AnnotationSession, step_index: int, text: str)
             **recording.step_meta.get(str(step_index), {}), "edited": True, "refined_by": "annotator",
         }  # fmt: skip
         recording.save(update_fields=["step_meta", "updated_at"])
-    _publish(recording)
+    recording_publish(recording)
     return step
 
 
@@ -465,11 +271,5 @@ def step_words_move(
             recording.step_meta[key] = {**recording.step_meta.get(key, {}), "moved": True}
         Step.objects.bulk_update([steps[pos], steps[target]], ["human_words", "human_thought_verbatim"])
         recording.save(update_fields=["step_meta", "updated_at"])
-    _publish(recording)
+    recording_publish(recording)
     return [steps[pos], steps[target]]
-
-
-def _publish(recording: ThinkAloudRecording) -> None:
-    session = AnnotationSession.objects.select_related("task").get(pk=recording.session_id)
-    payload = events.thinkaloud_payload(thinkaloud_state(session))
-    transaction.on_commit(lambda: events.publish(session.pk, payload))

@@ -62,7 +62,7 @@ def test_accepting_an_off_screen_candidate_is_refused(users, api) -> None:
 
 
 def test_candidate_records_mark_off_screen_points() -> None:
-    from annotation.services.candidates import candidate_record
+    from annotation.proposals import candidate_record
     from workers.actions.parse import parse_response
     from workers.actions.types import Convention
     from workers.policy.base import Candidate

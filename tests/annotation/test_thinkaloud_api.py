@@ -16,7 +16,7 @@ from django.conf import settings
 from django.test import override_settings
 
 from annotation.models import AnnotationSession, ThinkAloudChunk, ThinkAloudRecording
-from annotation.thinkaloud import services
+from annotation.thinkaloud import transcribe as passes
 from tests.factories import StepFactory, TaskFactory, TrajectoryFactory
 from workers.asr.audio import SAMPLE_RATE, encode_audio
 from workers.asr.synth import generate_session, split_into_chunks
@@ -147,8 +147,8 @@ def test_edit_and_move_words_and_the_reviewers_view(api, users) -> None:
     assert api("annotator2").patch(f"{base}/1/", {"thought": "x"}, format="json").status_code == 404
     # The full pass leaves edited and re-cut steps alone.
     recording = ThinkAloudRecording.objects.get(session=session)
-    fresh = services.align_words([], [10.0, 20.0])
-    services._store_steps(recording, list(session.trajectory.steps.order_by("index")), fresh, {})
+    fresh = passes.align_words([], [10.0, 20.0])
+    passes._store_steps(recording, list(session.trajectory.steps.order_by("index")), fresh, {})
     assert session.trajectory.steps.get(index=1).human_thought_verbatim == "menu then save"
     # A reviewer sees it only when holding a review of the trajectory.
     review_url = f"/api/annotation/thinkaloud/trajectories/{session.trajectory_id}/"
@@ -171,7 +171,7 @@ def test_live_pass_aligns_a_chunk_with_real_whisper(api, users) -> None:
     [chunk] = split_into_chunks(synth, synth.duration_s + 1, ("webm",))
     answer = put(api("annotator"), session.pk, 0, chunk.data, start_clock=chunk.start_clock)
     assert answer.status_code == 201
-    assert services.chunk_transcribe(ThinkAloudChunk.objects.get().pk)
+    assert passes.chunk_transcribe(ThinkAloudChunk.objects.get().pk)
     steps = list(session.trajectory.steps.order_by("index"))
     from workers.asr.wer import normalize_words, word_error_counts
 
@@ -204,6 +204,6 @@ def test_a_worker_process_of_a_think_aloud_queue_loads_whisper_as_it_starts(monk
     queues.select([settings.THINKALOUD_LIVE_QUEUE])
     tasks._preload_whisper()
     assert len(transcribe._MODELS) == 1
-    live = services.transcriber(live=True).config
+    live = passes.transcriber(live=True).config
     assert live.beam_size == settings.THINKALOUD_LIVE_BEAM_SIZE == 1 and not live.redecode_weak
-    assert services.transcriber().config.redecode_weak  # the full pass keeps its second decode
+    assert passes.transcriber().config.redecode_weak  # the full pass keeps its second decode

@@ -11,7 +11,7 @@ import pytest
 from django.test import override_settings
 
 from annotation.models import AsrSettings
-from annotation.thinkaloud import services
+from annotation.thinkaloud import transcribe
 from annotation.thinkaloud.selectors import asr_model_name
 from workers.asr.models import PINNED_FILES, model_path
 
@@ -46,7 +46,7 @@ def test_the_choice_is_what_the_transcriber_loads(api, users) -> None:
     assert AsrSettings.objects.get(pk=1).updated_by == users["admin"]
     with override_settings(THINKALOUD_MODEL_PATH="base"):
         assert asr_model_name() == "tiny.en"  # the admins' choice wins over the deploy default
-    assert services.transcriber().config.model_path == model_path("tiny.en")
+    assert transcribe.transcriber().config.model_path == model_path("tiny.en")
 
 
 @pytest.mark.skipif(not HAS_BASE, reason="Whisper base not installed (make asr-base)")

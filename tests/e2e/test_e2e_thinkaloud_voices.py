@@ -20,7 +20,7 @@ from PIL import Image
 from playwright.sync_api import Browser, expect
 
 from annotation.models import AnnotationSession, Review, ThinkAloudRecording
-from annotation.thinkaloud import services
+from annotation.thinkaloud import services, transcribe
 from tests.conftest import PASSWORD
 from tests.factories import TaskFactory
 from webapp.store import services as store
@@ -75,7 +75,7 @@ def test_reviewer_sees_terms_as_said_and_the_other_voice_greyed(browser: Browser
     recording = ThinkAloudRecording.objects.get(session=session)
     ThinkAloudRecording.objects.filter(pk=recording.pk).update(finished=True)
     AnnotationSession.objects.filter(pk=session.pk).update(status="submitted")
-    assert services.recording_transcribe(recording.pk)
+    assert transcribe.recording_transcribe(recording.pk)
     recording.refresh_from_db()
     assert recording.status == "done", recording.error
     other_words = " ".join(w["w"] for w in recording.transcript["uncertain_words"]).lower()
