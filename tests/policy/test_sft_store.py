@@ -17,13 +17,13 @@ from django.test import override_settings
 
 from tests.service_urls import subprocess_database_url
 from webapp.store.checkpoints import checkpoint_create_initial, checkpoint_dir
+from webapp.store.job_services import sft_job_create
 from webapp.store.models import Checkpoint, SftJob, Trajectory
 from webapp.store.sft_jobs import (
     SftError,
     checkpoint_sft_from_store,
     demos_collect,
     sft_examples_from,
-    sft_job_create,
     sft_job_run,
     trajectories_for_sft,
 )

@@ -14,8 +14,9 @@ from PIL import Image, ImageDraw
 from tests.factories import TaskFactory
 from webapp.store import services as store
 from webapp.store.checkpoints import checkpoint_create_tiny_vlm, checkpoint_dir
+from webapp.store.job_services import sft_job_create
 from webapp.store.models import JobStatus, Trajectory, TrajectorySource, TrajectoryStatus
-from webapp.store.sft_jobs import sft_examples_from, sft_job_create, sft_job_run
+from webapp.store.sft_jobs import sft_examples_from, sft_job_run
 from workers.actions.types import Convention
 from workers.envs.base import Observation
 from workers.policy.base import HistoryItem

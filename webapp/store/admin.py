@@ -13,7 +13,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from webapp.store import services
+from webapp.store import job_services, services
 from webapp.store.api.filters import TrajectoryFilter
 from webapp.store.importers.services import tasks_set_enabled
 from webapp.store.models import Checkpoint, ExportJob, Step, Task, TaskPool, Trajectory
@@ -197,7 +197,7 @@ class TaskAdmin(admin.ModelAdmin):
         task_ids = sorted(queryset.values_list("pk", flat=True))
         if "tasks" in TrajectoryFilter.base_filters:
             # One job over the whole selection when the filter takes a list of task ids.
-            jobs = [services.export_job_create(
+            jobs = [job_services.export_job_create(
                 user=request.user, format="jsonl", filters={"tasks": ",".join(map(str, task_ids))}
             )]  # fmt: skip
         elif len(task_ids) > EXPORT_PER_TASK_LIMIT:
@@ -210,7 +210,7 @@ class TaskAdmin(admin.ModelAdmin):
             return
         else:
             jobs = [
-                services.export_job_create(user=request.user, format="jsonl", filters={"task": pk})
+                job_services.export_job_create(user=request.user, format="jsonl", filters={"task": pk})
                 for pk in task_ids
             ]
         listing = reverse("admin:store_exportjob_changelist")

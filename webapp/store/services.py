@@ -17,8 +17,6 @@ from webapp.store.models import (
     UNTRAINABLE_REVIEW_STATES,
     Checkpoint,
     DecisionKind,
-    ExportFormat,
-    ExportJob,
     Route,
     Step,
     Task,
@@ -302,18 +300,3 @@ def trajectory_unroute(*, trajectory_id: int, reason: str) -> int:
             route=Route.NONE,
         )
     )
-
-
-# ---------------------------------------------------------------- export jobs
-
-
-def export_job_create(*, user: Any, format: str, filters: dict[str, Any]) -> ExportJob:
-    """Create an export job and queue its run (webapp.store.tasks → webapp.store.export.jobs, which
-    claims, builds, and finishes it, and is where a job is cancelled)."""
-    if format not in ExportFormat.values:
-        raise StoreError(f"unknown export format {format!r}; expected one of {ExportFormat.values}")
-    job = ExportJob.objects.create(created_by=user, format=format, filters=filters)
-    from webapp.store.tasks import export_job_execute
-
-    transaction.on_commit(lambda: export_job_execute.delay(job.pk))
-    return job

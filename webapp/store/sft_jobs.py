@@ -9,7 +9,8 @@
   policy builds it at inference time, the target `Thought: …\\nAction: …` (loss on those tokens only).
 - `checkpoint_sft_from_store`: train a checkpoint on the trajectories selected by the export API's
   filters (source / route / pool / ...) and register the child `Checkpoint` with parent and metrics.
-- `SftJob`: the same as a background job on the `train` queue with progress and status.
+- `sft_job_run`: an `SftJob` run to a terminal state on the `train` queue with progress and status
+  (created and queued by `webapp.store.job_services.sft_job_create`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from django.db.models import QuerySet
 
 from webapp.store import services as store
 from webapp.store.checkpoints import checkpoint_dir, checkpoint_register
-from webapp.store.jobs import job_cancel, job_claim, job_end
+from webapp.store.jobs import job_claim, job_end
 from webapp.store.models import (
     Checkpoint,
     JobStatus,
@@ -358,48 +359,6 @@ def checkpoint_sft_from_store(
 # ------------------------------------------------------------------ jobs
 
 
-def sft_job_create(
-    *,
-    user: Any,
-    base: Checkpoint,
-    version: str,
-    filters: dict[str, Any],
-    steps: int,
-    lr: float = 1e-3,
-    batch_size: int = 16,
-    enqueue: bool = True,
-) -> SftJob:
-    """Validate now (filters, version, base), queue the job on `train` once the row is committed."""
-    if not VERSION_RE.match(version):
-        raise SftError("version: 1-100 characters of letters, digits, '.', '_' or '-'")
-    if (
-        Checkpoint.objects.filter(version=version).exists()
-        or SftJob.objects.filter(version=version)
-        .exclude(status__in=[JobStatus.FAILED, JobStatus.CANCELLED])
-        .exists()
-    ):
-        raise SftError(f"a checkpoint or SFT job {version!r} exists already")
-    if base.endpoint_url or not base.path:
-        raise SftError(f"checkpoint {base.version} is an external endpoint; SFT needs local weights")
-    if not trajectories_for_sft(filters).exists():
-        raise SftError(f"no trajectories match {filters}")
-    job = SftJob.objects.create(
-        created_by=user, base=base, version=version, filters=filters, steps=steps, lr=lr,
-        batch_size=batch_size,
-    )  # fmt: skip
-    if enqueue:
-        from webapp.store.tasks import sft_job_execute
-
-        queue = getattr(settings, "SFT_TRAIN_QUEUE", "train")
-        transaction.on_commit(lambda: sft_job_execute.apply_async((job.pk,), queue=queue))
-    return job
-
-
-def sft_job_cancel(*, job: SftJob) -> SftJob:
-    """Training stops at its next step; the partial checkpoint is still registered."""
-    return job_cancel(job)
-
-
 def sft_job_run(*, job_id: int) -> SftJob | None:
     """Run a queued job to a terminal state (the Celery task's body). Cancelling a running job stops
     training at the next step; the partial checkpoint is still registered."""
@@ -434,8 +393,6 @@ __all__ = [
     "expert_trajectory_store",
     "needs_elements",
     "sft_examples_from",
-    "sft_job_cancel",
-    "sft_job_create",
     "sft_job_run",
     "trajectories_for_sft",
     "trajectory_sft_examples",

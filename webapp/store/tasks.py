@@ -5,6 +5,8 @@ from __future__ import annotations
 from celery import shared_task
 
 from webapp.store.export import jobs as export_jobs
+from webapp.store.importers.osworld_check import osworld_tasks_check
+from webapp.store.sft_jobs import sft_job_run
 
 
 @shared_task(name="webapp.store.tasks.export_job_execute", acks_late=True)
@@ -15,9 +17,7 @@ def export_job_execute(job_id: int) -> None:
 
 @shared_task(name="webapp.store.tasks.sft_job_execute", acks_late=True)
 def sft_job_execute(job_id: int) -> None:
-    """Run an SFT job (enqueued on the `train` queue by `sft_jobs.sft_job_create`)."""
-    from webapp.store.sft_jobs import sft_job_run
-
+    """Run an SFT job (enqueued on the `train` queue by `job_services.sft_job_create`)."""
     sft_job_run(job_id=job_id)
 
 
@@ -25,7 +25,5 @@ def sft_job_execute(job_id: int) -> None:
 def osworld_task_check(task_id: int) -> str:
     """The no-action check of one imported OSWorld task (queue `default`; one task per message so a
     folder's checks interleave with other work). Returns the verdict."""
-    from webapp.store.importers.osworld_check import osworld_tasks_check
-
     checks = osworld_tasks_check(task_ids=[task_id])
     return checks[0].verdict if checks else "skipped"

@@ -14,7 +14,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from webapp.flywheel.models import DatasetIteration, DatasetMembership, Split
-from webapp.store import services as store
+from webapp.store.job_services import export_job_create
 from webapp.store.models import (
     ExportJob,
     ReviewState,
@@ -148,4 +148,4 @@ def dataset_export(*, dataset: DatasetIteration, format: str, user: Any, split: 
     if split and split not in Split.values:
         raise DatasetError(f"unknown split {split!r}; expected one of {Split.values}")
     value = f"{dataset.pk}:{split}" if split else str(dataset.pk)
-    return store.export_job_create(user=user, format=format, filters={"dataset": value})
+    return export_job_create(user=user, format=format, filters={"dataset": value})

@@ -31,9 +31,9 @@ from webapp.store.importers import (
     records_collect,
     tasks_import,
 )
-from webapp.store.importers.osworld_check import osworld_checks_queue
 from webapp.store.importers.sources import is_archive
 from webapp.store.importers.types import ImportIssue, max_file_bytes, max_upload_bytes
+from webapp.store.job_services import osworld_checks_queue
 from webapp.store.models import Task, TaskPool
 from webapp.store.names import MAX_PATH_CHARS, validate_relative_path, validate_segment
 

@@ -26,7 +26,7 @@ from webapp.accounts.permissions import (
     IsResearcherOrAdmin,
 )
 from webapp.accounts.roles import Role, has_role
-from webapp.store import selectors, services
+from webapp.store import job_services, selectors, services
 from webapp.store.api import serializers as out
 from webapp.store.api.filters import TrajectoryFilter, export_queryset
 from webapp.store.checkpoints import (
@@ -194,7 +194,7 @@ class ExportJobListCreateView(APIView):
         data.is_valid(raise_exception=True)
         filters = {k: v for k, v in data.validated_data["filters"].items()}
         _filtered_trajectories(request, filters)  # validates the filters now, not in the worker
-        job = services.export_job_create(
+        job = job_services.export_job_create(
             user=request.user, format=data.validated_data["format"], filters=filters
         )
         return Response(out.ExportJobSerializer(job, context={"request": request}).data, status=202)
@@ -328,7 +328,8 @@ class SftJobListCreateView(APIView):
 
     @extend_schema(request=SftJobCreateInput, responses={202: out.SftJobSerializer})
     def post(self, request: Request) -> Response:
-        from webapp.store.sft_jobs import SftError, sft_job_create
+        from webapp.store.job_services import sft_job_create
+        from webapp.store.sft_jobs import SftError
 
         data = SftJobCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -362,6 +363,6 @@ class SftJobDetailView(APIView):
 class SftJobCancelView(SftJobDetailView):
     @extend_schema(request=None, responses=out.SftJobSerializer)
     def post(self, request: Request, pk: int) -> Response:
-        from webapp.store.sft_jobs import sft_job_cancel
+        from webapp.store.job_services import sft_job_cancel
 
         return Response(out.SftJobSerializer(sft_job_cancel(job=self._job(pk))).data)

@@ -1,5 +1,5 @@
 """An export job's run: claimed by one worker, its archive built with progress (a cancel stops it at
-the next progress report), finished in a terminal state. `webapp.store.services.export_job_create`
+the next progress report), finished in a terminal state. `webapp.store.job_services.export_job_create`
 queues it; the task (`webapp.store.tasks.export_job_execute`) runs `export_job_run`."""
 
 from __future__ import annotations

@@ -70,20 +70,6 @@ def osworld_tasks_check(*, task_ids: Iterable[int]) -> list[TaskCheck]:
     return checks
 
 
-def osworld_checks_queue(*, task_ids: Iterable[int]) -> int:
-    """Queue the no-action check (Celery, one message per task) for the enabled, supported OSWorld
-    tasks among `task_ids`, after the current transaction commits; returns how many were queued."""
-    from webapp.store.tasks import osworld_task_check
-
-    ids = list(
-        Task.objects.filter(pk__in=list(task_ids), source="osworld", enabled=True, supported=True)
-        .order_by("pk")
-        .values_list("pk", flat=True)
-    )
-    transaction.on_commit(lambda: [osworld_task_check.delay(pk) for pk in ids])
-    return len(ids)
-
-
 def osworld_reference_check(*, task_ids: Iterable[int]) -> list[dict[str, Any]]:
     """The independent check (module docstring) of the enabled, supported OSWorld tasks among
     `task_ids` that have a reference solution; one record per task checked, also stored on it."""
