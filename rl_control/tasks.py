@@ -19,9 +19,9 @@ from celery.result import allow_join_result
 from django.conf import settings
 from django.db import DatabaseError
 
-from rl_control import services
 from rl_control.engine.slots import slot_enqueue, slot_fail
 from rl_control.models import Run, RunStatus
+from rl_control.services import state
 
 log = logging.getLogger(__name__)
 REQUEUED = frozenset({"continue", "waiting", "yielded"})  # slot outcomes that queue the slot again
@@ -35,7 +35,7 @@ def runs_enforce_budgets() -> list[int]:
     """
     finished = []
     for run in Run.objects.filter(status=RunStatus.RUNNING).only("pk"):
-        if services.run_enforce_budget(run=run):
+        if state.run_enforce_budget(run=run):
             finished.append(run.pk)
     return finished
 

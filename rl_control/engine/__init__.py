@@ -17,5 +17,6 @@ a streaming pool and a chunked trainer. More machines = more workers on the same
     bench.py    `bench rollout` (async vs sync) and `bench learn` (MiniWoB++ SFT start → RL)
 
 Celery tasks live in rl_control/tasks.py (rollout_slot on `rollout`, train_chunk on `train`,
-engine_watch on `default`); rl_control/services/runs.py starts and stops the engine.
+engine_watch on `default`); rl_control/services/runs.py starts the engine (launch, resume), the
+transitions of rl_control/services/state.py stop a run's policy servers.
 """

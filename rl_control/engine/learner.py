@@ -37,7 +37,6 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from rl_control import services
 from rl_control.engine import measures, share, slots
 from rl_control.engine.control import engine_state, start_dir
 from rl_control.engine.data import (
@@ -59,6 +58,7 @@ from rl_control.engine.serving import (
     serving_push,
 )
 from rl_control.models import EngineState, RolloutGroup, RolloutGroupState, Run, RunMode, RunStatus
+from rl_control.services import state
 from webapp.store.checkpoints import checkpoint_register
 from webapp.store.models import Checkpoint, Step, Trajectory, TrajectoryStatus
 from workers.policy.openai_client import ModelProfile
@@ -108,7 +108,7 @@ def learner_chunk(*, run_id: int, chunk: int) -> str:
         log.exception("run %s: trainer chunk %s failed", run_id, chunk)
         run.refresh_from_db()
         if run.status in (RunStatus.RUNNING, RunStatus.PAUSED):
-            services.run_fail(run=run, error=f"trainer failed: {type(exc).__name__}: {exc}")
+            state.run_fail(run=run, error=f"trainer failed: {type(exc).__name__}: {exc}")
         return "ended"
     finally:
         share.release(pool=share.TRAIN, run_id=run_id, member=TRAINER)
@@ -360,7 +360,7 @@ def _train(
             entry["value_pretraining"] = True
         return metrics, {}
     # The learning-rate schedule anneals over the run's budget (counters as of now, not as loaded).
-    lr_scale = trainer.set_progress(services.run_budget_fraction(Run.objects.get(pk=run.pk)))
+    lr_scale = trainer.set_progress(state.run_budget_fraction(Run.objects.get(pk=run.pk)))
     metrics.update(trainer.update(batch.samples))
     metrics["policy/lr_scale"] = lr_scale
     metrics.update(entropulse_after_update(run, trainer))

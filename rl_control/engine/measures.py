@@ -15,11 +15,12 @@ from typing import Any
 from django.db.models import Avg
 from django.db.models.functions import Length
 
-from rl_control import services
 from rl_control.engine.data import pool_fill
 from rl_control.engine.keys import key, rds
 from rl_control.engine.samples import rollout_outcome
 from rl_control.models import Run
+from rl_control.services import state
+from rl_control.services.metrics import metrics_record
 from webapp.store.models import Step, Trajectory, TrajectoryStatus
 from workers.rl.curation import CURRICULUM_BUCKETS
 
@@ -154,12 +155,12 @@ def update_record(
     if busy + idle > 0:
         values["efficiency/env_utilization"] = busy / (busy + idle)
     samples = int(Step.objects.filter(trajectory_id__in=trained).count())
-    services.metrics_record(run=run, step=step, values=values, policy_version=version, samples=samples)
+    metrics_record(run=run, step=step, values=values, policy_version=version, samples=samples)
     run.refresh_from_db()
     try:
-        services.run_progress(
+        state.run_progress(
             run=run, updates_done=run.updates_done + 1, episodes_done=episodes, policy_version=version,
             samples=run.samples + samples,
         )  # fmt: skip
-    except services.RunTransitionError:
+    except state.RunTransitionError:
         pass  # stopped meanwhile; the loop notices

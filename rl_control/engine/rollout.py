@@ -22,12 +22,12 @@ from typing import Any
 
 from django.db import transaction
 
-from rl_control import services
 from rl_control.engine import judging
 from rl_control.engine.data import Claim, pool_push
 from rl_control.engine.keys import key, rds, version_of
 from rl_control.engine.serving import external_urls, root_of, serving_key
 from rl_control.models import RolloutGroup, Run
+from rl_control.services import state
 from webapp.fleet import services as fleet
 from webapp.store import services as store
 from webapp.store.models import Trajectory, TrajectoryStatus
@@ -268,7 +268,7 @@ def _complete(
         pipe.hincrby(key(run.pk, "acct"), "episodes", 1)
         pipe.hincrby(key(run.pk, "acct"), "actions", len(parse_oks))
         pipe.execute()
-        services.run_episode_done(run_id=run.pk)
+        state.run_episode_done(run_id=run.pk)
 
 
 def _judge(

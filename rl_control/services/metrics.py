@@ -14,7 +14,7 @@ from rl_control.events import RunMetricsEvent, publish_run_metrics
 from rl_control.metric_names import metric_name_problem
 from rl_control.models import Run, RunMetric, RunMetricBlock
 from rl_control.selectors import binary_cursor, metric_columns, run_metric_names
-from rl_control.services.runs import RunError
+from rl_control.services.state import RunError
 
 
 @transaction.atomic

@@ -67,7 +67,7 @@ def published(monkeypatch) -> list[dict[str, Any]]:
     """Every event the services publish, in order (the channel layer itself is tested elsewhere)."""
     events: list[dict[str, Any]] = []
     for module, name in [
-        ("rl_control.services.runs", "publish_run_status"),
+        ("rl_control.services.state", "publish_run_status"),
         ("rl_control.services.metrics", "publish_run_metrics"),
         ("rl_control.alerts", "publish_run_alert"),
     ]:
