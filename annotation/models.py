@@ -218,6 +218,12 @@ class ThinkAloudChunk(models.Model):
     sha256 = models.CharField(max_length=64)
     words = models.JSONField(default=list, blank=True, help_text="[{w, start, end, p}] on the session clock.")
     transcribed = models.BooleanField(default=False)
+    live_cut = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Session-clock second from which `words` are this chunk's own (it was decoded with the "
+        "previous chunk's tail in front; earlier words are the previous chunk's). Empty: `start_clock`.",
+    )
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -97,11 +97,25 @@ def _store_steps(
     Step.objects.bulk_update(changed, ["human_words", "human_thought_verbatim", "human_thought_refined"])
 
 
-def chunk_transcribe(chunk_id: int) -> bool:
-    """Live pass for one chunk: transcribe it alone, then re-align every live word to the steps."""
+def _previous_chunk_audio(chunk: ThinkAloudChunk) -> tuple[Any, float] | None:
+    """The samples and start clock of the chunk uploaded before `chunk` (None: none, or undecodable)."""
     from workers.asr.audio import AudioDecodeError, decode_chunk
-    from workers.asr.speaker import split_by_level
-    from workers.asr.vocab import hotwords, snap_words
+
+    previous = ThinkAloudChunk.objects.filter(recording_id=chunk.recording_id, index=chunk.index - 1).first()
+    if previous is None or not previous.file:
+        return None
+    try:
+        with previous.file.open("rb") as fh:
+            return decode_chunk(fh.read()), previous.start_clock
+    except AudioDecodeError:
+        return None
+
+
+def chunk_transcribe(chunk_id: int) -> bool:
+    """Live pass for one chunk: transcribe it (with the previous chunk's last
+    THINKALOUD_LIVE_OVERLAP_S in front), then re-align every live word to the steps."""
+    from workers.asr.audio import AudioDecodeError, decode_chunk
+    from workers.asr.pipeline import LiveChunk, join_live_words, transcribe_live_chunk
 
     chunk = ThinkAloudChunk.objects.select_related("recording__session").filter(pk=chunk_id).first()
     if chunk is None:
@@ -112,23 +126,30 @@ def chunk_transcribe(chunk_id: int) -> bool:
                 samples = decode_chunk(fh.read())
             session = chunk.recording.session
             vocabulary = session_vocabulary(session, until_clock=chunk.start_clock + len(samples) / 16_000)
-            result = transcriber(live=True).transcribe(
-                samples, offset_s=chunk.start_clock, hotwords=hotwords(vocabulary)
-            )
-            words, _snaps = snap_words(result.words, vocabulary)
-            words, _other_voice = split_by_level(words, samples, chunk.start_clock)
-            chunk.words = [word_json(w) for w in words]
+            live = transcribe_live_chunk(
+                samples, chunk.start_clock, transcriber=transcriber(live=True),
+                previous=_previous_chunk_audio(chunk) if settings.THINKALOUD_LIVE_OVERLAP_S > 0 else None,
+                overlap_s=settings.THINKALOUD_LIVE_OVERLAP_S, vocabulary=vocabulary,
+            )  # fmt: skip
+            chunk.words, chunk.live_cut = [word_json(w) for w in live.words], live.cut
             chunk.error = ""
         except AudioDecodeError as exc:
-            chunk.words, chunk.error = [], str(exc)
+            chunk.words, chunk.live_cut, chunk.error = [], None, str(exc)
         chunk.transcribed = True
-        chunk.save(update_fields=["words", "error", "transcribed"])
+        chunk.save(update_fields=["words", "live_cut", "error", "transcribed"])
     with transaction.atomic():
         recording = ThinkAloudRecording.objects.select_for_update().get(pk=chunk.recording_id)
         if recording.finished:  # the full pass owns the steps now
             return True
         session = recording.session
-        words = [word_of(d) for c in recording.chunks.filter(transcribed=True) for d in c.words]
+        words = join_live_words(
+            [
+                LiveChunk(
+                    c.start_clock if c.live_cut is None else c.live_cut, tuple(word_of(d) for d in c.words)
+                )
+                for c in recording.chunks.filter(transcribed=True)
+            ]
+        )
         steps = session_steps(session)
         _store_steps(recording, steps, _align(words, steps), {})
         recording.save(update_fields=["step_meta", "updated_at"])

@@ -163,15 +163,22 @@ def test_edit_and_move_words_and_the_reviewers_view(api, users) -> None:
 
 
 def test_live_pass_aligns_a_chunk_with_real_whisper(api, users) -> None:
-    """One chunk of synthesized think-aloud through real Whisper: its words land on the right steps."""
+    """Two chunks of synthesized think-aloud through real Whisper: the second is decoded with the
+    first's tail in front (THINKALOUD_LIVE_OVERLAP_S), and the words land on the right steps."""
     synth = generate_session(seed=5, n_steps=3, voice="en-us", speed_wpm=160, start_clock=5.0)
     session = make_session(
         users["annotator"], age_s=synth.start_clock + synth.duration_s + 5, steps=synth.action_times
     )
-    [chunk] = split_into_chunks(synth, synth.duration_s + 1, ("webm",))
-    answer = put(api("annotator"), session.pk, 0, chunk.data, start_clock=chunk.start_clock)
-    assert answer.status_code == 201
-    assert passes.chunk_transcribe(ThinkAloudChunk.objects.get().pk)
+    chunks = split_into_chunks(synth, synth.duration_s / 2 + 0.1, ("webm",))
+    assert len(chunks) == 2
+    for index, chunk in enumerate(chunks):
+        answer = put(api("annotator"), session.pk, index, chunk.data, start_clock=chunk.start_clock)
+        assert answer.status_code == 201
+    for stored in ThinkAloudChunk.objects.order_by("index"):
+        assert passes.chunk_transcribe(stored.pk)
+    first, second = ThinkAloudChunk.objects.order_by("index")
+    assert first.live_cut == first.start_clock
+    assert second.live_cut == pytest.approx(second.start_clock - settings.THINKALOUD_LIVE_OVERLAP_S / 2)
     steps = list(session.trajectory.steps.order_by("index"))
     from workers.asr.wer import normalize_words, word_error_counts
 

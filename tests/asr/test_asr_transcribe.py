@@ -11,7 +11,14 @@ import pytest
 from benchmarks.asr import hypothesis_tokens, score_alignment
 from workers.asr.align import align_words
 from workers.asr.audio import SAMPLE_RATE, AudioChunk, build_timeline, encode_audio
-from workers.asr.pipeline import transcribe_recording
+from workers.asr.pipeline import (
+    LIVE_OVERLAP_S,
+    LiveChunk,
+    join_live_words,
+    live_cut,
+    transcribe_live_chunk,
+    transcribe_recording,
+)
 from workers.asr.synth import SynthSession, speak, split_into_chunks
 from workers.asr.transcribe import (
     Transcriber,
@@ -165,3 +172,34 @@ def test_a_word_counts_for_the_region_holding_its_midpoint(transcriber: Transcri
     assert weak_regions(inside, regions, transcriber.config) == []
     unsure = [*stretched, Word("right", 6.3, 6.5, 0.2)]  # only words below min_word_probability: weak
     assert weak_regions(unsure, regions, transcriber.config) == [(6.06, 8.58)]
+
+
+def test_live_chunks_cut_and_join_at_the_overlap() -> None:
+    assert live_cut(20.0, 20.01) == pytest.approx(20.0 - LIVE_OVERLAP_S / 2)  # contiguous: overlap
+    assert live_cut(20.0, 19.0) == live_cut(20.0, None) == 20.0  # a gap, or the first chunk: none
+    assert live_cut(20.0, 20.0, overlap_s=0.0) == 20.0
+    first = LiveChunk(
+        10.0, (Word("open", 12.0, 12.3, 0.9), Word("the", 18.8, 19.1, 0.9), Word("sett", 19.7, 20.0, 0.4))
+    )
+    second = LiveChunk(19.0, (Word("settings", 19.6, 20.3, 0.9), Word("menu", 20.4, 20.8, 0.9)))
+    # The word cut by the boundary comes from the chunk that heard it whole, and nothing twice.
+    assert [w.text for w in join_live_words([first, second])] == ["open", "the", "settings", "menu"]
+    assert [w.text for w in join_live_words([first])] == ["open", "the", "sett"]
+
+
+def test_a_sentence_across_live_chunks_is_heard_once_and_whole(transcriber: Transcriber) -> None:
+    """Two contiguous live chunks cut a sentence in a word: the second is decoded with the first's
+    last LIVE_OVERLAP_S in front, so the joined words read the sentence once, on the session clock."""
+    live = Transcriber(dataclasses.replace(transcriber.config, beam_size=1, redecode_weak=False))
+    said_text = "now I open the settings menu and choose the network tab"
+    speech = np.concatenate([np.zeros(SAMPLE_RATE // 2, np.float32), speak(said_text, "en-us", 170)])
+    boundary = speech.size // 2  # inside the sentence
+    one = transcribe_live_chunk(speech[:boundary], 50.0, transcriber=live)
+    two = transcribe_live_chunk(speech[boundary:], 50.0 + boundary / SAMPLE_RATE, transcriber=live,
+                                previous=(speech[:boundary], 50.0))  # fmt: skip
+    assert one.cut == 50.0 and two.cut == pytest.approx(50.0 + boundary / SAMPLE_RATE - LIVE_OVERLAP_S / 2)
+    joined = join_live_words([one, two])
+    text = " ".join(w.text for w in joined)
+    assert word_error_rate(said_text, text).wer <= 0.2, text
+    assert [w.start for w in joined] == sorted(w.start for w in joined)
+    assert 50.0 <= joined[0].start and joined[-1].end <= 50.0 + speech.size / SAMPLE_RATE + 0.5

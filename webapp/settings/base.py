@@ -397,6 +397,9 @@ THINKALOUD_QUEUE = env_str("THINKALOUD_QUEUE", "asr")  # full passes over a fini
 THINKALOUD_LIVE_QUEUE = env_str("THINKALOUD_LIVE_QUEUE", "asr.live")
 # The live pass decodes greedily (beam 1) and never twice; the full pass keeps the tuned settings.
 THINKALOUD_LIVE_BEAM_SIZE = env_int("THINKALOUD_LIVE_BEAM_SIZE", 1, minimum=1)
+# Each live chunk is decoded with this many seconds of the chunk before it in front (workers/asr/
+# pipeline.py, LIVE_OVERLAP_S); 0 decodes every chunk alone.
+THINKALOUD_LIVE_OVERLAP_S = env_float("THINKALOUD_LIVE_OVERLAP_S", 2.0)
 THINKALOUD_MAX_CHUNK_BYTES = env_int("THINKALOUD_MAX_CHUNK_BYTES", 2_000_000, minimum=1)
 THINKALOUD_MAX_CHUNK_S = env_float("THINKALOUD_MAX_CHUNK_S", 120.0)
 THINKALOUD_CLOCK_TOLERANCE_S = env_float("THINKALOUD_CLOCK_TOLERANCE_S", 5.0)

@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+import numpy as np
+
 from workers.asr.align import StepSpeech, align_words, window_of
 from workers.asr.audio import SAMPLE_RATE, AudioChunk, ChunkError, Timeline, build_timeline
 from workers.asr.speaker import split_by_level
@@ -201,3 +203,70 @@ def transcribe_timeline(
         transcript, tuple(steps), timeline.errors, timeline.start_clock, timeline.duration_s, tuple(snaps),
         tuple(uncertain),
     )  # fmt: skip
+
+
+# ---------- the live pass: one chunk at a time, as it arrives ----------
+
+# A chunk is decoded with the last LIVE_OVERLAP_S of the chunk before it in front (when the two are
+# contiguous), and the words of the overlap's second half are taken from this decode: a word cut
+# by the chunk boundary is heard whole once, and the chunk's first words have their context.
+# Chosen on the hard set's validation sessions (benchmarks/HISTORY.md, asr: live pass).
+LIVE_OVERLAP_S = 2.0
+CONTIGUOUS_S = 0.05  # chunks this close on the session clock are one stream
+
+
+@dataclass(frozen=True)
+class LiveChunk:
+    """A chunk's live words: those with their midpoint at or after `cut` (session clock) are its own."""
+
+    cut: float
+    words: tuple[Word, ...]
+    uncertain: tuple[Word, ...] = ()
+
+
+def live_cut(
+    start_clock: float, previous_end_clock: float | None, overlap_s: float = LIVE_OVERLAP_S
+) -> float:
+    """Where a chunk's own words begin: half the overlap before its first sample when the previous
+    chunk ends where it starts (so it was decoded with that chunk's tail), else its first sample."""
+    contiguous = previous_end_clock is not None and abs(previous_end_clock - start_clock) <= CONTIGUOUS_S
+    return start_clock - overlap_s / 2 if contiguous and overlap_s > 0 else start_clock
+
+
+def transcribe_live_chunk(
+    samples: np.ndarray,
+    start_clock: float,
+    *,
+    transcriber: Transcriber,
+    previous: tuple[np.ndarray, float] | None = None,
+    overlap_s: float = LIVE_OVERLAP_S,
+    vocabulary: Sequence[str] = (),
+) -> LiveChunk:
+    """The live pass for one chunk (16 kHz samples starting at `start_clock`): decoded with the last
+    `overlap_s` of `previous` (its samples and start clock) in front when that chunk ends where
+    this one starts; task vocabulary as hotwords and snapping; much quieter phrases set apart
+    (workers.asr.speaker). Keeps the words from `live_cut` on; `join_live_words` drops the words
+    a later chunk took over."""
+    audio, offset = samples, start_clock
+    previous_end = None if previous is None else previous[1] + len(previous[0]) / SAMPLE_RATE
+    cut = live_cut(start_clock, previous_end, overlap_s)
+    if previous is not None and cut < start_clock:
+        tail = previous[0][-round(overlap_s * SAMPLE_RATE) :]
+        audio = np.concatenate([tail, samples])
+        offset = start_clock - len(tail) / SAMPLE_RATE
+    result = transcriber.transcribe(audio, offset_s=offset, hotwords=hotwords(vocabulary))
+    words, _snaps = snap_words(result.words, vocabulary)
+    words, uncertain = split_by_level(words, audio, offset)
+    return LiveChunk(
+        cut, tuple(w for w in words if w.midpoint >= cut), tuple(w for w in uncertain if w.midpoint >= cut)
+    )
+
+
+def join_live_words(chunks: Sequence[LiveChunk]) -> list[Word]:
+    """The live words of a recording's chunks (in order): each chunk's words up to the next chunk's
+    cut, from which on that chunk heard them (with more context)."""
+    words: list[Word] = []
+    for i, chunk in enumerate(chunks):
+        until = chunks[i + 1].cut if i + 1 < len(chunks) else float("inf")
+        words.extend(w for w in chunk.words if w.midpoint < until)
+    return words
