@@ -30,12 +30,13 @@ Figures:
   `transcribe_timeline` as the full pass runs it: `wer_by_condition`, `alignment_by_condition`
   (`alignment_matched_by_condition`: of the words heard only, so misfiling apart from lost words),
   `background_filed_share` (background words aligned to any step / the annotator's reference
-  words), `rtf`. Seeds: the split's range + HARD_SEED_SHIFT, + HARD_FINAL_SHIFT for the final test
-  (quick: 4 validation sessions).
+  words), `rtf`; `live_wer_by_condition`: the live pass's WER (each 10 s chunk decoded greedily as
+  it arrives, with the previous chunk's last 2 s in front; `live_pass_errors`). Seeds: the split's
+  range + HARD_SEED_SHIFT, + HARD_FINAL_SHIFT for the final test (quick: 4 validation sessions).
 - `live_chunk_s_p50` / `_max` (wall) and `live_chunk_cpu_s_mean`: the live pass of the workspace
   (annotation/thinkaloud) transcribes each uploaded chunk alone as it arrives; this is the time to
   decode and transcribe one 10 s chunk, i.e. how long after a decision its words can show (plus
-  upload and queueing). Measured on every 4th session (the first only when quick).
+  upload and queueing). Measured on every 4th session (the first only when quick), each chunk alone.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -51,9 +52,9 @@ import numpy as np
 from benchmarks.harness.config import AsrBenchConfig
 from benchmarks.harness.stats import bootstrap_ratio_interval
 from workers.asr.align import StepSpeech, align_words
-from workers.asr.audio import SAMPLE_RATE, build_timeline, decode_chunk
+from workers.asr.audio import SAMPLE_RATE, AudioChunk, build_timeline, decode_chunk
 from workers.asr.models import model_path
-from workers.asr.pipeline import transcribe_timeline
+from workers.asr.pipeline import LiveChunk, join_live_words, transcribe_live_chunk, transcribe_timeline
 from workers.asr.synth import (
     SPEEDS_WPM,
     UNSCRIPTED_SPEEDS_WPM,
@@ -195,8 +196,9 @@ HARD_VOICES = ("en-us+f3", "en-gb-scotland", "en-029", "en-gb-x-gbclan")  # none
 HARD_SEED_SHIFT = 500  # the hard set's seeds sit apart from the other sets' in each split's range
 # The hard set's final test moved on 2026-11-28 (issue 32): 7919·k + 90501 was read once and then
 # became validation-grade (benchmarks/HISTORY.md); so did 7919·k + 190501, read once at 19:24 the
-# same day; the final test is 7919·k + 290501 since.
-HARD_FINAL_SHIFT = 200_000
+# same day; and so did 7919·k + 290501, read once at 21:52. The final test is 7919·k + 390501 since
+# 2026-11-29 (after the live pass's chunk overlap was chosen on validation): never read.
+HARD_FINAL_SHIFT = 300_000
 
 
 def hard_seed(config: AsrBenchConfig, k: int) -> int:
@@ -243,6 +245,23 @@ def background_filed(steps: Sequence[StepSpeech], session: SynthSession) -> int:
     )
 
 
+def live_pass_errors(
+    transcriber: Transcriber, chunks: Sequence[AudioChunk], session: SynthSession, vocabulary: Sequence[str]
+) -> int:
+    """Word errors of the live pass over `chunks` (workers.asr.pipeline.transcribe_live_chunk, each
+    chunk with the previous one's last LIVE_OVERLAP_S in front), aligned to the session's steps."""
+    heard: list[LiveChunk] = []
+    previous: tuple[np.ndarray, float] | None = None
+    for chunk in chunks:
+        samples = decode_chunk(chunk.data)
+        heard.append(transcribe_live_chunk(samples, chunk.start_clock, transcriber=transcriber,
+                                           previous=previous, vocabulary=vocabulary))  # fmt: skip
+        previous = (samples, chunk.start_clock)
+    steps = align_words(join_live_words(heard), session.action_times)
+    reference = session.reference_words()
+    return word_error_counts([t for t, _ in reference], [t for t, _ in hypothesis_tokens(steps)]).errors
+
+
 def run_hard(config: AsrBenchConfig) -> dict[str, Any]:
     """The hard set through the whole pipeline (chunks -> timeline -> transcribe_timeline with the
     task's vocabulary -> alignment): WER and alignment per condition, background words filed, RTF."""
@@ -255,12 +274,18 @@ def run_hard(config: AsrBenchConfig) -> dict[str, Any]:
         c: dict.fromkeys(("errors", "ref", "correct", "matched", "total", "audio", "proc"), 0.0)
         for c in HARD_CONDITIONS
     }
+    # The live pass as the workspace runs it (annotation/thinkaloud: greedy, no second decode, each
+    # chunk with the previous one's tail in front); its words are replaced by the full pass at finish.
+    live = Transcriber(replace(transcriber.config, beam_size=1, redecode_weak=False))
+    live_errors = dict.fromkeys(HARD_CONDITIONS, 0)
     filed = main_words = retried = lost = snapped = 0
     cpu_s = 0.0
     for k in range(config.sessions):
         condition, session = hard_session(config, k)
-        timeline = build_timeline(split_into_chunks(session, 10.0, CHUNK_FORMATS))
+        chunks = split_into_chunks(session, 10.0, CHUNK_FORMATS)
+        timeline = build_timeline(chunks)
         vocabulary = terms([session.instruction]) if session.instruction else []
+        live_errors[condition] += live_pass_errors(live, chunks, session, vocabulary)
         cpu = time.process_time()
         result = transcribe_timeline(
             timeline, session.action_times, transcriber=transcriber, vocabulary=vocabulary
@@ -295,6 +320,8 @@ def run_hard(config: AsrBenchConfig) -> dict[str, Any]:
         # are what the goals read); without it `bench asr` refused the hard set's result
         "wer": round(sum(r["errors"] for r in done.values()) / sum(r["ref"] for r in done.values()), 4),
         "wer_by_condition": {c: round(r["errors"] / r["ref"], 4) for c, r in done.items()},
+        # the live pass's words (shown while the annotator works), same reference words
+        "live_wer_by_condition": {c: round(live_errors[c] / r["ref"], 4) for c, r in done.items()},
         "alignment_by_condition": {c: round(r["correct"] / r["total"], 4) for c, r in done.items()},
         # of the reference words the recogniser heard (paired with a hypothesis word): misfiled words
         # only, where the figure above also counts every word the recogniser lost

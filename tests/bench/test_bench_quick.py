@@ -110,3 +110,5 @@ def test_asr_quick_on_the_hard_speech_set() -> None:
         "background",
         "technical",
     }
+    # the live pass (chunks as they arrive, with the previous chunk's tail in front) is scored too
+    assert set(figures["live_wer_by_condition"]) == set(figures["wer_by_condition"]), figures
