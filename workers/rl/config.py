@@ -184,8 +184,7 @@ class GRPOConfig(Section):
     weight_ema: float = Field(default=0.0, ge=0, lt=1, title="Weight averaging decay (0 = off)")
     """d of an averaged copy saved beside each checkpoint (`…-ema`); 0 = off"""
     anchor_weight: float = Field(default=0.0, ge=0, le=10, title="Step credit from repeated states (0 = off)")
-    """ω of GiGPO: each step's advantage += ω × its discounted return against the other steps of its
-    group that acted on the same state; 0 = step-wise GRPO alone"""
+    """ω of GiGPO: a step's advantage gains ω × its return against its group's steps on the same state"""
     anchor_gamma: float = Field(default=0.95, gt=0, le=1, title="Discount of the step credit")
     """γ of the discounted returns the step credit compares (a shorter way to success counts more)"""
 
