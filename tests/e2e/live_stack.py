@@ -76,6 +76,15 @@ class LiveStack:
         return path.read_text(errors="replace")[-4000:] if path.exists() else f"(no {path})"
 
 
+def _log_tails(var_dir: Path, lines: int = 40) -> str:
+    """The end of each process log of a stack that did not come up (the var dir goes at teardown)."""
+    tails = []
+    for log in sorted((var_dir / "log").glob("*.log")):
+        text = log.read_text(errors="replace").splitlines()[-lines:]
+        tails.append(f"\n--- {log.name} ---\n" + "\n".join(text))
+    return "".join(tails)
+
+
 @pytest.fixture(scope="session")
 def live_stack() -> Iterator[LiveStack]:
     # The postgres account runs the stack's cluster: the var dir's parent is traversable (0711).
@@ -106,7 +115,7 @@ def live_stack() -> Iterator[LiveStack]:
     stack = LiveStack(base_url=f"http://127.0.0.1:{port}", env=env, var_dir=var_dir)
     try:
         up = subprocess.run(["make", "up"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-        assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+        assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:] + _log_tails(var_dir)
         for line in (var_dir / "secrets" / "env").read_text().splitlines():
             name, _, value = line.partition("=")
             if name in ("DATABASE_URL", "REDIS_URL"):
