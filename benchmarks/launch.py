@@ -45,7 +45,7 @@ from benchmarks.harness.platform_config import LaunchBenchConfig
 LOCAL = "local"  # FLYWHEEL_BENCH_URL=local: a stack of the bench's own
 
 
-def _login(client: httpx.Client, username: str, password: str) -> None:
+def login(client: httpx.Client, username: str, password: str) -> None:
     page = client.get("/login/")
     match = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
     if match is None:
@@ -85,7 +85,7 @@ async def _listen(url: str, cookie: str, origin: str, started: float, window_s: 
             "messages": messages}  # fmt: skip
 
 
-def _trained(run_id: int, checkpoints: Any) -> int:
+def trained_versions(run_id: int, checkpoints: Any) -> int:
     """Versions the run trained: its own checkpoints `run<id>-v<n>` (n ≥ 1; the EMA copies left out)."""
     rows = checkpoints.get("results", checkpoints) if isinstance(checkpoints, dict) else checkpoints
     return sum(1 for c in rows if re.fullmatch(rf"run{run_id}-v[1-9]\d*", str(c.get("version", ""))))
@@ -140,7 +140,7 @@ def _measure(config: LaunchBenchConfig, base: str) -> dict[str, Any]:
     quick = config.quick
     window_s = config.window_s
     client = httpx.Client(base_url=base, timeout=120, follow_redirects=True)
-    _login(client, config.username, config.password)
+    login(client, config.username, config.password)
     csrf = {"X-CSRFToken": client.cookies.get("csrftoken") or "", "Referer": f"{base}/runs/new/"}
     pools = client.get("/api/pools/").json()
     pools = pools.get("results", pools) if isinstance(pools, dict) else pools
@@ -172,7 +172,7 @@ def _measure(config: LaunchBenchConfig, base: str) -> dict[str, Any]:
         "base_url": base,
         "run_id": run_id,
         "first_metric_s": seen["first_metric_s"],
-        "trained_updates": _trained(run_id, checkpoints),
+        "trained_updates": trained_versions(run_id, checkpoints),
         "updates": int(run.get("updates_done") or 0),
         "window_s": window_s,
         "post_s": round(post_s, 2),

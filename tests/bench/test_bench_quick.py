@@ -27,7 +27,7 @@ from benchmarks.harness.database import database_url
 from benchmarks.management.commands.bench import BENCHES, missing_keys
 
 # Minutes a quick run may take on a loaded 2-core machine (the engine benches train and run RL).
-MINUTES = {"rollout": 40, "learn": 60, "flywheel": 60, "launch": 30, "vlm": 30, "policy": 30}
+MINUTES = {"rollout": 40, "learn": 60, "flywheel": 60, "launch": 30, "presets": 30, "vlm": 30, "policy": 30}
 
 
 def _minutes(name: str) -> int:
@@ -72,7 +72,8 @@ def _timeout(name: str) -> pytest.MarkDecorator:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=_timeout(n)) for n in sorted(set(BENCHES) - {"osworld", "launch"})]
+    "name",
+    [pytest.param(n, marks=_timeout(n)) for n in sorted(set(BENCHES) - {"osworld", "launch", "presets"})],
 )
 def test_quick_mode_runs_and_reports_its_spec_keys(name: str) -> None:
     run_quick(name)
@@ -96,6 +97,15 @@ def test_osworld_quick_on_the_shipped_osworld_format_tasks(tmp_path: Path) -> No
 def test_launch_quick_against_a_stack_of_its_own() -> None:
     figures = run_quick("launch", FLYWHEEL_BENCH_URL="local")
     assert figures["first_metric_s"] is not None, figures
+
+
+@pytest.mark.slow
+@_timeout("presets")
+def test_presets_quick_against_a_stack_of_its_own() -> None:
+    """The first preset's defaults, 3 minutes on a stack of the bench's own: its curve is read back."""
+    figures = run_quick("presets", FLYWHEEL_BENCH_URL="local")
+    (only,) = figures["presets"].values()
+    assert only["episodes"] > 0 and only["first_half"]["n"] + only["second_half"]["n"] == only["episodes"]
 
 
 @pytest.mark.slow

@@ -30,6 +30,7 @@ BENCHES: dict[str, str] = {
     "osworld": "benchmarks.osworld:run_osworld",
     "vlm": "benchmarks.vlm:run_vlm",
     "launch": "benchmarks.launch:run_launch",
+    "presets": "benchmarks.presets:run_presets",
     "team": "benchmarks.team:run_team",
 }
 
@@ -48,6 +49,7 @@ SPEC_KEYS: dict[str, tuple[str, ...]] = {
                   "socket_errors"),
     "flywheel": ("vs1_rate_by_iteration", "sft_gain_points"),
     "launch": ("first_metric_s", "updates", "window_s"),
+    "presets": ("presets", "trained", "rising", "window_s"),  # issue 34's, not SPEC §10's
     "osworld": ("domains", "supported_share", "passes_without_action", "correct_share"),
     "vlm": ("propose_p50_ms", "update_s", "logprob_max_abs_diff", "sync_s"),
     "team": ("http_5xx", "ws_errors", "lost_steps", "db_connections_max", "db_pool_max", "decide_p95_ms",

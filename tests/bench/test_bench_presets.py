@@ -1,0 +1,52 @@
+"""`bench presets` (issue 34): the success curve it reads from a run's episodes, and its settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.harness.platform_config import PresetsBenchConfig
+from benchmarks.presets import _version_number, curve
+from rl_control.presets import PRESETS
+
+
+def test_a_run_that_learned_rises_and_one_that_did_not_does_not() -> None:
+    learned = curve([False] * 30 + [True] * 10 + [False] * 10 + [True] * 30, [0] * 40 + [1] * 40)
+    assert (learned["first_half"]["rate"], learned["second_half"]["rate"]) == (0.25, 0.75)
+    assert learned["gain_points"] == 50.0 and learned["rising"] and learned["rising_significant"]
+    low, high = learned["gain_points_ci95"]
+    assert 20 < low < 50 < high < 80
+    assert learned["by_version"]["starter_weights"]["rate"] == 0.25
+    assert learned["by_version"]["trained_weights"]["n"] == 40
+    assert learned["above_starter_points"] == 50.0 and learned["above_starter_points_ci95"][0] > 0
+    flat = curve([True, False] * 40, [0] * 80)
+    assert flat["gain_points"] == 0.0 and not flat["rising"] and not flat["rising_significant"]
+    assert flat["by_version"]["trained_weights"]["n"] == 0
+    worse = curve([True] * 20 + [False] * 20, [0] * 20 + [2] * 20)
+    assert worse["gain_points"] == -100.0 and not worse["rising"]
+    # a dip made by the first updates, then a climb back: rising, but not above the starter
+    dip = curve([True] * 24 + [False] * 66 + [False] * 45 + [True] * 45, [0] * 24 + [1] * 156)
+    assert dip["rising_significant"] and dip["above_starter_points"] == -50.0
+
+
+def test_too_few_episodes_for_a_curve_say_so() -> None:
+    for successes in ([], [True]):
+        few = curve(successes, [0] * len(successes))
+        assert not few["rising"] and not few["rising_significant"]
+        assert few["gain_points_ci95"] == [-100.0, 100.0]
+
+
+def test_episode_versions_as_the_engine_writes_them() -> None:
+    assert [_version_number(v) for v in ("v0", "v12", "run3-v4", "7", 5, "", None)] == [0, 12, 4, 7, 5, 0, 0]
+
+
+def test_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    full = PresetsBenchConfig.for_run(False)
+    assert full.presets == tuple(sorted(PRESETS)) and full.window_s == 600 and full.seed is None
+    assert PresetsBenchConfig.for_run(True).presets == tuple(sorted(PRESETS))[:1]
+    monkeypatch.setenv("FLYWHEEL_BENCH_PRESETS", "bepa, grpo-dart")
+    monkeypatch.setenv("FLYWHEEL_PRESETS_SEED", "7")
+    chosen = PresetsBenchConfig.for_run(False)
+    assert (chosen.presets, chosen.seed) == (("bepa", "grpo-dart"), 7)
+    monkeypatch.setenv("FLYWHEEL_BENCH_PRESETS", "bepa,nope")
+    with pytest.raises(ValueError, match="nope"):
+        PresetsBenchConfig.for_run(False)
