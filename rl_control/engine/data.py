@@ -6,8 +6,14 @@ workers.rl.curator state kept in `EngineState.curation`). A slot is claimed by o
 UPDATE (`issued < size`), in the same transaction that creates its `Trajectory`, so a slot is
 never rolled out twice.
 
-Async mode: a free environment takes the oldest open slot, or opens a new group: it never waits
-(rollout-wise scheduling); the curator's staleness bound drops what is too old at training time.
+Async mode: a free environment takes the oldest open slot, or opens a new group (rollout-wise
+scheduling). It waits only when the rollouts already out, still fresh, would fill the trainer's
+next `staleness_bound + 1` batches (`rollouts_ahead_limit`): a rollout started then could only be
+trained on beyond the bound, so it would cost the machine an episode for nothing (AReaL's staleness
+control, Fu et al. 2025). When the trainer keeps up, the gate never closes; when it is the slower
+side (a CPU update on the same cores as the browsers), the cores go to the update instead of to
+episodes it would drop. It waits at the barrier below, which every committed update lifts. The
+curator's staleness bound still drops what grew too old at training time.
 Sync mode (coupled baseline): the groups of batch `u` are opened together once the trainer has made
 u updates; an environment with no slot left in the batch waits until the trainer has consumed the
 whole batch in update u + 1 and pushed its weights (the barrier). Batches count updates, not policy
@@ -122,6 +128,31 @@ def _open_group(run: Run, state: EngineState, *, batch: int | None) -> RolloutGr
     )  # fmt: skip
 
 
+def rollouts_ahead_limit(run: Run) -> int:
+    """Async: the fresh rollouts the run may have out at once: the trainer's next `staleness_bound + 1`
+    batches, and one per environment at least."""
+    curation = run.config["curation"]
+    batches = int(curation["staleness_bound"]) + 1
+    return max(batches * int(curation["min_batch_trajectories"]), int(run.config["env"]["parallel_envs"]))
+
+
+def rollouts_ahead(run: Run, state: EngineState) -> int:
+    """Rollouts of open groups, running or completed and not yet trained on, that were handed out at
+    a version still within the staleness bound: what the trainer's next updates can take. A crashed
+    or cancelled rollout is not counted: it gives the trainer nothing, so it must not hold a place."""
+    bound = int(run.config["curation"]["staleness_bound"])
+    fresh = [f"v{v}" for v in range(max(0, state.version - bound), state.version + 1)]
+    open_ids = list(
+        RolloutGroup.objects.filter(run=run, state=RolloutGroupState.OPEN).values_list("pk", flat=True)
+    )
+    return Trajectory.objects.filter(
+        run=run,
+        policy_version__in=fresh,
+        metadata__engine__group__in=open_ids,
+        status__in=(TrajectoryStatus.RUNNING, TrajectoryStatus.COMPLETED),
+    ).count()
+
+
 @dataclass(frozen=True)
 class Claim:
     group: RolloutGroup
@@ -145,7 +176,9 @@ def rollout_claim(*, run: Run, env_slot: int, generation: int) -> Claim | None:
                 groups = [_open_group(run, state, batch=state.updates) for _ in range(sync_batch_groups(run))]
                 group = groups[0]
             else:
-                group = _open_group(run, state, batch=None)  # never let an environment wait
+                if rollouts_ahead(run, state) >= rollouts_ahead_limit(run):
+                    return None  # the trainer's next batches are out already: wait for an update
+                group = _open_group(run, state, batch=None)
         if group is None:
             return None
         RolloutGroup.objects.filter(pk=group.pk).update(issued=F("issued") + 1)

@@ -110,7 +110,8 @@ def slot_loop(run_id: int, slot: int, generation: int) -> str:
                     continue
             mark = barrier_mark(run_id=run_id)
             claim = rollout_claim(run=run, env_slot=slot, generation=generation)
-            if claim is None:  # sync: the batch is handed out; wait for the update that lifts the barrier
+            if claim is None:  # the batch is handed out (sync) or the trainer's next batches are (async,
+                # data.rollouts_ahead_limit): wait for the update that lifts the barrier
                 if lease is not None and fleet.lease_renew(lease_id=lease.lease_id) != "active":
                     lease = None
                 barrier_wait(run_id=run_id, mark=mark, timeout_s=BARRIER_WAIT_S)

@@ -50,6 +50,36 @@ def test_claims_fill_groups_slot_by_slot_and_never_twice(make_run, engine_names)
 
 
 @pytest.mark.django_db
+def test_async_claims_wait_once_the_trainers_next_batches_are_out(make_run, engine_names) -> None:
+    """Async: environments stop opening groups when the fresh rollouts out would fill the trainer's next
+    staleness_bound + 1 batches (AReaL's staleness control); an update (a new version) lets them go on,
+    and a crashed rollout holds no place."""
+    from rl_control.engine.data import rollouts_ahead, rollouts_ahead_limit
+
+    run = _running(make_run, grpo={"rollouts_per_task": 2},
+                   curation={"rollouts_max": 2, "rollouts_min": 2, "min_batch_trajectories": 2,
+                             "staleness_bound": 1})  # fmt: skip
+    assert rollouts_ahead_limit(run) == 4  # (1 + 1) batches of 2; more than the 2 environments
+    claims = [rollout_claim(run=run, env_slot=k % 2, generation=1) for k in range(4)]
+    assert all(c is not None for c in claims)
+    assert rollout_claim(run=run, env_slot=0, generation=1) is None  # two batches out: wait
+    assert RolloutGroup.objects.filter(run=run).count() == 2
+    first = claims[0]
+    assert first is not None
+    store.trajectory_finish(trajectory=first.trajectory, status="crashed", final_reward=0.0)
+    assert rollouts_ahead(run, EngineState.objects.get(run=run)) == 3
+    assert rollout_claim(run=run, env_slot=0, generation=1) is not None  # the crashed one's place
+    assert rollout_claim(run=run, env_slot=1, generation=1) is not None  # an open group's slot: always
+    assert rollout_claim(run=run, env_slot=1, generation=1) is None
+    EngineState.objects.filter(run=run).update(version=1, updates=1)
+    assert rollout_claim(run=run, env_slot=1, generation=1) is None  # v0's rollouts are within the bound
+    EngineState.objects.filter(run=run).update(version=2, updates=2)
+    assert rollouts_ahead(run, EngineState.objects.get(run=run)) == 0  # all of v0: beyond it at v2
+    assert all(rollout_claim(run=run, env_slot=0, generation=1) is not None for _ in range(4))
+    assert rollout_claim(run=run, env_slot=0, generation=1) is None
+
+
+@pytest.mark.django_db
 def test_stale_groups_never_make_an_update_of_their_own(make_run, engine_names) -> None:
     """Groups that went beyond the staleness bound during a long update are closed by the next update
     that has fresh rollouts enough, not by updates of their own (each would count against max_updates
