@@ -166,8 +166,12 @@ EMBEDDED_FIT: dict[str, dict[str, Any]] = {
     "grpo": {
         # one pass over each batch, as in `bench learn`: BEPA's 4 epochs at 5e-4 took the starter from
         # 49 % to 19 % success in its first update (`bench presets`, HISTORY.md, issue 34)
+        # and the lr warms up over 10 trained updates: every preset's first update at the full 5e-4 cut
+        # the starter's success (grpo-entropulse 62 % → 12 %, then ~2 % for good: no injection to
+        # bring a success back; `bench presets`, HISTORY.md, issue 34)
         "grpo": {"lr": 5e-4, "beta_kl": 0.0, "temperature": 0.5, "thought_temperature": 0.05,
-                 "train_thought": False, "weight_ema": 0.95, "rollouts_per_task": 4, "epochs": 1},
+                 "train_thought": False, "weight_ema": 0.95, "rollouts_per_task": 4, "epochs": 1,
+                 "lr_warmup_updates": 10},
         "curation": {"rollouts_max": 4, "rollouts_min": 2, "step_cap": 6, "min_batch_trajectories": 8},
         "entropulse": {"sft_lr": 1e-3},  # the starter's own SFT learning rate
         "env": _EMBEDDED_ENV,
@@ -176,8 +180,13 @@ EMBEDDED_FIT: dict[str, dict[str, Any]] = {
         # the critic warm-up ends after one update: explained variance of sparse rewards on a small
         # model stays far below the paper's 0.8 (measured ≈ 0 over 24 updates), and each warm-up
         # update cost ~40 s before the first policy update (5 of them: 375 s to a trained version)
+        # λ_policy 1 (Monte Carlo advantages, return − V): the starter's episodes are 5–60 action tokens,
+        # where the length-adaptive λ = 1 − 1/(0.05·l) is 0–0.67, so advantages were mostly TD errors
+        # of a critic one warm-up update old; PPO took the starter from 42 % to ~10 % success within
+        # three updates (`bench presets`, HISTORY.md, issue 34)
         "ppo": {"lr_policy": 5e-4, "lr_value": 1e-3, "weight_ema": 0.95, "value_pretrain_max_updates": 1,
-                "value_pretrain_target_ev": 0.3, "value_pretrain_patience": 3},
+                "value_pretrain_target_ev": 0.3, "value_pretrain_patience": 3, "lambda_policy": 1.0,
+                "lr_warmup_updates": 10},
         "curation": {"step_cap": 6, "min_batch_trajectories": 8},
         "env": _EMBEDDED_ENV,
     },

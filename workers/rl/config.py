@@ -57,6 +57,16 @@ def errors_by_field(exc: ValidationError) -> dict[str, list[str]]:
     return out
 
 
+def warmup_scale(warmup_updates: int, steps_done: int) -> float:
+    """Learning-rate multiplier of the update after `steps_done` trained ones: (steps_done + 1) /
+    warmup_updates until it reaches 1; 1 when the warm-up is off (0). Adam's first steps move every
+    weight by about the learning rate whatever the gradient's size (its second-moment estimate is one
+    gradient old), which a small model's policy does not survive at RL's learning rates."""
+    if warmup_updates <= 0:
+        return 1.0
+    return min(1.0, (steps_done + 1) / warmup_updates)
+
+
 def lr_scale(schedule: LrSchedule, decay_start: float, progress: float) -> float:
     """Learning-rate multiplier at `progress` (fraction of the run's budget spent, clamped to [0, 1]).
 
@@ -127,6 +137,8 @@ class PPOConfig(Section):
     """both lrs: constant, or linear / cosine to 0 at the budget's end"""
     lr_decay_start: float = Field(default=0.0, ge=0, lt=1, title="Start annealing at budget fraction")
     """budget fraction after which linear / cosine annealing starts"""
+    lr_warmup_updates: int = Field(default=0, ge=0, le=COUNT_MAX, title="Learning-rate warm-up in updates")
+    """the lr(s) rise linearly over the first this many trained updates; 0 = off"""
     # Weight averaging (Polyak / EMA; Nikishin et al. 2018, "Improving stability in deep RL with weight
     # averaging"): after every update θ̄ ← d·θ̄ + (1 − d)·θ. Rollouts keep the online weights θ.
     weight_ema: float = Field(default=0.0, ge=0, lt=1, title="Weight averaging decay (0 = off)")
@@ -181,6 +193,8 @@ class GRPOConfig(Section):
     """constant, or linear / cosine to 0 at the end of the budget"""
     lr_decay_start: float = Field(default=0.0, ge=0, lt=1, title="Start annealing at budget fraction")
     """budget fraction after which linear / cosine annealing starts"""
+    lr_warmup_updates: int = Field(default=0, ge=0, le=COUNT_MAX, title="Learning-rate warm-up in updates")
+    """the lr rises linearly over the first this many trained updates; 0 = off"""
     weight_ema: float = Field(default=0.0, ge=0, lt=1, title="Weight averaging decay (0 = off)")
     """d of an averaged copy saved beside each checkpoint (`…-ema`); 0 = off"""
     anchor_weight: float = Field(default=0.0, ge=0, le=10, title="Step credit from repeated states (0 = off)")

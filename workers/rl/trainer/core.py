@@ -22,7 +22,7 @@ from workers.policy.embedded.modeling import FlywheelPolicyModel
 from workers.policy.embedded.policy import EmbeddedPolicy, load_checkpoint, load_image
 from workers.policy.embedded.tokenizer import FlywheelTokenizer
 from workers.policy.prompts import EmbeddedInputs
-from workers.rl.config import RLConfig, lr_scale
+from workers.rl.config import RLConfig, lr_scale, warmup_scale
 from workers.rl.curation import PlateauDetector
 from workers.rl.samples import StepSample, TrajectorySample, sft_examples_from
 from workers.rl.trainer import grpo, ppo
@@ -122,8 +122,12 @@ class PolicyTrainer:
 
     def set_progress(self, progress: float) -> float:
         """Scale the learning rate(s) for `progress`, the fraction of the run's budget spent (the
-        algorithm section's lr_schedule / lr_decay_start); returns the multiplier."""
-        scale = lr_scale(self.config.section.lr_schedule, self.config.section.lr_decay_start, progress)
+        algorithm section's lr_schedule / lr_decay_start), and for the warm-up over the first
+        `lr_warmup_updates` trained updates; returns the multiplier."""
+        section = self.config.section
+        scale = lr_scale(section.lr_schedule, section.lr_decay_start, progress) * warmup_scale(
+            section.lr_warmup_updates, self.steps_done
+        )
         for group in self.optimizer.param_groups:
             group["lr"] = group.get("base_lr", group["lr"]) * scale
         return scale
