@@ -22,6 +22,7 @@ from django.db import DatabaseError
 from rl_control.engine.slots import slot_enqueue, slot_fail
 from rl_control.models import Run, RunStatus
 from rl_control.services import state
+from webapp.overload import database_lost, first_line
 
 log = logging.getLogger(__name__)
 REQUEUED = frozenset({"continue", "waiting", "yielded"})  # slot outcomes that queue the slot again
@@ -45,22 +46,43 @@ def rollout_slot(run_id: int, slot: int, generation: int) -> str:
     """Roll out on slot `slot` of run `run_id` while this task's `generation` owns it."""
     from rl_control.engine.worker import slot_loop
 
-    if not Run.objects.filter(pk=run_id).exists():
-        return "gone"
     try:
+        if not Run.objects.filter(pk=run_id).exists():
+            return "gone"
         # env calls wait on the env host's reply (fleet.env_call runs on the host's own queue, so
         # this cannot deadlock). allow_join_result flips a process-wide flag: run rollout workers
         # with the prefork or solo pool (one task per process), not threads.
         with allow_join_result():
             outcome = slot_loop(run_id, slot, generation)
-    except Exception:
-        log.exception("run %s slot %s: rollout task failed; the slot restarts", run_id, slot)
+    except Exception as exc:
+        # PostgreSQL terminating the connection (a restart, pg_terminate_backend) is expected: one
+        # line, and the slot restarts as after any failure. Anything else keeps its traceback.
+        lost = database_lost(exc)
+        if lost:
+            log.warning("run %s slot %s: the database connection was lost (%s); the episode in flight "
+                        "is abandoned and the slot restarts", run_id, slot, first_line(exc))  # fmt: skip
+        else:
+            log.exception("run %s slot %s: rollout task failed; the slot restarts", run_id, slot)
         time.sleep(2.0)  # no hot crash loop
-        slot_fail(run_id, slot, generation)
+        _slot_fail(run_id, slot, generation)
+        if lost:
+            return "connection lost"
         raise
     if outcome in REQUEUED:
         slot_enqueue(run_id, slot, generation)
     return outcome
+
+
+def _slot_fail(run_id: int, slot: int, generation: int) -> None:
+    """`slot_fail`; while the database is still out of reach (PostgreSQL restarting), the slot's
+    heartbeat stops instead and the supervisor reclaims it (rl_control.engine.slots)."""
+    try:
+        slot_fail(run_id, slot, generation)
+    except DatabaseError as exc:
+        if not database_lost(exc):
+            raise
+        log.warning("run %s slot %s: the database is out of reach (%s); the slot is reclaimed when its "
+                    "heartbeat lapses", run_id, slot, first_line(exc))  # fmt: skip
 
 
 @shared_task(name="rl_control.tasks.train_chunk", ignore_result=True)
@@ -68,9 +90,16 @@ def train_chunk(run_id: int, chunk: int) -> str:
     """One chunk of trainer updates for run `run_id`; enqueues the next chunk when it is allowed to."""
     from rl_control.engine.learner import learner_chunk
 
-    if not Run.objects.filter(pk=run_id).exists():
-        return "gone"
-    outcome = learner_chunk(run_id=run_id, chunk=chunk)
+    try:
+        if not Run.objects.filter(pk=run_id).exists():
+            return "gone"
+        outcome = learner_chunk(run_id=run_id, chunk=chunk)
+    except DatabaseError as exc:  # before the chunk started (a loss during it is handled there)
+        if not database_lost(exc):
+            raise
+        log.warning("run %s: trainer chunk %s found the database out of reach (%s); the trainer restarts "
+                    "when its heartbeat lapses", run_id, chunk, first_line(exc))  # fmt: skip
+        return "connection lost"
     if outcome == "continue":
         train_chunk.apply_async(args=[run_id, chunk + 1], queue=settings.RL_TRAIN_QUEUE)
     return outcome

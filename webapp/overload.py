@@ -2,7 +2,8 @@
 out, or PostgreSQL refused a new client) → 503 with Retry-After; an environment that did not answer
 in time → 504. Never a 500. HTTP through `OverloadMiddleware` (every view, DRF's included: DRF
 re-raises what its handler does not know), websockets through `OverloadGuard` (close code 1013,
-"try again later")."""
+"try again later"). Background work (the RL engine's Celery tasks) uses the same test through
+`database_lost`: a lost connection is an expected event there, logged in one line, not a traceback."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
+from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from psycopg_pool import PoolTimeout
 
@@ -40,6 +42,39 @@ def database_busy(exc: BaseException) -> bool:
         if isinstance(err, psycopg.OperationalError) and any(m in str(err) for m in _REFUSED_MESSAGES):
             return True
     return False
+
+
+def database_lost(exc: BaseException) -> bool:
+    """For background work: when `exc` says the database connection was lost or could not be had
+    (`database_busy`: PostgreSQL terminated it, restarted, or refused a new client), close this
+    thread's connection (the pool discards a broken one; the next query gets a fresh one) and
+    return True: the caller logs one line (`first_line(exc)`) and carries on. False for anything
+    else, which the caller logs with its traceback."""
+    if not database_busy(exc):
+        return False
+    try:
+        connection.close()
+    except DatabaseError:  # closing a connection the server dropped may fail too; it is gone either way
+        log.debug("closing the lost database connection failed", exc_info=True)
+    return True
+
+
+class PoolDiscardFilter(logging.Filter):
+    """Drops psycopg_pool's "discarding closed/broken connection" warnings: the code that lost the
+    connection logs the one line that says what was lost and what happens next (`database_lost`,
+    `overload_response`); the pool's own line about the same connection adds nothing. Its other
+    warnings (cannot connect, a connection returned mid-transaction) still show."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(
+            ("discarding closed connection", "discarding broken connection")
+        )
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of `exc`'s message (libpq's messages for a lost connection run to three)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _env_timed_out(exc: BaseException) -> bool:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import DatabaseError, close_old_connections, transaction
 from django.utils import timezone
 
 from rl_control.engine import measures, share, slots
@@ -59,6 +59,7 @@ from rl_control.engine.serving import (
 )
 from rl_control.models import EngineState, RolloutGroup, RolloutGroupState, Run, RunMode, RunStatus
 from rl_control.services import state
+from webapp.overload import database_lost, first_line
 from webapp.store.checkpoints import checkpoint_register
 from webapp.store.models import Checkpoint, Step, Trajectory, TrajectoryStatus
 from workers.policy.openai_client import ModelProfile
@@ -105,6 +106,10 @@ def learner_chunk(*, run_id: int, chunk: int) -> str:
     except Superseded:
         return "superseded"
     except Exception as exc:
+        if database_lost(exc):  # PostgreSQL terminated the connection: expected, not the run's failure
+            log.warning("run %s: trainer chunk %s lost its database connection (%s); the next chunk "
+                        "carries on from the last committed update", run_id, chunk, first_line(exc))  # fmt: skip
+            return _hand_on_after_loss(run, state, chunk)
         log.exception("run %s: trainer chunk %s failed", run_id, chunk)
         run.refresh_from_db()
         if run.status in (RunStatus.RUNNING, RunStatus.PAUSED):
@@ -121,6 +126,20 @@ def _hand_on(run: Run, state: EngineState, chunk: int) -> str:
         return "superseded"
     share.want(pool=share.TRAIN, run_id=run.pk, weight=share.weight_of(run.config), cap=1)
     return "continue"
+
+
+def _hand_on_after_loss(run: Run, state: EngineState, chunk: int) -> str:
+    """`_hand_on` after a lost connection: the next chunk loads the newest committed save (an update
+    saved but not committed is trained again, once). While the database is still out of reach the
+    chunk just ends, and `engine_watch` restarts the trainer when its heartbeat lapses."""
+    try:
+        return _hand_on(run, state, chunk)
+    except DatabaseError as exc:
+        if not database_lost(exc):
+            raise
+        log.warning("run %s: the database is out of reach (%s); the trainer restarts when its heartbeat "
+                    "lapses", run.pk, first_line(exc))  # fmt: skip
+        return "ended"
 
 
 def _yield_trainer(run: Run, *, min_hold_s: float) -> bool:

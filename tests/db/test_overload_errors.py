@@ -63,3 +63,35 @@ def test_a_connection_the_server_terminated_used_again_is_busy() -> None:
             errors.append(caught.value)
     assert [e.sqlstate for e in errors] == ["57P01", None]
     assert all(database_busy(_wrapped(e, OperationalError)) for e in errors)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lost_connection_is_closed_and_the_next_query_gets_a_fresh_one() -> None:
+    """Background work (the RL engine's tasks): Django's pooled connection terminated by the server
+    is recognised and closed (`database_lost`), the next query runs on a fresh connection, and the
+    pool's own "discarding closed connection" warning is dropped (the task logs the one line)."""
+    import logging
+
+    from webapp.overload import database_lost
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    pool_log = logging.getLogger("psycopg.pool")
+    pool_log.addHandler(handler)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            pid = cursor.fetchone()[0]
+        with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        with pytest.raises(OperationalError) as caught, connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        assert database_lost(caught.value)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            assert cursor.fetchone()[0] != pid
+    finally:
+        pool_log.removeHandler(handler)
+    assert not [r for r in records if "discarding" in r.getMessage()], records
+    assert not database_lost(ValueError("not a database error"))

@@ -38,10 +38,11 @@ def stack_factory(tmp_path: Path) -> Iterator[Callable[[float], LocalStack]]:
     talks to it through the settings overrides (fleet registry, queues, Redis prefixes)."""
     made: list[tuple[LocalStack, Any]] = []
 
-    def make(slot_timeout_s: float = 60.0) -> LocalStack:
+    def make(slot_timeout_s: float = 60.0, **extra_env: str) -> LocalStack:
         url = subprocess_database_url()
         stack = LocalStack(tmp_path / f"stack{len(made)}", url, settings_module="webapp.settings.test",
-                           envs=2, slot_timeout_s=slot_timeout_s, updates_per_chunk=2)  # fmt: skip
+                           envs=2, slot_timeout_s=slot_timeout_s, updates_per_chunk=2,
+                           extra_env=extra_env)  # fmt: skip
         overrides = override_settings(**stack.settings_overrides())
         overrides.enable()
         fleet.registry.cache_clear()
@@ -235,6 +236,78 @@ def test_engine_survives_a_killed_rollout_worker(users, stack_factory, start_che
     reclaimed = sum(RunMetric.objects.filter(run=run, name="fleet/reclaimed").values_list("value", flat=True))
     assert reclaimed >= 1
     _check_record(run)
+
+
+def _terminate_connections(application_name: str) -> int:
+    """pg_terminate_backend on every connection of the processes named `application_name` (what a
+    PostgreSQL restart or an administrator does to them); returns how many were terminated."""
+    import psycopg
+    from django.db import connection
+
+    from webapp.settings.env import database_url
+
+    with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE application_name = %s",
+            [application_name],
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+ROLLOUT_LOST = "the database connection was lost"
+TRAINER_LOST = "lost its database connection"
+
+
+def test_engine_takes_terminated_database_connections_as_expected_events(
+    users, stack_factory, start_checkpoint
+) -> None:
+    """PostgreSQL terminates the rollout and trainer tasks' connections mid-run (pg_terminate_backend,
+    as a restart does): each task logs one WARNING line (no traceback, no task failure), the slot
+    or trainer chunk starts again, and the run trains to its end with a clean record."""
+    name = f"flywheel-test-{uuid.uuid4().hex[:8]}"
+    stack = stack_factory(10.0, DB_APPLICATION_NAME=name)
+    stack.start()
+    run = _run(users, start_checkpoint, max_updates=4, name="pgkill")
+    services.run_launch(run=run)
+
+    def logs() -> str:
+        return "\n".join(p.read_text(errors="replace") for p in sorted(stack.workdir.glob("proc*.log")))
+
+    try:
+        wait_for(
+            "an update and a rollout in flight",
+            lambda: (
+                Run.objects.get(pk=run.pk).updates_done >= 1
+                and Trajectory.objects.filter(run=run, status="running", num_steps__gte=1).exists()
+            ),
+            300,
+        )
+        # A task holds its connection through an episode (rollout) or a wait for data (trainer); a
+        # termination lands on whichever are checked out at that moment, so terminate until each
+        # kind of task has met one.
+        terminated = 0
+        for _ in range(40):
+            if ROLLOUT_LOST in logs() and TRAINER_LOST in logs():
+                break
+            assert Run.objects.get(pk=run.pk).status == RunStatus.RUNNING, "the run ended first"
+            terminated += _terminate_connections(name)
+            time.sleep(1.5)
+        assert ROLLOUT_LOST in logs() and TRAINER_LOST in logs(), (terminated, logs())
+        wait_for("the run to finish", lambda: Run.objects.get(pk=run.pk).status != RunStatus.RUNNING, 400)
+    except (AssertionError, TimeoutError):
+        print(stack.logs())
+        raise
+    run.refresh_from_db()
+    assert run.status == RunStatus.FINISHED, (run.status, run.error, stack.logs())
+    assert run.updates_done == 4
+    _check_record(run)
+    text = logs()
+    warnings = [line for line in text.splitlines() if ROLLOUT_LOST in line or TRAINER_LOST in line]
+    assert all("WARNING" in line for line in warnings), warnings
+    # No traceback, no failed task, no second line from the pool: every loss was the one line above.
+    assert "Traceback" not in text and "raised unexpected" not in text, text[-6000:]
+    assert "discarding closed connection" not in text, text[-6000:]
 
 
 def _redis_restart() -> None:

@@ -387,6 +387,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"pool_discards": {"()": "webapp.overload.PoolDiscardFilter"}},
+    "loggers": {"psycopg.pool": {"filters": ["pool_discards"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
 }
 
