@@ -9,7 +9,9 @@ from pathlib import Path
 
 from django.conf import settings
 
-CLASSES = ("interactive", "normal", "low", "background")
+from workers.priority import CLASSES
+
+__all__ = ["CLASSES", "prioritized"]
 
 
 def prioritized(priority: str, argv: list[str]) -> list[str]:
