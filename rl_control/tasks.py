@@ -59,7 +59,7 @@ def rollout_slot(run_id: int, slot: int, generation: int) -> str:
         # line, and the slot restarts as after any failure. Anything else keeps its traceback.
         lost = database_lost(exc)
         if lost:
-            log.warning("run %s slot %s: the database connection was lost (%s); the episode in flight "
+            log.warning("run %s slot %s: the database connection was lost (%s); any episode in flight "
                         "is abandoned and the slot restarts", run_id, slot, first_line(exc))  # fmt: skip
         else:
             log.exception("run %s slot %s: rollout task failed; the slot restarts", run_id, slot)
