@@ -464,3 +464,38 @@ def test_serving_start_tries_again_when_its_database_connection_was_terminated(
     with pytest.raises(Retry):
         serving_start.apply(args=[run.pk], throw=True)
     connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rollout_task_that_lost_its_database_connection_logs_one_line_and_restarts_its_slot(
+    make_run, engine_names, caplog
+) -> None:
+    """PostgreSQL terminates a rollout task's connection with an episode in flight: the task logs one
+    WARNING line and no traceback, closes the episode (abandoned, once) and stops its slot for the
+    supervisor to start again; the failed task does not fail in Celery. (End to end with real
+    workers: tests/rl_control/test_engine.py, make test-slow.)"""
+    import logging
+
+    import psycopg
+    from django.db import connection
+
+    from rl_control.tasks import rollout_slot
+    from webapp.settings.env import database_url
+
+    run = _running(make_run)
+    claim = rollout_claim(run=run, env_slot=0, generation=7)
+    assert claim is not None
+    rds().hset(slots.slot_key(run.pk, 0), mapping={"generation": 7, "state": "running", "heartbeat": time.time(),
+                                                   "trajectory": claim.trajectory.pk, "lease": ""})  # fmt: skip
+    connection.ensure_connection()
+    with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [connection.connection.info.backend_pid])
+    with caplog.at_level(logging.INFO):
+        assert rollout_slot.apply(args=[run.pk, 0, 7], throw=True).result == "connection lost"
+    lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.name for r in lines] == ["rl_control.tasks"], [r.getMessage() for r in lines]
+    assert "the database connection was lost (terminating connection" in lines[0].getMessage()
+    assert "\n" not in lines[0].getMessage() and not any(r.exc_info for r in caplog.records)
+    claim.trajectory.refresh_from_db()
+    assert claim.trajectory.status == "abandoned"
+    assert slots.slot_read(run.pk, 0)["state"] == "stopped"
