@@ -27,6 +27,25 @@ from workers.rl.trainer.batch import rows_tensors
 
 
 # learning-rate schedule -------------------------------------------------------------------------
+def test_lr_warms_up_over_the_first_trained_updates_and_survives_a_resume(tmp_path) -> None:
+    config = grpo_config(lr=1e-3, lr_warmup_updates=4)
+    trainer = PolicyTrainer(tiny_model(4), config, seed=7)
+    policy = EmbeddedPolicy(trainer.model, seed=4)
+    lrs = []
+    for k in range(3):
+        assert trainer.set_progress(0.0) == pytest.approx((k + 1) / 4)
+        lrs.append(trainer.update(bandit_batch(policy, k, n=4, tag=f"w{k}"))["policy/lr"])
+    assert lrs == pytest.approx([2.5e-4, 5e-4, 7.5e-4])
+    trainer.save(tmp_path / "ckpt", version=trainer.version)
+    resumed = PolicyTrainer.resume(tmp_path / "ckpt", config)  # three updates done: the fourth is at full lr
+    assert resumed.set_progress(0.0) == 1.0 and resumed.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)
+    annealed = PolicyTrainer(
+        tiny_model(4), grpo_config(lr=1e-3, lr_warmup_updates=2, lr_schedule="linear"), seed=7
+    )
+    assert annealed.set_progress(0.5) == pytest.approx(0.25)  # both multipliers: (1 / 2) · (1 − 0.5)
+    assert PolicyTrainer(tiny_model(4), ppo_config(lr_warmup_updates=0), seed=7).set_progress(0.0) == 1.0
+
+
 def test_lr_schedule_anneals_over_the_budget_and_resume_keeps_the_config_lr(tmp_path) -> None:
     config = grpo_config(lr=1e-3, lr_schedule="linear", lr_decay_start=0.5)
     trainer = PolicyTrainer(tiny_model(4), config, seed=7)
