@@ -79,10 +79,30 @@ def test_snapping_replaces_only_unsure_near_misses_from_the_vocabulary() -> None
     assert join_words(fixed) == "select B12 and LibreOffice Calc."
     assert {s.term for s in snaps} == {"B12", "LibreOffice Calc"}
     assert fixed[1].start == 1 and fixed[1].end == 2.4  # the replaced run's span
-    # Confident words are left alone, and without the term in the vocabulary nothing changes.
-    sure = run(("beat", 0.97), ("well", 0.96))
+    # Confident words that only roughly sound like a term are left alone, and without the term in
+    # the vocabulary nothing changes.
+    sure = run(("bee", 0.97), ("well", 0.96))
     assert snap_words(sure, vocabulary)[0] == sure
     assert snap_words(heard, ["Firefox"])[0] == heard
+
+
+def test_a_confident_mishearing_that_sounds_like_the_term_is_snapped() -> None:
+    """Whisper base, hard-set validation session 3: once it had written ~/notes.txt as "till the
+    slash note's not txt" it wrote that again at p 0.97-1.0. A run that sure is replaced only when
+    it sounds very much like the term (SURE_SNAP_RATIO); the sentence around it stays."""
+    heard = [
+        Word(t, i, i + 0.4, p)
+        for i, (t, p) in enumerate(
+            [("I", 0.97), ("think", 0.99), ("till", 0.98), ("the", 0.97), ("slash", 1.0), ("note's", 0.98),
+             ("not", 1.0), ("txt", 0.99), ("is", 0.99), ("what", 1.0), ("it", 0.99), ("wants.", 0.96)]
+        )
+    ]  # fmt: skip
+    fixed, snaps = snap_words(heard, ["~/notes.txt", "~/notes.md"])
+    assert join_words(fixed) == "I think ~/notes.txt is what it wants."
+    assert [s.term for s in snaps] == ["~/notes.txt"]
+    assert fixed[2].start == 2 and fixed[2].end == 7.4
+    # At a likeness under SURE_SNAP_RATIO a confident run stays as heard.
+    assert snap_words(heard, ["~/notes.txt"], sure_ratio=0.9)[0] == heard
 
 
 def test_a_snapped_run_stays_inside_its_sentence() -> None:
@@ -98,8 +118,24 @@ def test_a_snapped_run_stays_inside_its_sentence() -> None:
     ]  # fmt: skip
     fixed, snaps = snap_words(heard, ["~/data/records.csv", "~/line_count.txt"])
     assert [s.term for s in snaps] == ["~/data/records.csv"]
-    assert join_words(fixed) == "I think, ~/data/records.csv field. I think,"
+    assert join_words(fixed) == "I think, ~/data/records.csv into the field. I think,"
     assert fixed[-2].start == 8  # the second sentence keeps its own first word
+
+
+def test_a_snapped_run_does_not_take_in_the_words_around_the_term() -> None:
+    """Whisper base, hard-set validation session 15: with a bonus of 0.03 per word the whole
+    sentence but "field." became the term ("I type tilde slash line.count.txt into the", 7 words,
+    likeness 0.77, outranked the term's own 3 words at 0.87)."""
+    heard = [
+        Word(t, i, i + 0.4, p)
+        for i, (t, p) in enumerate(
+            [("I", 0.92), ("type", 0.88), ("tilde", 0.63), ("slash", 0.97), ("line.count.txt", 0.03),
+             ("into", 0.8), ("the", 0.96), ("field.", 0.99)]
+        )
+    ]  # fmt: skip
+    fixed, snaps = snap_words(heard, ["~/data/records.csv", "~/line_count.txt"])
+    assert join_words(fixed) == "I type ~/line_count.txt into the field."
+    assert [s.said for s in snaps] == ["tilde slash line.count.txt"]
 
 
 def test_the_instruction_gets_technical_words_right(transcriber: Transcriber) -> None:
