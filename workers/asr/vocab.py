@@ -13,7 +13,10 @@ instruction and the screen spell it out. Two uses of that text:
    consonant skeleton (`likeness`). A run whose mean confidence is below `max_probability` (0.95)
    needs a likeness of `min_ratio` (0.7); a confident run needs `sure_ratio` (0.8): a larger Whisper
    repeats its own mishearing of a term with full confidence once it has written it ("the low-not
-   txt" for hello.txt, four more times at p 0.96-1.0), so confidence alone cannot protect a run. Only terms from the given texts can come out.
+   txt" for hello.txt, four more times at p 0.96-1.0), so confidence alone cannot protect a run.
+   A short term (spelled out in fewer than SHORT_TERM_LETTERS letters: "3D", "B5", "Flywheel")
+   needs `sure_ratio` from any run: at 0.7 too many everyday words sound like it ("the user" ->
+   "3D"). Only terms from the given texts can come out.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ RUN_BONUS = 0.01  # per word of a run: a longer run that sounds almost as alike 
 MAX_SNAP_PROBABILITY = 0.95  # a run at least this sure on average needs SURE_SNAP_RATIO
 MIN_SNAP_RATIO = 0.7
 SURE_SNAP_RATIO = 0.8
+SHORT_TERM_LETTERS = 10  # a term that sounds shorter needs SURE_SNAP_RATIO from any run
 MAX_SNAP_SPAN = 7  # "till the slash notes dot m d" is 7 words for ~/notes.md
 SHORT_TEXT_WORDS = 3
 MIN_LENGTH_RATIO = 0.75
@@ -207,7 +211,8 @@ def snap_words(
                 if any(w.text.strip(_EDGE).lower() == term.lower() for w in run):
                     continue  # the term was heard right
                 ratio = likeness(said, term)
-                if ratio >= needed and not _loose_edge(run, term, ratio):
+                floor = max(needed, sure_ratio) if len(_sound(term)) < SHORT_TERM_LETTERS else needed
+                if ratio >= floor and not _loose_edge(run, term, ratio):
                     found.append((ratio, n, i, term))
     taken: dict[int, tuple[int, str, float]] = {}
     used: set[int] = set()
