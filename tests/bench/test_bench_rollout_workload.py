@@ -81,8 +81,10 @@ def test_a_mixed_run_leases_each_claimed_tasks_kind_and_keeps_a_matching_lease(
 
     run = services.run_create(
         user=users["researcher"], name="mix", preset="grpo-dart", pool=mix_pool("bench-mix"),
+        # 40 claims none of which the trainer takes: a batch of 64 keeps the staleness gate
+        # (data.rollouts_ahead_limit) open for all of them
         config={"env": {"parallel_envs": 1, "kind": "mixed"}, "seed": 5000,
-                "curation": {"rollouts_min": 2, "rollouts_max": 2}},
+                "curation": {"rollouts_min": 2, "rollouts_max": 2, "min_batch_trajectories": 64}},
     )  # fmt: skip
     Run.objects.filter(pk=run.pk).update(status="running")
     run.refresh_from_db()
