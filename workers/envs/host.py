@@ -295,7 +295,7 @@ class EnvHost:
         priority = self.registry.env(hosted.env_id).get("priority") or "interactive"
         try:
             prioritize(priority)
-        except (OSError, EnvError) as exc:  # the episode runs either way (a dead box: the reset says so)
+        except OSError as exc:  # the episode runs either way, at the priority it had
             log.warning("%s: CPU priority %s not set: %s", hosted.env_id, priority, exc)
 
     def _discard(self, hosted: HostedEnv, *, reason: str) -> None:
