@@ -4,14 +4,12 @@ desktops never loads Playwright, and the reverse."""
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from workers.envs.base import Environment
 
 _shared: dict[str, Any] = {}
-_shared_lock = threading.Lock()
 
 
 def _browser_pool(priority: str = "interactive") -> Any:
@@ -19,12 +17,11 @@ def _browser_pool(priority: str = "interactive") -> Any:
     session of that class in it: annotators' pages in the interactive one, RL rollouts' pages in a
     background one (started at the first RL lease), so that the whole of an RL page's Chromium —
     renderers, GPU and utility processes — yields to annotators' (EnvHost.call, `PageEnv.prioritize`)."""
-    with _shared_lock:  # the host's call threads: two RL resets at once start one Chromium
-        if priority not in _shared:
-            from workers.envs.browser.pool import BrowserPool
+    if priority not in _shared:
+        from workers.envs.browser.pool import BrowserPool
 
-            _shared[priority] = BrowserPool(priority=priority)
-        return _shared[priority]
+        _shared[priority] = BrowserPool(priority=priority)
+    return _shared[priority]
 
 
 def make_desktop(**config: Any) -> Environment:
