@@ -23,9 +23,8 @@ def lease_acquire(
     *, kind: str, owner: str, task: str = "", ttl_s: float | None = None, background: bool = False
 ) -> Lease:
     """Lease an idle env of `kind`. `background` (RL rollouts): annotation comes first, so keep
-    settings.FLEET_INTERACTIVE_RESERVE envs of the kind idle for it, take none while an
-    annotator was refused one lately (workers.envs.leases), and the env's host runs its processes
-    at the background CPU class from the next reset (interactive otherwise: EnvHost.call)."""
+    settings.FLEET_INTERACTIVE_RESERVE envs of the kind idle for it, and take none while an
+    annotator was refused one lately (workers.envs.leases)."""
     reserve = settings.FLEET_INTERACTIVE_RESERVE if background else None
     # An annotator who finds none idle waits a bounded time while the kind has live envs: its hosts
     # boot more up to their capacity (the warm pool refills within seconds) and RL gives envs back

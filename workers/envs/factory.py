@@ -12,16 +12,13 @@ from workers.envs.base import Environment
 _shared: dict[str, Any] = {}
 
 
-def _browser_pool(priority: str = "interactive") -> Any:
-    """One Chromium per host process and CPU priority class, shared by every browser/game/phone
-    session of that class in it: annotators' pages in the interactive one, RL rollouts' pages in a
-    background one (started at the first RL lease), so that the whole of an RL page's Chromium —
-    renderers, GPU and utility processes — yields to annotators' (EnvHost.call, `PageEnv.prioritize`)."""
-    if priority not in _shared:
+def _browser_pool() -> Any:
+    """One Chromium process per host process, shared by every browser/game/phone session in it."""
+    if "pool" not in _shared:
         from workers.envs.browser.pool import BrowserPool
 
-        _shared[priority] = BrowserPool(priority=priority)
-    return _shared[priority]
+        _shared["pool"] = BrowserPool()
+    return _shared["pool"]
 
 
 def make_desktop(**config: Any) -> Environment:
@@ -46,19 +43,19 @@ def make_desktop(**config: Any) -> Environment:
 def make_browser() -> Environment:
     from workers.envs.browser.miniwob import MiniWoBEnv
 
-    return MiniWoBEnv(pool=_browser_pool(), pool_for=_browser_pool)
+    return MiniWoBEnv(pool=_browser_pool())
 
 
 def make_game() -> Environment:
     from workers.envs.games.env import GameEnv
 
-    return GameEnv(pool=_browser_pool(), pool_for=_browser_pool)
+    return GameEnv(pool=_browser_pool())
 
 
 def make_phone() -> Environment:
     from workers.envs.phone.env import PhoneEnv
 
-    return PhoneEnv(pool=_browser_pool(), pool_for=_browser_pool)
+    return PhoneEnv(pool=_browser_pool())
 
 
 def make_terminal() -> Environment:
@@ -96,5 +93,6 @@ def parse_warm_pool(spec: str) -> dict[str, int]:
 
 
 def shutdown_shared() -> None:
-    for priority in list(_shared):
-        _shared.pop(priority).close()
+    pool = _shared.pop("pool", None)
+    if pool is not None:
+        pool.close()

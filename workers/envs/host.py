@@ -248,7 +248,6 @@ class EnvHost:
                 raise UnknownEnv(f"environment {env_id} is no longer hosted by {self.worker}")
             try:
                 if op == "reset":
-                    self._prioritize(hosted)
                     spec = task_spec_from_wire(payload["task"])
                     obs = hosted.env.reset(spec, payload.get("seed"))
                     hosted.started = True
@@ -273,10 +272,7 @@ class EnvHost:
                 if op == "info":
                     vnc = getattr(hosted.env, "vnc_target", None)
                     target = vnc() if callable(vnc) else vnc
-                    processes = getattr(hosted.env, "processes", None)
-                    return {"kind": hosted.kind, "vnc": _target_dict(target),
-                            "priority": getattr(hosted.env, "priority", None),
-                            "pids": processes() if callable(processes) else []}  # fmt: skip
+                    return {"kind": hosted.kind, "vnc": _target_dict(target)}
             except EnvCrashed as exc:
                 self._discard(hosted, reason=str(exc))
                 raise
@@ -285,19 +281,6 @@ class EnvHost:
         )
 
     # ------------------------------------------------------------------ internals
-    def _prioritize(self, hosted: HostedEnv) -> None:
-        """Before a reset: run the env at its lease's CPU priority class from this episode on, so
-        that annotators' sessions (interactive) win the CPU over RL rollouts (background, the class
-        of the rollout workers), which share this host. Envs with a `prioritize(priority)` do it."""
-        prioritize = getattr(hosted.env, "prioritize", None)
-        if not callable(prioritize):
-            return
-        priority = self.registry.env(hosted.env_id).get("priority") or "interactive"
-        try:
-            prioritize(priority)
-        except OSError as exc:  # the episode runs either way, at the priority it had
-            log.warning("%s: CPU priority %s not set: %s", hosted.env_id, priority, exc)
-
     def _discard(self, hosted: HostedEnv, *, reason: str) -> None:
         with self._lock:
             if self.envs.pop(hosted.env_id, None) is None:

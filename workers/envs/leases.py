@@ -6,8 +6,7 @@ and expiry lives here, changed only by atomic Lua scripts. Every change is also 
 rebuilds state if Redis itself is lost).
 
 Keys (prefix p):
-  p:env:<env_id>      hash  kind, worker, state (idle|leased|crashed|gone), lease, boot_s, task,
-                            priority (the last lease's CPU class: interactive, or background for RL)
+  p:env:<env_id>      hash  kind, worker, state (idle|leased|crashed|gone), lease, boot_s, task
   p:idle:<kind>       set   idle env ids of that kind
   p:lease:<lease_id>  hash  env, kind, owner, task, ttl, acquired, expires, state (active|crashed)
   p:expiry            zset  lease_id -> expiry (unix seconds)
@@ -49,10 +48,7 @@ if not env then
 end
 if reserve < 0 then redis.call('DEL', p .. ':demand:' .. kind) end
 local worker = redis.call('HGET', p .. ':env:' .. env, 'worker')
--- The CPU priority class its host runs the env's processes at for this lease (EnvHost.call).
-local priority = 'interactive'
-if reserve >= 0 then priority = 'background' end
-redis.call('HSET', p .. ':env:' .. env, 'state', 'leased', 'lease', lease_id, 'task', task, 'priority', priority)
+redis.call('HSET', p .. ':env:' .. env, 'state', 'leased', 'lease', lease_id, 'task', task)
 redis.call('HSET', p .. ':lease:' .. lease_id, 'env', env, 'kind', kind, 'owner', owner, 'task', task,
            'ttl', ttl, 'acquired', now, 'expires', now + ttl, 'state', 'active', 'worker', worker)
 redis.call('ZADD', p .. ':expiry', now + ttl, lease_id)

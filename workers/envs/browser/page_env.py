@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from typing import Any
 
 from workers.actions.types import TERMINAL_KINDS, Action
@@ -50,7 +49,6 @@ class PageEnv:
         self,
         pool: BrowserPool | None = None,
         *,
-        pool_for: Callable[[str], BrowserPool] | None = None,
         image_format: ImageFormat = "jpeg",
         quality: int = 80,
         with_elements: bool = True,
@@ -60,10 +58,6 @@ class PageEnv:
         if image_format not in ("jpeg", "png"):
             raise EnvError(f"image_format must be 'jpeg' or 'png', not {image_format!r}")
         self.pool = pool or get_default_pool()
-        # The host's Chromium of each CPU priority class (workers.envs.factory); None: this env's
-        # page stays in `pool` whatever its lease.
-        self.pool_for = pool_for
-        self.priority = self.pool.priority
         self.image_format: ImageFormat = image_format
         self.quality = quality
         self.with_elements = with_elements
@@ -94,23 +88,6 @@ class PageEnv:
 
     def is_alive(self) -> bool:
         return self._handle is not None and self._handle.alive()
-
-    def prioritize(self, priority: str) -> None:
-        """Open this env's page in the host's Chromium of CPU priority class `priority` from the next
-        reset (the env host calls it before each reset, with the lease's class). The unit is a
-        whole Chromium: pages of one browser share its browser, GPU and utility processes, and
-        Chromium gives no page its renderer's pid, so a page's priority is that of its browser."""
-        if self.pool_for is None or priority == self.priority:
-            return
-        pool = self.pool_for(priority)
-        if pool is not self.pool:
-            self.close()  # the page in the other Chromium; `_session` opens it in this one
-            self.pool = pool
-        self.priority = priority
-
-    def processes(self) -> list[int]:
-        """Host pids of the Chromium this env's page runs in (shared with its other pages)."""
-        return self.pool.processes()
 
     # ---- helpers for subclasses --------------------------------------------------------------
 

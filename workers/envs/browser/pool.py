@@ -152,12 +152,9 @@ class BrowserPool:
         executable: str = CHROMIUM,
         extra_args: tuple[str, ...] = (),
         sandboxed: bool = True,
-        priority: str = "interactive",
     ) -> None:
         """`sandboxed`: run Chromium in a sandbox (needs `sandbox_available()`; tests of the pool
-        mechanics may turn it off). `priority`: the CPU priority class (workers.priority) of every
-        process of this Chromium, set on its box (`Sandbox.prioritize`); an unboxed Chromium runs
-        at the caller's priority."""
+        mechanics may turn it off)."""
         if idle_timeout_s <= 0 or probe_interval_s <= 0:
             raise ValueError("idle_timeout_s and probe_interval_s must be positive")
         if not Path(executable).exists():
@@ -168,7 +165,6 @@ class BrowserPool:
         self.extra_args = extra_args
         self.launches = 0
         self.sandboxed = sandboxed
-        self.priority = priority
         self._box: Any = None
         self._box_dir: Path | None = None
         self.reclaimed: list[str] = []  # session ids reclaimed for idleness, oldest first
@@ -225,11 +221,6 @@ class BrowserPool:
     def browser_pid(self) -> int | None:
         """The Chromium main process id (None before the first launch or after a crash)."""
         return self._browser_pid
-
-    def processes(self) -> list[int]:
-        """Host pids of this Chromium's processes (its box's), [] while none runs or unboxed."""
-        box = self._box
-        return box.processes() if box is not None and box.alive() else []
 
     def is_alive(self) -> bool:
         """True if Chromium runs and its connection is up (the liveness probe's test)."""
@@ -319,7 +310,6 @@ class BrowserPool:
         self._browser = browser
         self._browser_pid = _find_pid(marker)
         self.launches += 1
-        await self._prioritize()
         return browser
 
     async def _open(self, sid: str, viewport: tuple[int, int], options: dict[str, Any]) -> None:
@@ -336,14 +326,6 @@ class BrowserPool:
         page.on("crash", lambda _p: self._mark_crashed(session, "page crashed"))
         self._sessions[sid] = session
         self._ended.pop(sid, None)
-        await self._prioritize()  # the page's renderer (forked by the zygote: it has the class already)
-
-    async def _prioritize(self) -> None:
-        """Every process of this Chromium at the pool's CPU class (its box: the browser, zygotes,
-        renderers, GPU and utility processes, and the autogroup of the session the box leads,
-        which would otherwise start at nice 0 whatever this process runs at)."""
-        if self._box is not None:
-            await asyncio.to_thread(self._box.prioritize, self.priority)
 
     async def _close_session(self, sid: str, why: str) -> None:
         session = self._sessions.pop(sid, None)

@@ -79,7 +79,6 @@ class DesktopEnv:
         self._mcp: Any = None
         self._frames: FrameRecorder | None = None
         self.boot_s: float | None = None
-        self.priority = "interactive"  # the CPU class of its processes (`prioritize`)
 
     # lifecycle -------------------------------------------------------------------------------
 
@@ -109,7 +108,6 @@ class DesktopEnv:
             # The box first (Xvfb runs in it), then what needs no display (D-Bus) while Xvfb starts,
             # then openbox and x11vnc together; each is waited for by its own readiness signal.
             self._start_box(self._box, self._x)
-            self._box.prioritize(self.priority)  # what the box starts from here on gets it too
             self._x.spawn_xvfb(lambda argv, fds: self._spawn_in_box(argv, "xvfb.log", fds))
             bus = self._spawn_session_bus(self._box)
             self._x.wait_xvfb(cfg.boot_timeout_s)
@@ -132,25 +130,11 @@ class DesktopEnv:
             self._grabber = ScreenGrabber(self._x.display, cfg.jpeg_quality)
             if cfg.settle_quiet_s > 0:
                 self._settler = ScreenSettler(self._x.display)
-            self._box.prioritize(self.priority)  # x11vnc too, started from the host as the session's uid
         except BaseException:
             self._shutdown()
             raise
         self.boot_s = time.monotonic() - t0
         return self.boot_s
-
-    def prioritize(self, priority: str) -> None:
-        """Run this desktop at CPU priority class `priority` from now on (the env host calls it before
-        each reset, with the lease's class): every process of its box — Xvfb, the window manager,
-        apps, set-up commands — and x11vnc, in the box's cgroup and their own autogroups
-        (`Sandbox.prioritize`); a session a reset boots again starts in the class."""
-        self.priority = priority
-        if self._x is not None and self._box is not None and self._box.alive():
-            self._box.prioritize(priority)
-
-    def processes(self) -> list[int]:
-        """Host pids of this desktop's processes (its box's uid: x11vnc included)."""
-        return self._box.processes() if self._box is not None and self._box.alive() else []
 
     def reset(self, task: TaskSpec, seed: int | None = None) -> Observation:
         """Boot (or reboot a used session), launch the task's apps, run its set-up steps.

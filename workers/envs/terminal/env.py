@@ -78,7 +78,6 @@ class TerminalEnv:
         self._closed = False
         self._mcp: Any = None
         self.last_action_kind: str | None = None  # OSWorld 'infeasible' is scored from it
-        self.priority = "interactive"  # the CPU class of its commands (`prioritize`)
 
     # the protocol ----------------------------------------------------------------------------
 
@@ -97,8 +96,6 @@ class TerminalEnv:
                 self.session_dir.mkdir(parents=True)
             self._box = Sandbox(self.session_dir, policy=policy)
         self._box.start()
-        if self._owns_box:  # a new box starts in the class (and its session's autogroup with it)
-            self._box.prioritize(self.priority)
         self._task = task
         self.last_action_kind = None
         self._cwd, self._pending, self._transcript = SANDBOX_HOME, "", ""
@@ -160,18 +157,6 @@ class TerminalEnv:
 
     def is_alive(self) -> bool:
         return not self._closed
-
-    def prioritize(self, priority: str) -> None:
-        """Run this terminal's box (its shell and every command) at CPU priority class `priority`
-        from now on; the env host calls it before each reset, with the lease's class. A desktop's
-        box it shares is the desktop's to prioritize."""
-        self.priority = priority
-        if self._owns_box and self._box.alive():
-            self._box.prioritize(priority)
-
-    def processes(self) -> list[int]:
-        """Host pids of the processes of this terminal's box."""
-        return self._box.processes() if self._box.alive() else []
 
     # session services ------------------------------------------------------------------------
 
