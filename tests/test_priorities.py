@@ -16,8 +16,6 @@ from django.conf import settings
 
 from benchmarks import team
 from webapp.priority import CLASSES, prioritized
-from workers.priority import NICE
-from workers.priority import WEIGHT as WORKER_WEIGHT
 
 ROOT = Path(settings.BASE_DIR)
 SCRIPT = ROOT / "scripts" / "priority.sh"
@@ -67,8 +65,6 @@ def test_every_process_make_up_starts_has_its_roles_class() -> None:
     assert _up_classes() == EXPECTED
     assert set(_levels()) == set(CLASSES) and _levels() == {"interactive": 0, "normal": 5, "low": 8,
                                                             "background": 10}  # fmt: skip
-    # The table the env host renices running processes with (an RL lease's environment) is the script's.
-    assert NICE == _levels() and WORKER_WEIGHT == WEIGHT
 
 
 def test_compose_gives_each_service_the_weight_of_its_class() -> None:

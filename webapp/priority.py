@@ -9,9 +9,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from workers.priority import CLASSES
-
-__all__ = ["CLASSES", "prioritized"]
+CLASSES = ("interactive", "normal", "low", "background")
 
 
 def prioritized(priority: str, argv: list[str]) -> list[str]:

@@ -3,7 +3,6 @@ process of the session runs in (see the package docstring)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -30,11 +29,9 @@ from workers.envs.sandbox.home import (
     unmount_home,
     unmount_stale,
 )
-from workers.envs.sandbox.renice import processes_of_uid, renice
 from workers.envs.sandbox.run import SANDBOX_HOME, CommandResult, Limits, kill_group, run_collect
 from workers.envs.sandbox.spawner import popen_tied
 from workers.envs.sandbox.uids import UidLease
-from workers.priority import nice_of, weight_of
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +115,6 @@ class Sandbox:
         self._prepared: tuple[UidLease, SandboxCgroup] | None = None
         self._s: _Started | None = None
         self._home_capped = False
-        self._nice: int | None = None  # set by `prioritize`: what processes started later get
 
     # lifecycle -------------------------------------------------------------------------------
 
@@ -303,26 +299,6 @@ class Sandbox:
         path.chmod(0o700)
         return path
 
-    def prioritize(self, priority: str) -> list[int]:
-        """Run the box at CPU priority class `priority` (workers.priority) from now on: its cgroup's
-        CPU weight, the nice of every process of its uid (Xvfb, the window manager, apps, a Chromium
-        and its renderers, x11vnc) and of their autogroups (each process `spawn` starts leads a
-        session of its own). What they fork later inherits it, and what `spawn` and `run` start
-        later gets it. A process of the box that makes a session of its own later (xterm's shell)
-        starts a new autogroup at nice 0: that counts only where the box has no CPU cgroup
-        (autogroups apply outside cgroups), and the next call (every reset) brings it back.
-        Returns the pids it set."""
-        s = self._require()
-        self._nice = nice_of(priority)
-        s.cgroup.set_cpu_weight(weight_of(priority))
-        pids = self.processes()
-        renice(pids, self._nice)
-        return pids
-
-    def processes(self) -> list[int]:
-        """Host pids of every process of the box (its uid is the box's alone)."""
-        return processes_of_uid(self.uid)
-
     def disk_notice(self) -> str | None:
         """A message for the session when its home has (almost) no room left, else None."""
         if self._home_capped and home_full(self.home):
@@ -378,11 +354,6 @@ class Sandbox:
         if s is None:
             return
         s.cgroup.enter()
-        if self._nice is not None:
-            os.setpriority(os.PRIO_PROCESS, 0, self._nice)
-            if os.getsid(0) == os.getpid():  # its own session (spawn): never the host's autogroup
-                with contextlib.suppress(OSError):
-                    Path("/proc/self/autogroup").write_text(str(self._nice))
         nproc = self.policy.processes
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         if limits is not None:

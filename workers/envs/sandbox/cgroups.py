@@ -62,21 +62,6 @@ class SandboxCgroup:
             except OSError:
                 pass  # a limit we could not set; rlimits still apply
 
-    def set_cpu_weight(self, shares: int) -> bool:
-        """The cgroup's share of the CPU against its siblings: `shares` in cgroup v1's cpu.shares
-        units (1024 = a nice-0 process), scaled to v2's cpu.weight (100 = default). False where the
-        box has no CPU cgroup (its processes' nice is all there is then)."""
-        for path in self.paths:
-            for name, value in (("cpu.shares", shares), ("cpu.weight", max(1, round(shares * 100 / 1024)))):
-                if (path / name).exists():
-                    try:
-                        (path / name).write_text(str(value))
-                    except OSError as exc:
-                        log.info("cpu weight of %s not set: %s", path, exc)
-                        return False
-                    return True
-        return False
-
     def remove(self, timeout_s: float = 2.0) -> None:
         """Remove the cgroups; killed processes leave them a moment after SIGKILL, so retry."""
         deadline = time.monotonic() + timeout_s
