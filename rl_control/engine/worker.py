@@ -2,7 +2,8 @@
 
 Rollout-wise scheduling (seed 002 §3.3): the slot claims its next rollout the moment the last one
 ended; nothing waits for other environments (sync mode waits only at the batch barrier, in
-`rollout_claim`). The task keeps its lease between episodes (a run of env.kind "mixed" leases
+`rollout_claim`; async mode waits at the same barrier only while the trainer's next batches are
+out already, `data.rollouts_ahead_limit`). The task keeps its lease between episodes (a run of env.kind "mixed" leases
 each claimed task's own kind, and keeps the lease while the next task is of the same kind), renews
 the slot heartbeat at every policy call and env step, and returns after settings.RL_ROLLOUT_CHUNK_S
 so the next task of the same slot (same generation) picks up: a long run is many short Celery tasks.
