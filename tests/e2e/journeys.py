@@ -291,8 +291,9 @@ def wait_chart_points(page: Page, metric: str, more_than: int, timeout_s: float)
 
 def submit_launch(page: Page, away_from: int | None = None) -> float:
     """Press Create run; while the env host is still booting its browsers right after `make up` (or a
-    stopped run's environments are still being handed back), the preflight refuses and the form says
-    so: press again, as a person would. Returns when it went."""
+    stopped run's environments are still being handed back), or the train and rollout workers, which
+    start at background priority, have not announced their queues yet, the preflight refuses and the
+    form says so: press again, as a person would. Returns when it went."""
     deadline = time.monotonic() + 240
     went = re.compile(r"/runs/\d+/$")
     while True:
@@ -305,7 +306,8 @@ def submit_launch(page: Page, away_from: int | None = None) -> float:
             return started
         except Exception:
             said = page.get_by_test_id("launch-form").inner_text()
-            if time.monotonic() > deadline or "can be leased" not in said:
+            starting = "can be leased" in said or "no trainer worker consumes" in said
+            if time.monotonic() > deadline or not starting:
                 page.screenshot(path="/tmp/launch-refused.png", full_page=True)
                 raise AssertionError(f"the launch was refused: {said[-2000:]}") from None
             page.wait_for_timeout(5000)
