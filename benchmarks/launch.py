@@ -32,7 +32,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -128,37 +129,67 @@ def local_stack() -> Iterator[str]:
         stack.stop()
 
 
+def on_stack(base_url: str | None, measure: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """`measure(base)` against the stack a bench names: `base_url` (None: PUBLIC_BASE_URL, `make up`'s),
+    or a stack of its own for LOCAL."""
+    if base_url == LOCAL:
+        with local_stack() as base:
+            return measure(base)
+    return measure((base_url or settings.PUBLIC_BASE_URL).rstrip("/"))
+
+
+@dataclass(frozen=True)
+class Researcher:
+    """A signed-in researcher's API session on a stack, with the id of the pool the bench launches on."""
+
+    client: httpx.Client
+    csrf: dict[str, str]
+    pool: int
+
+    @classmethod
+    def sign_in(cls, base: str, username: str, password: str, pool_name: str) -> Researcher:
+        client = httpx.Client(base_url=base, timeout=120, follow_redirects=True)
+        login(client, username, password)
+        csrf = {"X-CSRFToken": client.cookies.get("csrftoken") or "", "Referer": f"{base}/runs/new/"}
+        pools = client.get("/api/pools/").json()
+        pools = pools.get("results", pools) if isinstance(pools, dict) else pools
+        return cls(client, csrf, next(p["id"] for p in pools if p["name"] == pool_name))
+
+    def launch(self, body: dict[str, Any], ready_wait_s: float) -> tuple[int, float, float]:
+        """POST the run (launched at once) → (run id, perf_counter at the accepted POST, its seconds).
+        Right after `make up` the env host may still be booting its browsers and the background
+        workers may not have announced their queues: the preflight refuses, and the POST is repeated
+        for up to `ready_wait_s`."""
+        ready_by = time.monotonic() + ready_wait_s
+        while True:
+            started = time.perf_counter()
+            created = self.client.post("/api/rl/runs/", json=body, headers=self.csrf)
+            post_s = time.perf_counter() - started
+            starting = "can be leased" in created.text or "no trainer worker consumes" in created.text
+            if created.status_code != 400 or not starting or time.monotonic() > ready_by:
+                break
+            time.sleep(5)
+        if created.status_code != 201:
+            raise RuntimeError(
+                f"{body.get('preset')}: the launch was refused: HTTP {created.status_code} {created.text[:1000]}"
+            )
+        return int(created.json()["id"]), started, post_s
+
+
 def run_launch(quick: bool) -> dict[str, Any]:
     config = LaunchBenchConfig.for_run(quick)
-    if config.base_url == LOCAL:
-        with local_stack() as base:
-            return _measure(config, base)
-    return _measure(config, (config.base_url or settings.PUBLIC_BASE_URL).rstrip("/"))
+    return on_stack(config.base_url, lambda base: _measure(config, base))
 
 
 def _measure(config: LaunchBenchConfig, base: str) -> dict[str, Any]:
     quick = config.quick
     window_s = config.window_s
-    client = httpx.Client(base_url=base, timeout=120, follow_redirects=True)
-    login(client, config.username, config.password)
-    csrf = {"X-CSRFToken": client.cookies.get("csrftoken") or "", "Referer": f"{base}/runs/new/"}
-    pools = client.get("/api/pools/").json()
-    pools = pools.get("results", pools) if isinstance(pools, dict) else pools
-    pool = next(p["id"] for p in pools if p["name"] == config.pool)
+    researcher = Researcher.sign_in(base, config.username, config.password, config.pool)
+    client, csrf = researcher.client, researcher.csrf
     run_config = config.run_config()
-    body = {"name": f"bench launch {time.strftime('%H:%M:%S')}", "preset": config.preset, "pool": pool,
-            "launch": True, "config": run_config}  # fmt: skip
-    ready_by = time.monotonic() + config.ready_wait_s
-    while True:  # right after `make up` the env host may still be booting its browsers
-        started = time.perf_counter()
-        created = client.post("/api/rl/runs/", json=body, headers=csrf)
-        post_s = time.perf_counter() - started
-        if created.status_code != 400 or "can be leased" not in created.text or time.monotonic() > ready_by:
-            break
-        time.sleep(5)
-    if created.status_code != 201:
-        raise RuntimeError(f"the launch was refused: HTTP {created.status_code} {created.text[:1000]}")
-    run_id = created.json()["id"]
+    body = {"name": f"bench launch {time.strftime('%H:%M:%S')}", "preset": config.preset,
+            "pool": researcher.pool, "launch": True, "config": run_config}  # fmt: skip
+    run_id, started, post_s = researcher.launch(body, config.ready_wait_s)
     cookie = "; ".join(f"{k}={v}" for k, v in client.cookies.items())
     ws_url = base.replace("http", "ws", 1) + f"/ws/rl/runs/{run_id}/"
     try:

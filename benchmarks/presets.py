@@ -37,19 +37,15 @@ import time
 from typing import Any
 
 import httpx
-from django.conf import settings
 
 from benchmarks.harness.platform_config import PresetsBenchConfig
 from benchmarks.harness.stats import rate
-from benchmarks.launch import LOCAL, local_stack, login, trained_versions
+from benchmarks.launch import Researcher, on_stack, trained_versions
 
 
 def run_presets(quick: bool) -> dict[str, Any]:
     config = PresetsBenchConfig.for_run(quick)
-    if config.base_url == LOCAL:
-        with local_stack() as base:
-            return _measure(config, base)
-    return _measure(config, (config.base_url or settings.PUBLIC_BASE_URL).rstrip("/"))
+    return on_stack(config.base_url, lambda base: _measure(config, base))
 
 
 def curve(successes: list[bool], versions: list[int], seed: int = 0, resamples: int = 2000) -> dict[str, Any]:
@@ -112,30 +108,19 @@ def _episodes(client: httpx.Client, run_id: int) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (r.get("finished_at") or "", r["id"]))
 
 
-def _measure_one(client: httpx.Client, csrf: dict[str, str], pool: int, preset: str,
-                 config: PresetsBenchConfig) -> dict[str, Any]:  # fmt: skip
-    body = {"name": f"bench presets {preset} {time.strftime('%H:%M:%S')}", "preset": preset, "pool": pool,
-            "launch": True, "config": {} if config.seed is None else {"seed": config.seed}}  # fmt: skip
-    ready_by = time.monotonic() + config.ready_wait_s
-    while True:  # right after `make up` the env host and workers may still be starting
-        started = time.monotonic()
-        created = client.post("/api/rl/runs/", json=body, headers=csrf)
-        booting = "can be leased" in created.text or "no trainer worker" in created.text
-        if created.status_code != 400 or not booting or time.monotonic() > ready_by:
-            break
-        time.sleep(5)
-    if created.status_code != 201:
-        raise RuntimeError(
-            f"{preset}: the launch was refused: HTTP {created.status_code} {created.text[:1000]}"
-        )
-    run_id = created.json()["id"]
+def _measure_one(researcher: Researcher, preset: str, config: PresetsBenchConfig) -> dict[str, Any]:
+    client, csrf = researcher.client, researcher.csrf
+    body = {"name": f"bench presets {preset} {time.strftime('%H:%M:%S')}", "preset": preset,
+            "pool": researcher.pool, "launch": True,
+            "config": {} if config.seed is None else {"seed": config.seed}}  # fmt: skip
+    run_id, started, _ = researcher.launch(body, config.ready_wait_s)
     first_trained_s: float | None = None
     try:
-        while (left := config.window_s - (time.monotonic() - started)) > 0:
+        while (left := config.window_s - (time.perf_counter() - started)) > 0:
             time.sleep(min(10.0, left))
             run = client.get(f"/api/rl/runs/{run_id}/").json()
             if first_trained_s is None and int(run.get("policy_version") or 0) >= 1:
-                first_trained_s = round(time.monotonic() - started, 1)
+                first_trained_s = round(time.perf_counter() - started, 1)
             if run.get("status") not in ("running", "created", "queued"):
                 break
     finally:
@@ -172,13 +157,8 @@ def _version_number(version: Any) -> int:
 
 
 def _measure(config: PresetsBenchConfig, base: str) -> dict[str, Any]:
-    client = httpx.Client(base_url=base, timeout=120, follow_redirects=True)
-    login(client, config.username, config.password)
-    csrf = {"X-CSRFToken": client.cookies.get("csrftoken") or "", "Referer": f"{base}/runs/new/"}
-    pools = client.get("/api/pools/").json()
-    pools = pools.get("results", pools) if isinstance(pools, dict) else pools
-    pool = next(p["id"] for p in pools if p["name"] == config.pool)
-    figures = {name: _measure_one(client, csrf, pool, name, config) for name in config.presets}
+    researcher = Researcher.sign_in(base, config.username, config.password, config.pool)
+    figures = {name: _measure_one(researcher, name, config) for name in config.presets}
     return {
         "quick": config.quick,
         "base_url": base,
