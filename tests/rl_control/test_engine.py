@@ -81,6 +81,19 @@ def _run(
     )  # fmt: skip
 
 
+def _wait_for_an_update_and_a_rollout_in_flight(run: Run) -> None:
+    """Until the run has made an update and has an episode with a step done: the moment a fault hits
+    both the trainer and the rollouts mid-work."""
+    wait_for(
+        "an update and a rollout in flight",
+        lambda: (
+            Run.objects.get(pk=run.pk).updates_done >= 1
+            and Trajectory.objects.filter(run=run, status="running", num_steps__gte=1).exists()
+        ),
+        300,
+    )
+
+
 def launch_and_finish(run: Run, stack: LocalStack, timeout_s: float) -> Run:
     """Launch `run` on `stack`, wait until it stops running and return it, finished (the stack's
     logs are printed when it is not)."""
@@ -275,14 +288,7 @@ def test_engine_takes_terminated_database_connections_as_expected_events(
         return "\n".join(p.read_text(errors="replace") for p in sorted(stack.workdir.glob("proc*.log")))
 
     try:
-        wait_for(
-            "an update and a rollout in flight",
-            lambda: (
-                Run.objects.get(pk=run.pk).updates_done >= 1
-                and Trajectory.objects.filter(run=run, status="running", num_steps__gte=1).exists()
-            ),
-            300,
-        )
+        _wait_for_an_update_and_a_rollout_in_flight(run)
         # A task holds its connection through an episode (rollout) or a wait for data (trainer); a
         # termination lands on whichever are checked out at that moment, so terminate until each
         # kind of task has met one.
@@ -332,14 +338,7 @@ def test_engine_loses_no_completed_trajectory_when_redis_restarts(
     run = _run(users, start_checkpoint, max_updates=4, name="redis")
     services.run_launch(run=run)
     try:
-        wait_for(
-            "an update and a rollout in flight",
-            lambda: (
-                Run.objects.get(pk=run.pk).updates_done >= 1
-                and Trajectory.objects.filter(run=run, status="running", num_steps__gte=1).exists()
-            ),
-            300,
-        )
+        _wait_for_an_update_and_a_rollout_in_flight(run)
         _redis_restart()
         restarted_at = timezone.now()
         completed = set(Trajectory.objects.filter(run=run, status="completed").values_list("pk", flat=True))
