@@ -109,6 +109,10 @@ for _ in $(seq 1 60); do
   curl -fsS -o /dev/null "http://$HOST:$PORT/login/" 2>/dev/null && break; sleep 0.5
 done
 curl -fsS -o /dev/null "http://$HOST:$PORT/login/" || die "the web server did not answer; see var/log/web.log"
+# "up" only when a launch or a session would not be refused for a worker or environment still starting
+say "waiting for the workers and environments"
+"$PY" manage.py fleet_ready --timeout "${FLYWHEEL_READY_WAIT_S:-240}" \
+  || warn "some workers or environments are still starting (above): the fleet page shows them; see var/log/"
 
 say "Flywheel is up: http://$HOST:$PORT/   (API docs: http://$HOST:$PORT/api/docs/)"
 cat "$VAR/demo_logins.txt"

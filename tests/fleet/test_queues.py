@@ -4,6 +4,7 @@ PostgreSQL and Redis, without a worker (the messages stay in the broker to be co
 
 from __future__ import annotations
 
+import io
 import time
 import uuid
 from collections.abc import Iterator
@@ -73,3 +74,32 @@ def test_a_lapsed_worker_is_not_counted(asr_queues) -> None:
     assert queues.workers_of("rollout") == {"live@test": 2}
     queues.worker_retire(queue="rollout", worker="live@test")
     assert queues.workers_of("rollout") == {}
+
+
+def test_fleet_ready_waits_for_every_queue_and_warm_kind_then_says_ready() -> None:
+    """`manage.py fleet_ready` (what `make up` waits on before it says "up"): refused naming what is
+    missing while a queue has no live worker or a kind no environment, ready once both are there."""
+    from django.core.management import CommandError, call_command
+
+    n = uuid.uuid4().hex[:8]
+    with override_settings(FLEET_REDIS_PREFIX=f"test:ready:{n}"):
+        fleet.registry.cache_clear()
+        try:
+            args = ["--queue", f"rollout.{n}", "--queue", f"train.{n}", "--kind", "browser"]
+            with pytest.raises(CommandError, match=rf"rollout\.{n}'.*train\.{n}'.*a browser environment"):
+                call_command("fleet_ready", *args, "--timeout", "0")
+            queues.worker_announce(queue=f"rollout.{n}", worker="rollout@here", concurrency=2)
+            queues.worker_announce(queue=f"train.{n}", worker="train@here", concurrency=1, ttl_s=-1)  # lapsed
+            with pytest.raises(CommandError, match=rf"train\.{n}'.*browser") as refused:
+                call_command("fleet_ready", *args, "--timeout", "0")
+            assert f"rollout.{n}" not in str(refused.value)
+            queues.worker_announce(queue=f"train.{n}", worker="train@here", concurrency=1)
+            fleet.registry().register_env(env_id=f"e{n}", kind="browser", worker="envhost1", boot_s=1.0)
+            out = io.StringIO()
+            call_command("fleet_ready", *args, "--timeout", "0", stdout=out)
+            assert "ready" in out.getvalue()
+            with pytest.raises(CommandError, match="between 0 and 3600"):
+                call_command("fleet_ready", "--timeout", "-1")
+        finally:
+            fleet.registry().clear()
+            fleet.registry.cache_clear()

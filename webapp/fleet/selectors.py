@@ -4,10 +4,11 @@ Redis registry (`workers.envs.leases`), owners named from PostgreSQL."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypedDict
 
 from webapp.fleet.owners import OWNER_KINDS
-from webapp.fleet.queues import queues_overview
+from webapp.fleet.queues import queues_overview, workers_of
 from webapp.fleet.registry import registry
 
 # A desktop is watched over VNC; other kinds stream screenshots to their own pages.
@@ -125,3 +126,17 @@ def fleet_overview() -> dict[str, Any]:
 def fleet_env(env_id: str) -> dict[str, str]:
     """The registry's record of one env (empty when it is not in the fleet)."""
     return registry().env(env_id)
+
+
+def fleet_not_ready(queues: Sequence[str], kinds: Sequence[str]) -> list[str]:
+    """What keeps this install from taking work, in words: each of `queues` that no live worker
+    consumes (the workers' own announcements, as the launch preflight reads them) and each
+    environment kind of `kinds` with none up, idle or leased (as the preflight's "can be leased").
+    [] when everything is ready."""
+    missing = [f"a worker on queue '{queue}'" for queue in queues if not workers_of(queue)]
+    envs = registry().metrics()["envs"]
+    for kind in kinds:
+        counts = envs.get(kind, {})
+        if int(counts.get("idle", 0)) + int(counts.get("leased", 0)) == 0:
+            missing.append(f"a {kind} environment")
+    return missing

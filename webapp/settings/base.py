@@ -167,6 +167,7 @@ AXES_HTTP_RESPONSE_CODE = 429
 # the request comes from one of TRUSTED_PROXIES (addresses, CIDR networks, host names; empty: none,
 # as on `make up`; compose: nginx, which overwrites the header with the client's address).
 AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
+AXES_VERBOSE = False  # no start-up banner in every management command's output
 TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", [])
 # API tokens (`POST /api/auth/token/`) expire this long after they were issued.
 API_TOKEN_TTL_S = env_int("API_TOKEN_TTL_S", 7 * 24 * 3600, minimum=60)
