@@ -12,17 +12,20 @@ episodes (each with its success and the policy version that played it), its trai
 machine as a researcher alone would.
 
 The curve, per preset, from the run's own training episodes (sampled at the preset's temperature,
-as the run page's success chart shows them):
+as the run page's success chart shows them). Differences are standardised by task: the run plays its
+tasks in a seeded order, a few at a time, and their success rates range from 0 to 80 %, so a raw
+difference between two sets of episodes measures their task mix as much as the weights (the
+starter's version-0 episodes are the run's first few tasks only: issue 34's "first-update dip" was
+that). Each difference is Σ_t w_t·(later_t − earlier_t) over the tasks both sides played, with a
+bootstrap 95 % interval that resamples each task's episodes on each side.
 - `first_half` / `second_half`: success of the episodes in finish order, each with its Wilson 95 %
-  interval, and `gain_points` between them with a bootstrap 95 % interval (resampling episodes
-  within each half);
+  interval; `gain_points` between them, standardised (weights: each task's episodes in both halves),
+  and `gain_points_unadjusted`, the raw difference of the two rates;
 - `by_version`: success of the episodes played by the starter's weights (version 0) against those
-  played by a trained version (≥ 1);
-- `above_starter_points`: the second half against the starter's own episodes (version 0), with its
-  bootstrap interval: a curve that only climbs out of a dip its first updates made is not above
-  the starter;
-- `rising`: the second half's rate above the first half's; `rising_significant`: the gain's
-  interval above 0.
+  played by a trained version (≥ 1), raw;
+- `above_starter_points`: the second half against the starter's own episodes (version 0), on the
+  tasks the starter played (`above_starter_tasks`; weights: the starter's episodes per task);
+- `rising`: a positive gain; `rising_significant`: the gain's interval above 0.
 
 Last line: JSON with `presets` (name → figures), `rising` (how many presets rose), `trained` (how many
 reached a trained version) and `window_s`.
@@ -31,12 +34,12 @@ reached a trained version) and `window_s`.
 from __future__ import annotations
 
 import os
-import random
 import re
 import time
 from typing import Any
 
 import httpx
+import numpy as np
 
 from benchmarks.harness.platform_config import PresetsBenchConfig
 from benchmarks.harness.stats import rate
@@ -48,51 +51,85 @@ def run_presets(quick: bool) -> dict[str, Any]:
     return on_stack(config.base_url, lambda base: _measure(config, base))
 
 
-def curve(successes: list[bool], versions: list[int], seed: int = 0, resamples: int = 2000) -> dict[str, Any]:
-    """The success curve of one run's episodes, in finish order (see the module's docstring)."""
-    half = len(successes) // 2
-    first, second = successes[:half], successes[half:]
-    starter = [ok for ok, v in zip(successes, versions, strict=True) if v == 0]
-    trained = [ok for ok, v in zip(successes, versions, strict=True) if v >= 1]
-    rng = random.Random(seed)
-    gain, gain_ci = _difference(second, first, rng, resamples)
-    above, above_ci = _difference(second, starter, rng, resamples)
+def curve(
+    successes: list[bool],
+    versions: list[int],
+    tasks: list[str] | None = None,
+    seed: int = 0,
+    resamples: int = 2000,
+) -> dict[str, Any]:
+    """The success curve of one run's episodes, in finish order (see the module's docstring).
+    `tasks`: each episode's task; the differences compare like with like, task by task."""
+    tasks = list(tasks) if tasks is not None else [""] * len(successes)
+    episodes = list(zip(tasks, successes, strict=True))
+    half = len(episodes) // 2
+    first, second = episodes[:half], episodes[half:]
+    starter = [e for e, v in zip(episodes, versions, strict=True) if v == 0]
+    trained = [e for e, v in zip(episodes, versions, strict=True) if v >= 1]
+    rng = np.random.default_rng(seed)
+    gain, gain_ci, _ = _difference(second, first, rng, resamples, weigh_by_later=True)
+    above, above_ci, above_tasks = _difference(second, starter, rng, resamples, weigh_by_later=False)
+
+    def rate_of(rows: list[tuple[str, bool]]) -> dict[str, Any]:
+        return rate(sum(ok for _, ok in rows), len(rows))
+
+    raw = round(100 * (_mean(second) - _mean(first)), 1) if first and second else 0.0
     return {
-        "episodes": len(successes),
-        "first_half": rate(sum(first), len(first)),
-        "second_half": rate(sum(second), len(second)),
+        "episodes": len(episodes),
+        "first_half": rate_of(first),
+        "second_half": rate_of(second),
         "gain_points": gain,
         "gain_points_ci95": gain_ci,
-        "by_version": {
-            "starter_weights": rate(sum(starter), len(starter)),
-            "trained_weights": rate(sum(trained), len(trained)),
-        },
-        # the second half against the episodes the starter's own weights played (version 0): a curve
-        # that rises only out of a dip its first updates made is not above the starter
+        "gain_points_unadjusted": raw,
+        "by_version": {"starter_weights": rate_of(starter), "trained_weights": rate_of(trained)},
+        # the second half against the starter's own episodes (version 0), on the tasks the starter
+        # played: the run's first groups play a few tasks only (its seeded order), so a raw rate of
+        # version 0 against later versions compares task mixes, not weights
         "above_starter_points": above,
         "above_starter_points_ci95": above_ci,
+        "above_starter_tasks": above_tasks,
         "rising": bool(first and second and gain > 0),
         "rising_significant": bool(first and second and gain_ci[0] > 0),
     }
 
 
 def _difference(
-    later: list[bool], earlier: list[bool], rng: random.Random, resamples: int
-) -> tuple[float, list[float]]:
-    """Points between two success rates, with a bootstrap 95 % interval (each side resampled on its
-    own); (0, [-100, 100]) when either side is empty."""
-    if not later or not earlier:
-        return 0.0, [-100.0, 100.0]
-    diffs = sorted(
-        _mean(rng.choices(later, k=len(later))) - _mean(rng.choices(earlier, k=len(earlier)))
-        for _ in range(resamples)
+    later: list[tuple[str, bool]],
+    earlier: list[tuple[str, bool]],
+    rng: np.random.Generator,
+    resamples: int,
+    *,
+    weigh_by_later: bool,
+) -> tuple[float, list[float], list[str]]:
+    """Points between two success rates, standardised by task: Σ_t w_t·(later_t − earlier_t) over the
+    tasks both sides played, w_t ∝ the task's episodes on both sides (`weigh_by_later`) or on the
+    earlier side only; a bootstrap 95 % interval resampling each task's episodes on each side on
+    its own. (0, [-100, 100], []) when no task is on both sides."""
+    by_task: dict[str, list[list[bool]]] = {}
+    for side, rows in enumerate((later, earlier)):
+        for task, ok in rows:
+            by_task.setdefault(task, [[], []])[side].append(ok)
+    common = sorted(t for t, (a, b) in by_task.items() if a and b)
+    if not common:
+        return 0.0, [-100.0, 100.0], []
+    weights = np.array(
+        [len(by_task[t][1]) + (len(by_task[t][0]) if weigh_by_later else 0) for t in common], float
     )
-    low, high = diffs[int(0.025 * len(diffs))], diffs[min(len(diffs) - 1, int(0.975 * len(diffs)))]
-    return round(100 * (_mean(later) - _mean(earlier)), 1), [round(100 * low, 1), round(100 * high, 1)]
+    weights /= weights.sum()
+    point, draws = 0.0, np.zeros(resamples)
+    for w, task in zip(weights, common, strict=True):
+        for sign, outcomes in ((1.0, by_task[task][0]), (-1.0, by_task[task][1])):
+            n, p = len(outcomes), _mean(outcomes)
+            point += sign * w * p
+            draws += sign * w * rng.binomial(n, p, size=resamples) / n
+    low, high = np.percentile(draws, [2.5, 97.5])
+    return round(100 * point, 1), [round(100 * float(low), 1), round(100 * float(high), 1)], common
 
 
-def _mean(values: list[bool]) -> float:
-    return sum(values) / len(values) if values else 0.0
+def _mean(values: list[Any]) -> float:
+    """The success rate of outcomes, or of (task, outcome) rows."""
+    oks = [v[1] if isinstance(v, tuple) else v for v in values]
+    return sum(oks) / len(oks) if oks else 0.0
 
 
 def _episodes(client: httpx.Client, run_id: int) -> list[dict[str, Any]]:
@@ -129,6 +166,7 @@ def _measure_one(researcher: Researcher, preset: str, config: PresetsBenchConfig
     episodes = [e for e in _episodes(client, run_id) if e.get("status") != "running"]
     successes = [bool((e.get("metadata") or {}).get("engine", {}).get("success")) for e in episodes]
     versions = [_version_number(e.get("policy_version")) for e in episodes]
+    tasks = [str(e.get("task") or "") for e in episodes]
     chart = client.get(f"/api/rl/runs/{run_id}/metrics/", params={"names": "outcome/success_rate"}).json()
     points = [round(y, 3) for s in chart.get("series", []) for y in s.get("y", [])]
     checkpoints = client.get(f"/api/rl/runs/{run_id}/checkpoints/").json()
@@ -142,7 +180,7 @@ def _measure_one(researcher: Researcher, preset: str, config: PresetsBenchConfig
         "status_at_end": run.get("status"),
         "error": run.get("error") or None,
         "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
-        **curve(successes, versions),
+        **curve(successes, versions, tasks),
     }
 
 

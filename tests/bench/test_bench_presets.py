@@ -28,6 +28,31 @@ def test_a_run_that_learned_rises_and_one_that_did_not_does_not() -> None:
     assert dip["rising_significant"] and dip["above_starter_points"] == -50.0
 
 
+def test_differences_compare_tasks_with_themselves() -> None:
+    # the starter's weights play the run's first tasks (easy: 80 %), trained weights the rest (hard:
+    # 10 %) as well; nothing learned: raw version 0 against later versions is a dip, task by task none
+    easy = [True] * 8 + [False] * 2
+    hard = [True] + [False] * 9
+    successes = easy * 2 + (hard + easy) * 8
+    tasks = ["easy"] * 20 + (["hard"] * 10 + ["easy"] * 10) * 8
+    versions = [0] * 20 + [1] * 160
+    flat = curve(successes, versions, tasks)
+    assert (
+        flat["by_version"]["starter_weights"]["rate"] == 0.8 > flat["by_version"]["trained_weights"]["rate"]
+    )
+    assert flat["above_starter_points"] == 0.0 and flat["above_starter_tasks"] == ["easy"]
+    low, high = flat["above_starter_points_ci95"]
+    assert low < 0 < high
+    # halves whose task mixes differ: the raw gain is the mix, the standardised gain what changed per task
+    mixed = curve(
+        easy * 6 + hard * 4 + hard * 6 + [True] * 10 * 4,
+        [1] * 200,
+        ["easy"] * 60 + ["hard"] * 100 + ["easy"] * 40,
+    )
+    assert mixed["gain_points_unadjusted"] < 0 < mixed["gain_points"]
+    assert mixed["rising_significant"]
+
+
 def test_too_few_episodes_for_a_curve_say_so() -> None:
     for successes in ([], [True]):
         few = curve(successes, [0] * len(successes))
