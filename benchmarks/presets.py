@@ -17,7 +17,8 @@ tasks in a seeded order, a few at a time, and their success rates range from 0 t
 difference between two sets of episodes measures their task mix as much as the weights (the
 starter's version-0 episodes are the run's first few tasks only: issue 34's "first-update dip" was
 that). Each difference is Σ_t w_t·(later_t − earlier_t) over the tasks both sides played, with a
-bootstrap 95 % interval that resamples each task's episodes on each side.
+bootstrap 95 % interval that redraws each task's episodes on each side at its add-one rate
+(s + 1) / (n + 2), so that a side of a few episodes that all failed still has spread.
 - `first_half` / `second_half`: success of the episodes in finish order, each with its Wilson 95 %
   interval; `gain_points` between them, standardised (weights: each task's episodes in both halves),
   and `gain_points_unadjusted`, the raw difference of the two rates;
@@ -103,8 +104,8 @@ def _difference(
 ) -> tuple[float, list[float], list[str]]:
     """Points between two success rates, standardised by task: Σ_t w_t·(later_t − earlier_t) over the
     tasks both sides played, w_t ∝ the task's episodes on both sides (`weigh_by_later`) or on the
-    earlier side only; a bootstrap 95 % interval resampling each task's episodes on each side on
-    its own. (0, [-100, 100], []) when no task is on both sides."""
+    earlier side only; a parametric bootstrap 95 % interval, each task's side redrawn on its own
+    at its add-one rate (s + 1) / (n + 2). (0, [-100, 100], []) when no task is on both sides."""
     by_task: dict[str, list[list[bool]]] = {}
     for side, rows in enumerate((later, earlier)):
         for task, ok in rows:
@@ -121,9 +122,11 @@ def _difference(
         for sign, outcomes in ((1.0, by_task[task][0]), (-1.0, by_task[task][1])):
             n, p = len(outcomes), _mean(outcomes)
             point += sign * w * p
-            draws += sign * w * rng.binomial(n, p, size=resamples) / n
+            # drawn at (s + 1) / (n + 2): a task side of 4 episodes that all failed (or all succeeded)
+            # would otherwise resample with no spread at all, and the interval would claim certainty
+            draws += sign * w * rng.binomial(n, (n * p + 1) / (n + 2), size=resamples) / n
     low, high = np.percentile(draws, [2.5, 97.5])
-    return round(100 * point, 1), [round(100 * float(low), 1), round(100 * float(high), 1)], common
+    return round(100 * float(point), 1), [round(100 * float(low), 1), round(100 * float(high), 1)], common
 
 
 def _mean(values: list[Any]) -> float:

@@ -75,3 +75,11 @@ def test_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLYWHEEL_BENCH_PRESETS", "bepa,nope")
     with pytest.raises(ValueError, match="nope"):
         PresetsBenchConfig.for_run(False)
+
+
+def test_a_few_starter_episodes_that_all_failed_leave_a_wide_interval() -> None:
+    # 4 starter episodes, all failed; 100 later ones at 50 %: +50 points, but 4 episodes cannot say more
+    # than that the starter's rate is somewhere below ~50 %
+    few = curve([False] * 4 + [True, False] * 50, [0] * 4 + [1] * 100, ["t"] * 104)
+    low, high = few["above_starter_points_ci95"]
+    assert few["above_starter_points"] == 50.0 and low < 30 and high >= 50
