@@ -196,14 +196,19 @@ EMBEDDED_FIT: dict[str, dict[str, Any]] = {
 def preset_overrides(name: str, profile: str = "hf_vlm") -> dict[str, Any]:
     """The overrides of preset `name` for a run starting from a model of `profile`: the paper's
     values for large models, fitted to the embedded model (EMBEDDED_FIT) for it. A preset with a
-    fixed group size (rollouts_min = rollouts_max) keeps it fixed at the fitted size."""
+    fixed group size (rollouts_min = rollouts_max), or a GRPO preset that injects no successes, keeps
+    its groups fixed at the fitted size."""
     preset = PRESETS[name]
     if profile != "embedded":
         return dict(preset.overrides)
     fit = EMBEDDED_FIT[preset.algorithm]
     out = deep_merge(preset.overrides, fit)
     fixed = preset.overrides.get("curation", {})
-    if "rollouts_max" in fixed and fixed.get("rollouts_min") == fixed["rollouts_max"]:
+    # GRPO with nothing injected keeps its groups whole too: grpo-entropulse with groups of 2 to 4
+    # collapsed on the starter (seed 93117 twice: 45 % to 1-6 %, entropy 0.04 to 5 nats), with groups
+    # fixed at 4 it rose on three seeds (`bench presets`, HISTORY.md, issue 34)
+    uninjected = preset.algorithm == "grpo" and fixed.get("injection") == "none"
+    if uninjected or ("rollouts_max" in fixed and fixed.get("rollouts_min") == fixed["rollouts_max"]):
         out["curation"] = {**out["curation"], "rollouts_min": out["curation"]["rollouts_max"]}
     return out
 

@@ -36,7 +36,9 @@ def test_the_embedded_starter_gets_the_settings_rl_learns_under() -> None:
             )  # fmt: skip
             assert large["grpo"]["lr"] == 1e-6
             # a fixed group stays fixed (BEPA, the synchronous baseline), a dynamic one stays dynamic
+            # unless nothing is injected into its groups (Entropulse: fixed on the starter)
             fixed = large["curation"]["rollouts_min"] == large["curation"]["rollouts_max"]
+            fixed = fixed or large["curation"]["injection"] == "none"
             assert (small["curation"]["rollouts_min"] == small["curation"]["rollouts_max"]) == fixed
             assert small["curation"]["rollouts_max"] == small["grpo"]["rollouts_per_task"] == 4
         else:
