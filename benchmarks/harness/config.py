@@ -237,7 +237,10 @@ class RolloutBenchConfig:
         workload = setting("ROLLOUT_WORKLOAD", "mix")
         if workload not in ("mix", "starter", "budgets", "remote"):
             raise ValueError("FLYWHEEL_ROLLOUT_WORKLOAD must be mix, starter, budgets or remote")
-        envs = setting("ROLLOUT_ENVS", 4 if quick else 8)
+        remote = workload == "remote"
+        # The remote-VM workload runs DART's shape, scaled to this machine: a fleet of 16 environments
+        # (DART: 180 containers) and its 30-step cap, so episode lengths spread as OSWorld's do.
+        envs = setting("ROLLOUT_ENVS", 16 if remote else 4 if quick else 8)
         group_size = 4 if envs >= 4 else 2
         budgets = workload == "budgets"
         return cls(
@@ -245,7 +248,7 @@ class RolloutBenchConfig:
             envs=envs, window_s=setting("ROLLOUT_WINDOW_S", _window_s(workload, quick)),
             algorithm="ppo" if budgets else "grpo", group_size=1 if budgets else group_size,
             batch_groups=envs if budgets else max(1, envs // group_size),
-            step_cap=20 if budgets else setting("ROLLOUT_STEP_CAP", 8),
+            step_cap=20 if budgets else setting("ROLLOUT_STEP_CAP", 30 if remote else 8),
             transition_pause_ms=setting("ROLLOUT_PAUSE_MS", (500 if quick else 1000) if budgets else 0),
             max_thought=setting("ROLLOUT_MAX_THOUGHT", 0, int), temperature=setting("ROLLOUT_TEMPERATURE", 0.5),
             seed_index=setting("ROLLOUT_SEED_INDEX", 0),
@@ -258,9 +261,10 @@ class RolloutBenchConfig:
 
 
 def _window_s(workload: str, quick: bool) -> float:
-    """Each mode's window: remote-VM episodes last ~10× longer (resets of 5–20 s), so a longer one."""
+    """Each mode's window: remote-VM episodes last ~10× longer (resets of 5–20 s, up to 30 steps of
+    1–3 s), so a longer one."""
     if workload == "remote":
-        return 240.0 if quick else 900.0
+        return 480.0 if quick else 900.0
     return 120.0 if quick else 300.0
 
 

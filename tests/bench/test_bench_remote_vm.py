@@ -58,4 +58,9 @@ def test_a_real_environment_answers_after_its_drawn_time_without_using_the_cpu()
 def test_the_workload_is_selectable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLYWHEEL_ROLLOUT_WORKLOAD", "remote")
     config = RolloutBenchConfig.for_run(True)
-    assert config.workload == "remote" and config.window_s == 240.0
+    assert config.workload == "remote" and config.window_s == 480.0
+    # DART's shape, scaled: a fleet of 16, its 30-step cap, groups of 4, sync batches of 4 groups
+    assert (config.envs, config.step_cap, config.group_size, config.batch_groups) == (16, 30, 4, 4)
+    monkeypatch.setenv("FLYWHEEL_ROLLOUT_WORKLOAD", "starter")
+    config = RolloutBenchConfig.for_run(True)
+    assert (config.envs, config.step_cap) == (4, 8)
