@@ -28,7 +28,8 @@ trainer idle fraction, figures per environment kind (`by_kind`) and, in sync mod
 goes (`sync_phases`: each batch's rollout phase and the train gap after it). Keys:
 `async_actions_per_min`, `sync_actions_per_min`, `async_over_sync` (with a bootstrap interval over
 task groups), `async_env_utilization`, `sync_env_utilization`, `workload`; beside them the same in
-training-usable episodes (DART's unit, one trajectory: `async_over_sync_episodes`) and actions per
+training-usable episodes (one trajectory, DART's scheduling unit: `async_over_sync_episodes`; DART's
+throughput figure, like SPEC's key, is in actions per minute) and actions per
 usable episode per mode, since async_over_sync = (episodes, ratio) × (actions per episode, ratio)
 and an episode is 1 step or the cap by the task instance and the policy's luck; the "remote"
 workload adds its `latency` distribution (benchmarks/remote_vm.py).
@@ -343,7 +344,8 @@ def rollout_figures(
 
 
 def episode_ratio(out: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """async ÷ sync in training-usable episodes per minute (DART's unit: one trajectory), and the
+    """async ÷ sync in training-usable episodes per minute (one trajectory, the unit DART schedules;
+    its 1.9× throughput figure is in actions per minute, as SPEC's key is), and the
     identity async_over_sync = (episodes, ratio) × (usable actions per usable episode, ratio): the
     actions ratio also counts how long the episodes each mode happened to play were (1 to the step
     cap, by the task instance and the policy's luck), which on a few groups per mode can outweigh
