@@ -33,6 +33,8 @@ def test_fleet_page_live_and_watch(live_stack: LiveStack, browser: Browser, shot
     page.get_by_role("link", name="Fleet").click()
     expect(page.get_by_test_id("fleet-link")).to_have_text("live", timeout=20_000)
     expect(page.get_by_test_id("host-envhost1")).to_contain_text("alive")
+    # a queue's state is a phrase ("3 waiting, oldest 12 s"): its pill keeps the words as written
+    expect(page.get_by_test_id("queue-asr").locator(".badge")).to_have_css("text-transform", "none")
     lease = reg.acquire(kind="browser", owner="rl:987654:0:1", ttl_s=60)
     assert lease is not None
     try:

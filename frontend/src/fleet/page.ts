@@ -8,6 +8,12 @@ import { badge, h, notice, render } from "../lib/dom";
 import { duration, filterEnvs, kindsOf, ownerKindLabel, queueState, type Fleet, type FleetEnv, type FleetFilter, type FleetSnapshotEvent } from "./model";
 import { openWatch } from "./watch";
 
+/** A pill that says a phrase keeps its words as written (a status pill capitalises each word). */
+function sentence(pill: HTMLSpanElement): HTMLSpanElement {
+  pill.classList.add("sentence");
+  return pill;
+}
+
 class FleetPage {
   private fleet: Fleet | null = null;
   private filter: FleetFilter = { kind: "", owner: "", problems: false };
@@ -97,7 +103,7 @@ class FleetPage {
             h("td", {}, h("code", {}, q.queue)),
             h("td", { class: "num" }, q.depth),
             h("td", {}, duration(q.oldest_wait_s)),
-            h("td", {}, badge(state.text, state.tone)),
+            h("td", {}, sentence(badge(state.text, state.tone))),
             h("td", {}, q.workers.join(", ") || "—"),
             h("td", { class: "num" }, q.concurrency),
           );
