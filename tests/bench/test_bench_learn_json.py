@@ -9,7 +9,6 @@ mis-copied 2026-11-26 headline (42.5 % over a table of 46 of 120) shows the chec
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,21 +16,11 @@ import pytest
 
 from benchmarks.harness.config import LEARN_SEEDS
 from benchmarks.learn import headline_mismatches, start_mismatches
+from tests.bench.reported import RESULTS as RESULTS_DIR
+from tests.bench.reported import docs_row, load
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = sorted((ROOT / "benchmarks" / "results").glob("learn-*.json"))
+RESULTS = sorted(RESULTS_DIR.glob("learn-*.json"))
 INCONSISTENT = Path(__file__).parent / "data" / "learn_inconsistent.json"
-
-
-def load(path: Path) -> dict[str, Any]:
-    return dict(json.loads(path.read_text()))
-
-
-def docs_row(label: str, document: str = "docs/benchmarks.md") -> str:
-    rows = [line for line in (ROOT / document).read_text().splitlines()
-            if line.startswith(f"| {label} |")]  # fmt: skip
-    assert len(rows) == 1, f"{document} has {len(rows)} rows labelled {label!r}"
-    return rows[0].replace("**", "")
 
 
 def reported(figures: dict[str, Any]) -> str:

@@ -6,28 +6,16 @@ seed, so a row copied wrong or a result edited by hand fails here."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from benchmarks.harness.stats import bootstrap_sum_ratio_interval
+from tests.bench.reported import RESULTS as RESULTS_DIR
+from tests.bench.reported import docs_row, load
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = sorted((ROOT / "benchmarks" / "results").glob("rollout-remote-final-*.json"))
+RESULTS = sorted(RESULTS_DIR.glob("rollout-remote-final-*.json"))
 REPORTED_SEED = 80005  # declared in benchmarks/HISTORY.md before it ran (SPEC's unit, usable actions/min)
-
-
-def load(path: Path) -> dict[str, Any]:
-    return dict(json.loads(path.read_text()))
-
-
-def docs_row(label: str) -> str:
-    rows = [line for line in (ROOT / "docs" / "benchmarks.md").read_text().splitlines()
-            if line.startswith(f"| {label} |")]  # fmt: skip
-    assert len(rows) == 1, f"docs/benchmarks.md has {len(rows)} rows labelled {label!r}"
-    return rows[0].replace("**", "")
 
 
 def test_the_final_seeds_are_kept() -> None:
