@@ -53,6 +53,7 @@ _LETTERS = dict(
 _KEYS = {"ctrl": "control", "alt": "alt", "del": "delete", "esc": "escape", "cmd": "command", "pgup": "page up",
          "pgdn": "page down", "+": " plus ", "/": " slash ", "_": " underscore ", "@": " at ", "#": " hash ",
          "&": " and ", "%": " percent ", "~": " tilde ", ":": " colon "}  # fmt: skip
+_MODIFIER_HYPHEN = re.compile(r"(?i)\b(ctrl|control|alt|shift|cmd|command|super|meta|win|option|fn)-(?=\w)")
 _CAPITALISED_RUN = re.compile(r"\b[A-Z][\w+.\-]*(?:\s+[A-Z][\w+.\-]*){0,2}")
 _DISTINCT = re.compile(r"\S*(?:\d|[a-z][A-Z]|[+/_@#.:]\w)\S*")
 _EDGE = ".,;:!?\"'()[]{}"
@@ -91,7 +92,10 @@ def _spoken_token(token: str) -> str:
 
 
 def spoken(text: str) -> str:
-    """How `text` sounds, as plain words: digits, key names and symbols spelled out."""
+    """How `text` sounds, as plain words: digits, key names and symbols spelled out. A key
+    combination written with hyphens ("Ctrl-Shift-T": how Whisper writes "control shift T") sounds
+    like the one written with "+" ("control plus shift plus tee")."""
+    text = _MODIFIER_HYPHEN.sub(r"\1+", text)
     for symbol in "+/_@#&%~:":
         text = text.replace(symbol, f" {symbol} ")
     text = re.sub(r"(?<=[a-zA-Z])\.(?=[a-zA-Z])", " dot ", text)  # notes.txt, org.gnome
