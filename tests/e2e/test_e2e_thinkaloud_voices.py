@@ -1,10 +1,12 @@
 """A reviewer in Chromium sees the annotator's think-aloud as said, and another voice greyed (issue 32).
 
 The recording is real audio through the real full pass: espeak-ng speech (the annotator naming
-"LibreOffice Calc" and "3.14", a second, other voice 12 dB down talking in the annotator's pause),
+"LibreOffice Calc", "3.14" and "Ctrl+Shift+T", a second, other voice 12 dB down talking in the
+annotator's pause),
 encoded as one webm/opus chunk, stored by the upload service and transcribed by Whisper (tiny.en)
 with the task's and each step's vocabulary. The reviewer opens the trajectory: the steps' word lines
-read "LibreOffice Calc" and "3.14", and the background sentence shows apart, greyed, as another voice.
+read "LibreOffice Calc", "3.14" and "Ctrl+Shift+T", and the background sentence shows apart, greyed, as
+another voice.
 Needs the built frontend (`npm --prefix frontend run build`).
 """
 
@@ -29,8 +31,14 @@ from workers.asr.synth import speak
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-INSTRUCTION = "Open LibreOffice Calc and type 3.14 into cell B12."
-MAIN = ("now I open LibreOffice Calc from the menu", "and I type 3.14 into the cell")
+INSTRUCTION = (
+    "Open LibreOffice Calc, type 3.14 into cell B12, then press Ctrl+Shift+T to reopen the closed tab."
+)
+MAIN = (
+    "now I open LibreOffice Calc from the menu",
+    "and I type 3.14 into the cell",
+    "now I press Ctrl+Shift+T",
+)
 OTHER = "did you see the football game yesterday evening"
 
 
@@ -40,25 +48,30 @@ def _png(colour: str) -> bytes:
     return out.getvalue()
 
 
-def _recording_audio() -> tuple[np.ndarray, float]:
-    """MAIN[0], a pause holding OTHER 12 dB down, MAIN[1]; and the second of the first action."""
+def _recording_audio() -> tuple[np.ndarray, float, float]:
+    """MAIN[0], a pause holding OTHER 12 dB down, MAIN[1], a pause, MAIN[2]; and the seconds of the
+    first and second actions (each in the pause after its sentence)."""
     silence = lambda s: np.zeros(round(s * SAMPLE_RATE), dtype=np.float32)  # noqa: E731
-    first, second = speak(MAIN[0], "en-us", 160), speak(MAIN[1], "en-us", 160)
+    first, second, third = (speak(text, "en-us", 160) for text in MAIN)
     other = speak(OTHER, "en-gb-scotland", 170)
     other = other * (10 ** (-12 / 20)) * np.max(np.abs(first)) / max(1e-6, float(np.max(np.abs(other))))
-    audio = np.concatenate([silence(0.5), first, silence(0.8), other, silence(0.8), second, silence(1.0)])
+    audio = np.concatenate(
+        [silence(0.5), first, silence(0.8), other, silence(0.8), second, silence(2.5), third, silence(1.0)]
+    )
     first_action = 0.5 + len(first) / SAMPLE_RATE + 0.8 + len(other) / SAMPLE_RATE + 0.4
-    return audio.astype(np.float32), first_action
+    second_action = first_action + 0.4 + len(second) / SAMPLE_RATE + 1.2
+    return audio.astype(np.float32), first_action, second_action
 
 
 def test_reviewer_sees_terms_as_said_and_the_other_voice_greyed(browser: Browser, live_server, users) -> None:
-    audio, first_action = _recording_audio()
+    audio, first_action, second_action = _recording_audio()
     start = 100.0
     task = TaskFactory(instruction=INSTRUCTION)
     trajectory = store.trajectory_create(task=task, source="annotation", annotator=users["annotator"])
     for colour, action, end in [
         ("white", {"kind": "click", "point": [40, 20]}, start + first_action),
-        ("lightgrey", {"kind": "type", "text": "3.14"}, start + len(audio) / SAMPLE_RATE - 0.8),
+        ("lightgrey", {"kind": "type", "text": "3.14"}, start + second_action),
+        ("grey", {"kind": "hotkey", "keys": ["ctrl", "shift", "t"]}, start + len(audio) / SAMPLE_RATE - 0.8),
     ]:  # fmt: skip
         store.step_append(
             trajectory=trajectory, screenshot=_png(colour), image_format="png",
@@ -103,5 +116,10 @@ def test_reviewer_sees_terms_as_said_and_the_other_voice_greyed(browser: Browser
     page.get_by_test_id("frame-1").click()
     expect(page.get_by_test_id("speech-words")).to_contain_text("3.14")
     expect(page.get_by_test_id("speech-words")).not_to_contain_text("3 .14")
+    page.get_by_test_id("frame-2").click()
+    expect(page.get_by_test_id("speech-words")).to_contain_text("Ctrl+Shift+T")
+    # Stored with its action but no action string: the action is shown, not "(no action)".
+    expect(page.get_by_test_id("step-panel")).to_contain_text("hotkey ctrl+shift+t")
+    expect(page.get_by_test_id("step-action")).to_have_count(0)
     assert errors == [], errors
     page.close()

@@ -213,7 +213,9 @@ export class ReviewView {
         h("h3", {}, `Step ${stepNumber(step)} of ${d.steps.length}`, " ", h("span", { class: "muted", "data-testid": "step-decision" }, decisionLabel(step))),
         step.thought ? h("p", { class: "rv-thought" }, step.thought) : null,
         this.speech?.panel(step.index) ?? (step.human_thought ? h("p", { class: "muted" }, `Said: ${step.human_thought}`) : null),
-        h("p", {}, h("code", { "data-testid": "step-action" }, step.action_text || "(no action)")),
+        // A step stored with its actions but no action string (imported through the API) shows the
+        // actions below only: "(no action)" above them would contradict them.
+        step.action_text || step.screen_actions.length === 0 ? h("p", {}, h("code", { "data-testid": "step-action" }, step.action_text || "(no action)")) : null,
         h("p", { class: "muted" }, step.screen_actions.map(describeAction).join("; ") || step.parse_error, step.reward ? ` · reward ${reward(step.reward)}` : "", step.done ? " · episode ended" : ""),
         cands.length > 0 ? h("details", {}, h("summary", {}, `${cands.length} model candidates`), h("ol", {}, ...cands)) : null,
         h("div", { class: "rv-verdicts" }, ...buttons),
