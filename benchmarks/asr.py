@@ -30,7 +30,8 @@ Figures:
   `transcribe_timeline` as the full pass runs it: `wer_by_condition`, `alignment_by_condition`
   (`alignment_matched_by_condition`: of the words heard only, so misfiling apart from lost words),
   `background_filed_share` (background words aligned to any step / the annotator's reference
-  words), `rtf`; `live_wer_by_condition`: the live pass's WER (each 10 s chunk decoded greedily as
+  words), `rtf`; `wer_ci95_by_condition` / `alignment_ci95_by_condition`: 95 % bootstrap intervals
+  over the condition's sessions (`per_session`); `live_wer_by_condition`: the live pass's WER (each 10 s chunk decoded greedily as
   it arrives, with the previous chunk's last 2 s in front; `live_pass_errors`). Seeds: the split's
   range + HARD_SEED_SHIFT, + HARD_FINAL_SHIFT for the final test (quick: 4 validation sessions).
 - `live_chunk_s_p50` / `_max` (wall) and `live_chunk_cpu_s_mean`: the live pass of the workspace
@@ -281,6 +282,7 @@ def run_hard(config: AsrBenchConfig) -> dict[str, Any]:
     live_errors = dict.fromkeys(HARD_CONDITIONS, 0)
     filed = main_words = retried = lost = snapped = 0
     cpu_s = 0.0
+    sessions: list[dict[str, Any]] = []  # one row per session: what the intervals resample
     for k in range(config.sessions):
         condition, session = hard_session(config, k)
         chunks = split_into_chunks(session, 10.0, CHUNK_FORMATS)
@@ -303,6 +305,8 @@ def run_hard(config: AsrBenchConfig) -> dict[str, Any]:
         row["total"] += score.total
         row["audio"] += result.transcript.audio_s
         row["proc"] += result.transcript.processing_s
+        sessions.append({"k": k, "seed": hard_seed(config, k), "condition": condition, "errors": counts.errors,
+                         "ref_words": counts.ref_words, "aligned": score.correct, "audio_s": round(result.transcript.audio_s, 1)})  # fmt: skip
         if condition == "background":
             filed += background_filed(result.steps, session)
             main_words += counts.ref_words
@@ -321,6 +325,9 @@ def run_hard(config: AsrBenchConfig) -> dict[str, Any]:
         # are what the goals read); without it `bench asr` refused the hard set's result
         "wer": round(sum(r["errors"] for r in done.values()) / sum(r["ref"] for r in done.values()), 4),
         "wer_by_condition": {c: round(r["errors"] / r["ref"], 4) for c, r in done.items()},
+        # 95 % bootstrap intervals over the condition's sessions (5 each in a full run: wide)
+        "wer_ci95_by_condition": {c: condition_interval(sessions, c, "errors") for c in done},
+        "alignment_ci95_by_condition": {c: condition_interval(sessions, c, "aligned") for c in done},
         # the live pass's words (shown while the annotator works), same reference words
         "live_wer_by_condition": {c: round(live_errors[c] / r["ref"], 4) for c, r in done.items()},
         "alignment_by_condition": {c: round(r["correct"] / r["total"], 4) for c, r in done.items()},
@@ -342,5 +349,13 @@ def run_hard(config: AsrBenchConfig) -> dict[str, Any]:
         "snapped_words": snapped,
         "model_load_s": round(load_s, 2),
         "total_s": round(time.perf_counter() - started, 1),
+        "per_session": sessions,
         "config": config.to_json(),
     }
+
+
+def condition_interval(sessions: Sequence[dict[str, Any]], condition: str, key: str) -> list[float]:
+    """95 % bootstrap interval of Σ key / Σ ref_words over the sessions of one condition."""
+    rows = [s for s in sessions if s["condition"] == condition]
+    low, high = bootstrap_ratio_interval([s[key] for s in rows], [s["ref_words"] for s in rows])
+    return [round(low, 4), round(high, 4)]

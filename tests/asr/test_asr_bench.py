@@ -71,3 +71,17 @@ def test_hard_final_test_seeds_were_never_read_before() -> None:
     assert min(seeds) == 490501
     read_before = {7919 * k + shift for k in range(20) for shift in (90501, 190501, 290501, 390501)}
     assert seeds.isdisjoint(read_before | {hard_seed(validation, k) for k in range(44)})
+
+
+def test_condition_intervals_resample_that_conditions_sessions_only() -> None:
+    from benchmarks.asr import condition_interval
+
+    rows = [
+        {"condition": "noisy", "errors": 10, "aligned": 95, "ref_words": 100},
+        {"condition": "noisy", "errors": 30, "aligned": 90, "ref_words": 100},
+        {"condition": "fast", "errors": 90, "aligned": 0, "ref_words": 100},
+    ]
+    low, high = condition_interval(rows, "noisy", "errors")
+    assert 0.1 <= low <= 0.2 <= high <= 0.3  # the fast session's 90 % never enters
+    assert condition_interval(rows, "fast", "errors") == [0.9, 0.9]
+    assert condition_interval(rows, "noisy", "aligned")[1] <= 0.95
