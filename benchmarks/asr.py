@@ -280,7 +280,7 @@ def run_hard(config: AsrBenchConfig) -> dict[str, Any]:
     # chunk with the previous one's tail in front); its words are replaced by the full pass at finish.
     live = Transcriber(replace(transcriber.config, beam_size=1, redecode_weak=False))
     live_errors = dict.fromkeys(HARD_CONDITIONS, 0)
-    filed = main_words = retried = lost = snapped = 0
+    filed = main_words = retried = lost = snapped = looped = 0
     cpu_s = 0.0
     sessions: list[dict[str, Any]] = []  # one row per session: what the intervals resample
     for k in range(config.sessions):
@@ -312,6 +312,7 @@ def run_hard(config: AsrBenchConfig) -> dict[str, Any]:
             main_words += counts.ref_words
         retried += result.transcript.retried_spans
         lost += result.transcript.lost_spans
+        looped += result.transcript.looped_words
         snapped += len(result.snaps)
     done = {c: r for c, r in per.items() if r["ref"]}
     audio = sum(r["audio"] for r in done.values())
@@ -346,6 +347,7 @@ def run_hard(config: AsrBenchConfig) -> dict[str, Any]:
         "audio_s": round(audio, 1),
         "retried_spans": retried,
         "lost_spans": lost,
+        "looped_words": looped,  # words of decoder loops left out (workers.asr.transcribe.collapse_loops)
         "snapped_words": snapped,
         "model_load_s": round(load_s, 2),
         "total_s": round(time.perf_counter() - started, 1),

@@ -24,6 +24,7 @@ from workers.asr.transcribe import (
     Transcriber,
     TranscriberConfig,
     TranscriptionError,
+    collapse_loops,
     keep_word,
     overlaps_any,
     weak_regions,
@@ -203,3 +204,24 @@ def test_a_sentence_across_live_chunks_is_heard_once_and_whole(transcriber: Tran
     assert word_error_rate(said_text, text).wer <= 0.2, text
     assert [w.start for w in joined] == sorted(w.start for w in joined)
     assert 50.0 <= joined[0].start and joined[-1].end <= 50.0 + speech.size / SAMPLE_RATE + 0.5
+
+
+def test_decoder_loops_go_and_fewer_repeats_stay() -> None:
+    """tiny.en wrote "Sorry." 108 times in a row for a garbled window of the hard set (issue 32): a
+    phrase repeated 4+ times back to back is a loop. The first pass drops it whole (keep=0, so its
+    speech region is decoded again); the second decode keeps it once."""
+
+    def said(*texts: str) -> list[Word]:
+        return [Word(t, i * 0.4, i * 0.4 + 0.3, 0.9) for i, t in enumerate(texts)]
+
+    loop = said("I", "think", *["Sorry."] * 6, "then", "ok")
+    kept, removed = collapse_loops(loop)
+    assert [w.text for w in kept] == ["I", "think", "Sorry.", "then", "ok"] and removed == 5
+    dropped, removed = collapse_loops(loop, keep=0)
+    assert [w.text for w in dropped] == ["I", "think", "then", "ok"] and removed == 6
+    phrase = said(*["let", "me", "look,"] * 4, "done")
+    assert [w.text for w in collapse_loops(phrase)[0]] == ["let", "me", "look,", "done"]
+    assert [w.text for w in collapse_loops(said(*["."] * 6, "I"))[0]] == [".", "I"]
+    # What people do say stays: three times, alternating words, the same word with others between.
+    for text in ("no no no okay", "a b a b a b a", "click it then click it then click it"):
+        assert collapse_loops(said(*text.split())) == (said(*text.split()), 0)

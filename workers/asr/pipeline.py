@@ -43,6 +43,7 @@ class RecordingResult:
             "dropped_words": self.transcript.dropped_words,
             "retried_spans": self.transcript.retried_spans,
             "lost_spans": self.transcript.lost_spans,
+            "looped_words": self.transcript.looped_words,
             "uncertain_words": [word_json(w) for w in self.uncertain],
             "snapped": [{"said": s.said, "term": s.term} for s in self.snaps],
             "audio_start_clock": self.audio_start_clock,
@@ -110,6 +111,7 @@ def _transcribe_by_span(
         tuple(w for p in parts for w in p.words), len(audio) / SAMPLE_RATE,
         sum(p.processing_s for p in parts), parts[0].model, sum(p.dropped_words for p in parts),
         sum(p.retried_spans for p in parts), sum(p.lost_spans for p in parts),
+        sum(p.looped_words for p in parts),
     )  # fmt: skip
 
 

@@ -14,9 +14,10 @@ Kept words keep their verbatim text and confidence.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,44 @@ def _segment_words(segments: Any, cfg: TranscriberConfig, gate: bool = True) -> 
     return words, dropped
 
 
+# Whisper's repetition loops: for a garbled window tiny.en wrote "Sorry." 40 times in a row (the hard
+# set, benchmarks/HISTORY.md, asr); a speaker does not say one phrase 4 times back to back.
+LOOP_MIN_REPEATS = 4
+LOOP_MAX_PHRASE = 4  # words
+
+
+def collapse_loops(
+    words: Sequence[Word],
+    keep: int = 1,
+    min_repeats: int = LOOP_MIN_REPEATS,
+    max_phrase: int = LOOP_MAX_PHRASE,
+) -> tuple[list[Word], int]:
+    """`words` with every phrase of 1-`max_phrase` words that repeats back to back at least
+    `min_repeats` times (the decoder looping, not speech) kept `keep` times (0 or 1), and how many
+    words went. Phrases compare case- and punctuation-blind ("Sorry." = "sorry,"); fewer repeats
+    stay as said."""
+    keys = [re.sub(r"\W", "", w.text.lower()) or w.text.strip() for w in words]
+    out: list[Word] = []
+    removed = i = 0
+    while i < len(words):
+        best = (1, 1)  # (repeats, phrase length)
+        for n in range(1, max_phrase + 1):
+            phrase = keys[i : i + n]
+            if len(phrase) < n:
+                break
+            repeats = 1
+            while keys[i + repeats * n : i + (repeats + 1) * n] == phrase:
+                repeats += 1
+            if repeats >= min_repeats and repeats * n > best[0] * best[1]:
+                best = (repeats, n)
+        repeats, n = best
+        kept = n if repeats == 1 else keep * n
+        out.extend(words[i : i + kept])
+        removed += repeats * n - kept
+        i += repeats * n
+    return out, removed
+
+
 def weak_regions(
     words: list[Word], regions: list[tuple[float, float]], cfg: TranscriberConfig
 ) -> list[tuple[float, float]]:
@@ -216,6 +255,9 @@ class Transcriber:
                 hotwords=hotwords or None,
             )
             decoded, dropped = _segment_words(segments, cfg)
+        # A loop is no speech: all of it goes, so that a speech region it filled counts as weak and is
+        # decoded again below (where a loop is kept once: the region had something said).
+        decoded, looped = collapse_loops(decoded, keep=0)
         retried = recovered = 0
         for start, end in weak_regions(decoded, regions, cfg) if cfg.vad_filter and cfg.redecode_weak else []:
             retried += 1
@@ -236,7 +278,7 @@ class Transcriber:
         elapsed = time.perf_counter() - started
         return Transcript(
             tuple(words), audio.size / SAMPLE_RATE, elapsed, cfg.model_path, dropped,
-            retried_spans=retried, lost_spans=retried - recovered,
+            retried_spans=retried, lost_spans=retried - recovered, looped_words=looped,
         )  # fmt: skip
 
     def _redecode(self, audio: np.ndarray, start: float, end: float, hotwords: str | None) -> list[Word]:
@@ -257,6 +299,7 @@ class Transcriber:
             hotwords=hotwords or None,
         )
         words, _ = _segment_words(segments, cfg, gate=False)
+        words, _ = collapse_loops(words)
         if not any(w.probability >= cfg.min_word_probability for w in words):
             return []  # still nothing sure: the first pass's words (if any) stay
         offset = begin / SAMPLE_RATE

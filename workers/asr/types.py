@@ -96,6 +96,7 @@ class Transcript:
     dropped_words: int = 0
     retried_spans: int = 0  # speech regions decoded again because the first pass found nothing sure
     lost_spans: int = 0  # ... of which the second decode found nothing either (speech left out)
+    looped_words: int = 0  # words of the decoder's repetition loops left out (transcribe.collapse_loops)
 
     @property
     def text(self) -> str:
