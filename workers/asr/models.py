@@ -78,7 +78,7 @@ MODELS: dict[str, ModelInfo] = {
         76,
         0.094,
         0.091,
-        "default; English only; WER fast 15.7 %, noisy 19.5 %, technical 39-84 % on those sessions",
+        "default; English only; hard-set WER: fast 15.7 %, noisy 19.5 %, technical 39-84 %",
     ),
     "base": ModelInfo(
         "base",
@@ -86,7 +86,7 @@ MODELS: dict[str, ModelInfo] = {
         145,
         0.181,
         0.199,
-        "multilingual, run in English; WER fast 11.7 %, noisy 10.8 %, technical 28-34 % on those sessions",
+        "multilingual, run in English; hard-set WER: fast 11.7 %, noisy 10.8 %, technical 28-34 %",
     ),
 }
 
