@@ -148,7 +148,7 @@ def thinkaloud_state(
         # task's vocabulary ({said, term}).
         "retried_spans": transcript.get("retried_spans", 0),
         "lost_spans": transcript.get("lost_spans", 0),
-        # words of the decoder's repetition loops left out ("Sorry." 108 times for a garbled window)
+        # words of the decoder's repetition loops left out ("Sorry." over 100 times for a garbled window)
         "looped_words": transcript.get("looped_words", 0),
         "snapped": transcript.get("snapped", []),
         # Words of another, much quieter voice (workers.asr.speaker): not the annotator's thoughts.

@@ -207,7 +207,7 @@ def test_a_sentence_across_live_chunks_is_heard_once_and_whole(transcriber: Tran
 
 
 def test_decoder_loops_go_and_fewer_repeats_stay() -> None:
-    """tiny.en wrote "Sorry." 108 times in a row for a garbled window of the hard set (issue 32): a
+    """tiny.en wrote "Sorry." over 100 times in a row for a garbled window of the hard set (issue 32): a
     phrase repeated 4+ times back to back is a loop. The first pass drops it whole (keep=0, so its
     speech region is decoded again); the second decode keeps it once."""
 

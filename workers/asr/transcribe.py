@@ -153,7 +153,7 @@ def _segment_words(segments: Any, cfg: TranscriberConfig, gate: bool = True) -> 
     return words, dropped
 
 
-# Whisper's repetition loops: for a garbled window tiny.en wrote "Sorry." 108 times in a row (the hard
+# Whisper's repetition loops: for a garbled window tiny.en wrote "Sorry." over 100 times in a row (the hard
 # set, benchmarks/HISTORY.md, asr); a speaker does not say one phrase 4 times back to back.
 LOOP_MIN_REPEATS = 4
 LOOP_MAX_PHRASE = 4  # words
