@@ -161,6 +161,18 @@ def test_a_snapped_run_does_not_take_in_the_words_around_the_term() -> None:
     assert [s.said for s in snaps] == ["tilde slash line.count.txt"]
 
 
+@pytest.mark.parametrize("voice", ["en-us", "en-gb-scotland"])
+def test_a_key_combination_said_plainly_is_stored_as_the_task_spells_it(
+    transcriber: Transcriber, voice: str
+) -> None:
+    """Real speech, "now I press control shift T": tiny.en writes "Ctrl-Shift-T."; stored, it is
+    the instruction's Ctrl+Shift+T."""
+    audio = said("now I press control shift T", voice=voice)
+    timeline = build_timeline([AudioChunk(encode_audio(audio, "webm"), 100.0, "c0.webm")])
+    result = transcribe_timeline(timeline, [104.0], transcriber=transcriber, vocabulary=terms([INSTRUCTION]))
+    assert "Ctrl+Shift+T" in result.transcript.text, result.transcript.text
+
+
 def test_the_instruction_gets_technical_words_right(transcriber: Transcriber) -> None:
     """Without the task's vocabulary tiny.en writes "the office, Calc", "I'll be 12", "Control plus
     Shift plus D"; with the instruction's terms the stored words are what was said."""
