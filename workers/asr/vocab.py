@@ -6,7 +6,8 @@ instruction and the screen spell it out. Two uses of that text:
 
 1. `terms(texts)`: the distinctive terms of the instruction, element names and typed text (words
    with capitals inside, digits or symbols, runs of capitalised words); `hotwords(terms)` gives
-   them to faster-whisper's `hotwords`, which biases decoding towards them.
+   them to faster-whisper's `hotwords`, which biases decoding towards them, each term written
+   otherwise than it is said followed by how it is said ("~/notes.txt, tilde slash notes dot txt").
 2. `snap_words(words, terms)`: after decoding, a run of 1-7 words is replaced by a term when the two
    *sound* alike: both are spelled out as spoken ("B12" -> "bee twelve", "Ctrl+Shift+T" -> "control
    plus shift plus tee", "3.14" -> "three point one four") and compared letter by letter and by
@@ -16,7 +17,9 @@ instruction and the screen spell it out. Two uses of that text:
    txt" for hello.txt, four more times at p 0.96-1.0), so confidence alone cannot protect a run.
    A short term (spelled out in fewer than SHORT_TERM_LETTERS letters: "3D", "B5", "Flywheel")
    needs `sure_ratio` from any run: at 0.7 too many everyday words sound like it ("the user" ->
-   "3D"). Only terms from the given texts can come out.
+   "3D"). A run holding a term heard right ("LibreOffice first") is compared with a longer term
+   ("LibreOffice Impress") by the words in which the two differ. Only terms from the given texts
+   can come out.
 """
 
 from __future__ import annotations
@@ -142,8 +145,18 @@ def terms(texts: Iterable[str]) -> list[str]:
 def hotwords(vocabulary: Sequence[str]) -> str | None:
     """The hotwords string for faster-whisper (None when there is no vocabulary): a punctuated list
     ("B12, Ctrl+Shift+T."): Whisper copies its prompt's style, and a bare "8" made it drop every
-    full stop, which the step alignment splits phrases on."""
-    return ", ".join(vocabulary[:MAX_TERMS]) + "." if vocabulary else None
+    full stop, which the step alignment splits phrases on. A term written otherwise than it is said
+    is followed by how it is said ("~/notes.txt, tilde slash notes dot txt"): primed with the words
+    it will hear, Whisper writes them ("tilde slash notes dot txt") where, primed with the symbols
+    only, it wrote "till the session will start"; snapping then puts the term back. At most
+    MAX_TERMS entries, a term and its spoken form counting as two."""
+    if not vocabulary:
+        return None
+    entries: list[str] = []
+    for term in vocabulary[:MAX_TERMS]:
+        said = " ".join(spoken(term).split())
+        entries += [term] if said.replace(" ", "") == term.lower().replace(" ", "") else [term, said]
+    return ", ".join(entries[:MAX_TERMS]) + "."
 
 
 def _skeleton(sound: str) -> str:
@@ -151,11 +164,23 @@ def _skeleton(sound: str) -> str:
     return re.sub(r"(.)\1+", r"\1", re.sub(r"[aeiouy]", "", sound))
 
 
+@functools.lru_cache(maxsize=1024)
+def _term_sounds(term: str) -> tuple[str, ...]:
+    """The ways a term is said, as letters: `_sound`, and without the "underscore" that a speaker
+    (and Whisper) leaves out of a name like line_count.txt."""
+    full = _sound(term)
+    bare = _sound(term.replace("_", " "))
+    return (full,) if bare == full else (full, bare)
+
+
 def likeness(heard: str, term: str) -> float:
     """How alike two texts sound, 0..1: the better of their spelled-out letters' and their
     consonant skeletons' similarity (the latter only for skeletons of 4+ letters); 0 when one is
-    much longer than the other when spelled out."""
-    a, b = _sound(heard), _sound(term)
+    much longer than the other when spelled out. The best over the ways the term is said."""
+    return max(_likeness(_sound(heard), b) for b in _term_sounds(term))
+
+
+def _likeness(a: str, b: str) -> float:
     if not a or not b or min(len(a), len(b)) / max(len(a), len(b)) < MIN_LENGTH_RATIO:
         return 0.0  # a part of the term, or the term plus other words, is no near miss
     best = difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
@@ -163,6 +188,29 @@ def likeness(heard: str, term: str) -> float:
     if min(len(ka), len(kb)) >= 4:
         best = max(best, difflib.SequenceMatcher(None, ka, kb, autojunk=False).ratio())
     return best
+
+
+def _run_likeness(said: str, term: str, vocabulary: set[str]) -> float:
+    """`likeness` of a run to a term, 0 when the run holds the term heard right. A run holding
+    another term heard right ("LibreOffice" in "LibreOffice first" against "LibreOffice Impress")
+    is compared by the words in which it differs from the term, with the words they share at either
+    end left out; 0 when nothing is left or the rest holds a term too: a right word is not misheard."""
+    got = [w.strip(_EDGE).lower() for w in said.split()]
+    want = term.lower().split()
+    if got == want or term.lower() in got:
+        return 0.0  # the term was heard right
+    if not any(w in vocabulary and w in want for w in got):
+        return likeness(said, term)
+    lead = 0
+    while lead < min(len(got), len(want)) and got[lead] == want[lead]:
+        lead += 1
+    trail = 0
+    while trail < min(len(got), len(want)) - lead and got[-1 - trail] == want[-1 - trail]:
+        trail += 1
+    rest = got[lead : len(got) - trail]
+    if not rest or any(w in vocabulary for w in rest):
+        return 0.0
+    return likeness(" ".join(rest), " ".join(want[lead : len(want) - trail]))
 
 
 def _loose_edge(run: Sequence[Word], term: str, ratio: float) -> bool:
@@ -203,6 +251,7 @@ def snap_words(
     confidence and the last word's closing punctuation.
     """
     usable = [t for t in vocabulary if len(_sound(t)) >= 3]
+    known = {t.lower() for t in vocabulary}
     found: list[tuple[float, int, int, str]] = []  # (ratio, run length, first word, term)
     for i in range(len(words)):
         for n in range(1, min(max_span, len(words) - i) + 1):
@@ -212,9 +261,7 @@ def snap_words(
             needed = sure_ratio if sum(w.probability for w in run) / n >= max_probability else min_ratio
             said = " ".join(w.text for w in run)
             for term in usable:
-                if any(w.text.strip(_EDGE).lower() == term.lower() for w in run):
-                    continue  # the term was heard right
-                ratio = likeness(said, term)
+                ratio = _run_likeness(said, term, known)
                 floor = max(needed, sure_ratio) if len(_sound(term)) < SHORT_TERM_LETTERS else needed
                 if ratio >= floor and not _loose_edge(run, term, ratio):
                     found.append((ratio, n, i, term))
