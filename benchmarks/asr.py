@@ -199,7 +199,7 @@ HARD_SEED_SHIFT = 500  # the hard set's seeds sit apart from the other sets' in 
 # became validation-grade (benchmarks/HISTORY.md); so did 7919·k + 190501, read once at 19:24 the
 # same day; and so did 7919·k + 290501, read once at 21:52; and 7919·k + 390501, read once per model
 # on 2026-11-29 at 02:01; and 7919·k + 490501, read twice per model on 2026-11-29 17:15-17:28. The final
-# test is 7919·k + 590501 since 2026-11-29 20:20 UTC (after the hotwords and snapping were changed on
+# test is 7919·k + 590501 since 2026-11-29 20:04 UTC (after the hotwords and snapping were changed on
 # validation; the read is declared in benchmarks/HISTORY.md): never read.
 HARD_FINAL_SHIFT = 500_000
 

