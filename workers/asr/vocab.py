@@ -190,14 +190,14 @@ def _likeness(a: str, b: str) -> float:
     return best
 
 
-def _run_likeness(said: str, term: str, vocabulary: set[str]) -> float:
+def _run_likeness(said: str, got: Sequence[str], term: str, vocabulary: set[str]) -> float:
     """`likeness` of a run to a term, 0 when the run holds the term heard right. A run holding
     another term heard right ("LibreOffice" in "LibreOffice first" against "LibreOffice Impress")
     is compared by the words in which it differs from the term, with the words they share at either
-    end left out; 0 when nothing is left or the rest holds a term too: a right word is not misheard."""
-    got = [w.strip(_EDGE).lower() for w in said.split()]
+    end left out; 0 when nothing is left or the rest holds a term too: a right word is not misheard.
+    `got`: the run's words, bare and lower-case (computed once per run, not once per term)."""
     want = term.lower().split()
-    if got == want or term.lower() in got:
+    if list(got) == want or term.lower() in got:
         return 0.0  # the term was heard right
     if not any(w in vocabulary and w in want for w in got):
         return likeness(said, term)
@@ -260,8 +260,9 @@ def snap_words(
                 break  # a term is said inside one sentence: a run across its end merged two phrases
             needed = sure_ratio if sum(w.probability for w in run) / n >= max_probability else min_ratio
             said = " ".join(w.text for w in run)
+            got = [w.text.strip(_EDGE).lower() for w in run]
             for term in usable:
-                ratio = _run_likeness(said, term, known)
+                ratio = _run_likeness(said, got, term, known)
                 floor = max(needed, sure_ratio) if len(_sound(term)) < SHORT_TERM_LETTERS else needed
                 if ratio >= floor and not _loose_edge(run, term, ratio):
                     found.append((ratio, n, i, term))
