@@ -219,6 +219,10 @@ def review(
     expect(page.get_by_test_id("claim")).to_be_visible(timeout=30_000)
     page.get_by_test_id("claim").click()
     expect(page.get_by_test_id("step-panel")).to_be_visible(timeout=30_000)
+    # The verdict form exists only once the claim has come back and the page has loaded the open
+    # review: for round 2 the step panel is already on the page before the claim, and verdicts given
+    # before that reload were dropped with the old draft (submit stayed disabled; a CI run, 2026-11-29).
+    expect(page.get_by_test_id("submit-review")).to_be_visible(timeout=30_000)
     frames = page.get_by_test_id("filmstrip").locator(".rv-frame")
     for i in range(frames.count()):
         frames.nth(i).click()
