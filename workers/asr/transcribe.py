@@ -122,20 +122,17 @@ def check_audio(audio: Any) -> np.ndarray:
     return samples
 
 
+def speech_edges(audio: np.ndarray, min_silence_ms: int, pad_ms: int = 0) -> list[tuple[float, float]]:
+    """(start, end) seconds of speech that Silero VAD finds in `audio`, split at pauses of at least
+    `min_silence_ms`, each widened by `pad_ms` (unpadded by default: where the speech is)."""
+    options = VadOptions(min_silence_duration_ms=min_silence_ms, speech_pad_ms=pad_ms)
+    stamps = get_speech_timestamps(audio, options, sampling_rate=SAMPLE_RATE)
+    return [(s["start"] / SAMPLE_RATE, s["end"] / SAMPLE_RATE) for s in stamps]
+
+
 def speech_regions(audio: np.ndarray, config: TranscriberConfig) -> list[tuple[float, float]]:
-    """(start, end) seconds of speech that Silero VAD finds in `audio` (padded like the decoder's)."""
-    options = VadOptions(
-        min_silence_duration_ms=config.vad_min_silence_ms, speech_pad_ms=config.vad_speech_pad_ms
-    )
-    stamps = get_speech_timestamps(audio, options, sampling_rate=SAMPLE_RATE)
-    return [(s["start"] / SAMPLE_RATE, s["end"] / SAMPLE_RATE) for s in stamps]
-
-
-def speech_edges(audio: np.ndarray, min_silence_ms: int) -> list[tuple[float, float]]:
-    """(start, end) seconds of speech, unpadded, split at pauses of at least `min_silence_ms`."""
-    options = VadOptions(min_silence_duration_ms=min_silence_ms, speech_pad_ms=0)
-    stamps = get_speech_timestamps(audio, options, sampling_rate=SAMPLE_RATE)
-    return [(s["start"] / SAMPLE_RATE, s["end"] / SAMPLE_RATE) for s in stamps]
+    """The silence gate's speech regions (padded like the decoder's)."""
+    return speech_edges(audio, config.vad_min_silence_ms, config.vad_speech_pad_ms)
 
 
 MIN_FITTED_WORD_S = 0.05  # an edge is moved only where at least this much of the word is left
