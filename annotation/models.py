@@ -224,6 +224,12 @@ class ThinkAloudChunk(models.Model):
         help_text="Session-clock second from which `words` are this chunk's own (it was decoded with the "
         "previous chunk's tail in front; earlier words are the previous chunk's). Empty: `start_clock`.",
     )
+    snr_db = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="The chunk's speech over the room's noise, in dB (workers.asr.speaker). Empty: not "
+        "measured (too little speech or pause, or silent pauses).",
+    )
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

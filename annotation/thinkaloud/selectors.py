@@ -6,7 +6,7 @@ from typing import Any
 
 from django.conf import settings
 
-from annotation.models import AnnotationSession, AsrSettings, ThinkAloudRecording
+from annotation.models import AnnotationSession, AsrSettings, ThinkAloudChunk, ThinkAloudRecording
 from annotation.services.common import session_clock
 from webapp.store.models import Step
 
@@ -112,6 +112,19 @@ def step_speech(step: Step, meta: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+NOISE_RECENT_CHUNKS = 3  # while recording, the room's noise is read over the last few measured chunks
+
+
+def speech_to_noise(transcript: dict[str, Any], chunks: list[ThinkAloudChunk]) -> float | None:
+    """The recording's speech-to-noise ratio in dB: the full pass's, once it has run; before, the
+    median of the last NOISE_RECENT_CHUNKS chunks the live pass measured (the room as it is now).
+    None: nothing measured (silent pauses, or too little speech)."""
+    if "snr_db" in transcript:
+        return transcript["snr_db"]
+    measured = sorted(c.snr_db for c in [c for c in chunks if c.snr_db is not None][-NOISE_RECENT_CHUNKS:])
+    return measured[len(measured) // 2] if measured else None
+
+
 def thinkaloud_state(
     session: AnnotationSession, recording: ThinkAloudRecording | None = None
 ) -> dict[str, Any]:
@@ -121,6 +134,7 @@ def thinkaloud_state(
     meta = recording.step_meta if recording is not None else {}
     transcript = recording.transcript if recording is not None else {}
     final = next((s for s in transcript.get("steps", []) if s.get("final")), None)
+    snr_db = speech_to_noise(transcript, chunks)
     return {
         "session_id": session.pk,
         "status": recording.status if recording is not None else "none",
@@ -153,6 +167,10 @@ def thinkaloud_state(
         "snapped": transcript.get("snapped", []),
         # Words of another, much quieter voice (workers.asr.speaker): not the annotator's thoughts.
         "uncertain_words": transcript.get("uncertain_words", []),
+        # The speech's level over the room's noise (dB; None: not measured): below
+        # THINKALOUD_NOISY_SNR_DB Whisper mishears more, and the annotator and reviewer are told.
+        "snr_db": snr_db,
+        "noisy": snr_db is not None and snr_db < settings.THINKALOUD_NOISY_SNR_DB,
         "processing_s": recording.processing_s if recording is not None else None,
         "final": {"verbatim": final["verbatim"], "words": final["words"]} if final else None,
         "steps": [step_speech(s, meta) for s in session_steps(session)],

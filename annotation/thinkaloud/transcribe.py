@@ -132,11 +132,12 @@ def chunk_transcribe(chunk_id: int) -> bool:
                 overlap_s=settings.THINKALOUD_LIVE_OVERLAP_S, vocabulary=vocabulary,
             )  # fmt: skip
             chunk.words, chunk.live_cut = [word_json(w) for w in live.words], live.cut
+            chunk.snr_db = None if live.snr_db is None else round(live.snr_db, 1)
             chunk.error = ""
         except AudioDecodeError as exc:
-            chunk.words, chunk.live_cut, chunk.error = [], None, str(exc)
+            chunk.words, chunk.live_cut, chunk.snr_db, chunk.error = [], None, None, str(exc)
         chunk.transcribed = True
-        chunk.save(update_fields=["words", "live_cut", "error", "transcribed"])
+        chunk.save(update_fields=["words", "live_cut", "snr_db", "error", "transcribed"])
     with transaction.atomic():
         recording = ThinkAloudRecording.objects.select_for_update().get(pk=chunk.recording_id)
         if recording.finished:  # the full pass owns the steps now

@@ -214,3 +214,60 @@ def test_a_worker_process_of_a_think_aloud_queue_loads_whisper_as_it_starts(monk
     live = passes.transcriber(live=True).config
     assert live.beam_size == settings.THINKALOUD_LIVE_BEAM_SIZE == 1 and not live.redecode_weak
     assert passes.transcriber().config.redecode_weak  # the full pass keeps its second decode
+
+
+def test_a_noisy_room_is_reported_to_the_annotator_and_after_the_full_pass(api, users) -> None:
+    """Speech 13 dB above white + pink noise through the real path (webm chunks, the live pass, the
+    full pass): the state says noisy with the measured figure, the live chunks' while recording,
+    the whole recording's after the full pass; a clean recording's state does not."""
+    from workers.asr.synth import add_noise
+
+    synth = add_noise(
+        generate_session(seed=6, n_steps=3, voice="en-us", speed_wpm=160, start_clock=5.0), 13.0, 6
+    )
+    session = make_session(
+        users["annotator"], age_s=synth.start_clock + synth.duration_s + 5, steps=synth.action_times
+    )
+    for index, chunk in enumerate(split_into_chunks(synth, 10.0, ("webm",))):
+        assert (
+            put(api("annotator"), session.pk, index, chunk.data, start_clock=chunk.start_clock).status_code
+            == 201
+        )
+    for stored in ThinkAloudChunk.objects.order_by("index"):
+        assert passes.chunk_transcribe(stored.pk)
+    measured = [c.snr_db for c in ThinkAloudChunk.objects.order_by("index") if c.snr_db is not None]
+    assert measured and all(abs(v - 13.0) <= 3.0 for v in measured), measured
+    url = f"/api/annotation/sessions/{session.pk}/thinkaloud/"
+    state = api("annotator").get(url).json()
+    assert state["noisy"] is True and abs(state["snr_db"] - 13.0) <= 3.0, state["snr_db"]
+    with override_settings(THINKALOUD_NOISY_SNR_DB=10.0):  # a deploy may set the line lower
+        assert api("annotator").get(url).json()["noisy"] is False
+    assert api("annotator").post(f"{url}finish/").status_code == 202
+    recording = ThinkAloudRecording.objects.get(session=session)
+    assert passes.recording_transcribe(recording.pk)
+    recording.refresh_from_db()
+    assert abs(recording.transcript["snr_db"] - 13.0) <= 2.0, recording.transcript["snr_db"]
+    state = api("annotator").get(url).json()
+    assert state["noisy"] is True and state["snr_db"] == recording.transcript["snr_db"]
+
+    clean = generate_session(seed=7, n_steps=2, voice="en-us", speed_wpm=160, start_clock=5.0)
+    quiet = make_session(
+        users["annotator"], age_s=clean.start_clock + clean.duration_s + 5, steps=clean.action_times
+    )
+    chunk = split_into_chunks(clean, clean.duration_s + 1, ("webm",))[0]
+    assert put(api("annotator"), quiet.pk, 0, chunk.data, start_clock=chunk.start_clock).status_code == 201
+    assert passes.chunk_transcribe(ThinkAloudChunk.objects.get(recording__session=quiet).pk)
+    state = api("annotator").get(f"/api/annotation/sessions/{quiet.pk}/thinkaloud/").json()
+    assert state["noisy"] is False and state["snr_db"] is None  # silent pauses: nothing to measure
+
+
+def test_while_recording_the_noise_is_read_over_the_last_chunks(users) -> None:
+    from annotation.thinkaloud.selectors import speech_to_noise
+
+    rows = [ThinkAloudChunk(index=i, start_clock=i * 10.0, duration_s=10.0, snr_db=v)
+            for i, v in enumerate([35.0, None, 30.0, 12.0, None, 14.0, 13.0])]  # fmt: skip
+    assert speech_to_noise({}, rows) == 13.0  # the room as it is now: 12, 14, 13
+    assert speech_to_noise({}, rows[:3]) == 35.0  # 35, 30: the upper of two
+    assert speech_to_noise({}, [ThinkAloudChunk(index=0, start_clock=0.0, duration_s=10.0)]) is None
+    assert speech_to_noise({"snr_db": 22.5}, rows) == 22.5  # the full pass's figure once it has run
+    assert speech_to_noise({"snr_db": None}, rows) is None

@@ -1,7 +1,7 @@
 """The annotator's journey in Chromium on `make up`'s stack: a desktop task on the live desktop —
 the live screen as large as the window allows (1440×960 and 1280×720), candidates drawn on it,
 accept, edit, override, take-over in and out with Alt+T, finish — then the stored result beside the
-screen captured at Finish."""
+screen captured at Finish; on the way, think-aloud from a noisy room makes the recorder say so."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from tests.e2e.journeys import (
     wait_candidates,
 )
 from tests.e2e.live_stack import LiveStack
+from workers.asr.synth import add_noise, generate_session, split_into_chunks
 
 pytestmark = JOURNEY_MARKS
 
@@ -65,6 +66,23 @@ def test_annotator_annotates_a_desktop_task_live_and_sees_the_result(
     )
     page.set_viewport_size(VIEWPORT)
     assert_live_canvas_fills_the_screen_area(page, shots, "desktop-live-1440x960", screen)
+
+    # Thinking aloud in a noisy room: a chunk of speech 13 dB above white + pink noise goes up as the
+    # recorder sends one; the live pass measures the room and the recorder tells the annotator.
+    noisy = add_noise(
+        generate_session(seed=41, n_steps=3, voice="en-us", speed_wpm=160, start_clock=0.0), 13.0, 41
+    )
+    chunk = split_into_chunks(noisy, 10.0, ("webm",))[0]
+    with live_stack.api("annotator") as api:
+        clock = api.get(f"/api/annotation/sessions/{sid}/thinkaloud/").json()["server_clock"]
+        time.sleep(max(0.0, 11.0 - clock))  # the chunk ends before now on the session clock
+        answer = api.put(
+            f"/api/annotation/sessions/{sid}/thinkaloud/chunks/0/", params={"start_clock": max(clock, 11.0) - 11.0},
+            content=chunk.data, headers={"Content-Type": "audio/webm"},
+        )  # fmt: skip
+        assert answer.status_code == 201, answer.text
+    expect(page.get_by_test_id("record-noise")).to_contain_text("dB above it", timeout=90_000)
+    page.get_by_test_id("recorder").screenshot(path=str(shots / "desktop-noisy-room.png"))
 
     # Override: a click on the live screen becomes the action at that screen pixel; send it.
     page.mouse.click(*screen_point(page, screen, 400, 300))

@@ -13,13 +13,14 @@ Needs the built frontend (`npm --prefix frontend run build`).
 from __future__ import annotations
 
 import io
+import os
 import re
 import time
 
 import numpy as np
 import pytest
 from PIL import Image
-from playwright.sync_api import Browser, expect
+from playwright.sync_api import Browser, Page, expect
 
 from annotation.models import AnnotationSession, Review, ThinkAloudRecording
 from annotation.thinkaloud import services, transcribe
@@ -63,16 +64,19 @@ def _recording_audio() -> tuple[np.ndarray, float, float]:
     return audio.astype(np.float32), first_action, second_action
 
 
-def test_reviewer_sees_terms_as_said_and_the_other_voice_greyed(browser: Browser, live_server, users) -> None:
-    audio, first_action, second_action = _recording_audio()
+def _transcribed(users, audio: np.ndarray, actions: list[float]) -> ThinkAloudRecording:
+    """A submitted annotation session of three steps (a click, typing "3.14", Ctrl+Shift+T) at
+    `actions` seconds into `audio`, its recording uploaded as two webm/opus chunks, each through the
+    live pass, then the full pass."""
     start = 100.0
     task = TaskFactory(instruction=INSTRUCTION)
     trajectory = store.trajectory_create(task=task, source="annotation", annotator=users["annotator"])
-    for colour, action, end in [
-        ("white", {"kind": "click", "point": [40, 20]}, start + first_action),
-        ("lightgrey", {"kind": "type", "text": "3.14"}, start + second_action),
-        ("grey", {"kind": "hotkey", "keys": ["ctrl", "shift", "t"]}, start + len(audio) / SAMPLE_RATE - 0.8),
-    ]:  # fmt: skip
+    for colour, action, end in zip(
+        ("white", "lightgrey", "grey"),
+        ({"kind": "click", "point": [40, 20]}, {"kind": "type", "text": "3.14"},
+         {"kind": "hotkey", "keys": ["ctrl", "shift", "t"]}),
+        (start + a for a in actions), strict=True,
+    ):  # fmt: skip
         store.step_append(
             trajectory=trajectory, screenshot=_png(colour), image_format="png",
             fields={"thought": "", "action": [action], "action_text": "", "clock_start": end - 1.0,
@@ -83,17 +87,24 @@ def test_reviewer_sees_terms_as_said_and_the_other_voice_greyed(browser: Browser
         user=users["annotator"], task=task, trajectory=trajectory, status="active",
         clock_origin=time.time() - start - 60,
     )  # fmt: skip
-    services.chunk_upload(session=session, index=0, start_clock=start, data=encode_audio(audio, "webm"),
-                          content_type="audio/webm")  # fmt: skip
+    half = len(audio) // 2
+    for index, piece in enumerate((audio[:half], audio[half:])):
+        services.chunk_upload(session=session, index=index, start_clock=start + index * half / SAMPLE_RATE,
+                              data=encode_audio(piece, "webm"), content_type="audio/webm")  # fmt: skip
     recording = ThinkAloudRecording.objects.get(session=session)
+    for chunk in recording.chunks.order_by("index"):
+        assert transcribe.chunk_transcribe(chunk.pk)
     ThinkAloudRecording.objects.filter(pk=recording.pk).update(finished=True)
     AnnotationSession.objects.filter(pk=session.pk).update(status="submitted")
     assert transcribe.recording_transcribe(recording.pk)
     recording.refresh_from_db()
     assert recording.status == "done", recording.error
-    other_words = " ".join(w["w"] for w in recording.transcript["uncertain_words"]).lower()
-    assert "football" in other_words, recording.transcript
+    return recording
 
+
+def _review(browser: Browser, live_server, users, recording: ThinkAloudRecording) -> tuple[Page, list[str]]:
+    """The reviewer signed in, on the recording's trajectory; and the page's errors as they come."""
+    trajectory = recording.session.trajectory
     Review.objects.create(trajectory=trajectory, reviewer=users["reviewer"])
     page = browser.new_page(viewport={"width": 1360, "height": 1000})
     errors: list[str] = []
@@ -103,7 +114,18 @@ def test_reviewer_sees_terms_as_said_and_the_other_voice_greyed(browser: Browser
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign in").click()
     page.goto(f"{live_server.url}/review/?t={trajectory.pk}")
+    return page, errors
+
+
+def test_reviewer_sees_terms_as_said_and_the_other_voice_greyed(browser: Browser, live_server, users) -> None:
+    audio, first_action, second_action = _recording_audio()
+    recording = _transcribed(users, audio, [first_action, second_action, len(audio) / SAMPLE_RATE - 0.8])
+    other_words = " ".join(w["w"] for w in recording.transcript["uncertain_words"]).lower()
+    assert "football" in other_words, recording.transcript
+
+    page, errors = _review(browser, live_server, users, recording)
     page.get_by_test_id("frame-0").click()
+    expect(page.get_by_test_id("speech-noisy")).to_have_count(0)  # silent pauses: a quiet room
     words = page.get_by_test_id("speech-words")
     expect(words).to_contain_text("LibreOffice Calc")
     expect(words).not_to_contain_text("football")
@@ -121,5 +143,32 @@ def test_reviewer_sees_terms_as_said_and_the_other_voice_greyed(browser: Browser
     # Stored with its action but no action string: the action is shown, not "(no action)".
     expect(page.get_by_test_id("step-panel")).to_contain_text("hotkey ctrl+shift+t")
     expect(page.get_by_test_id("step-action")).to_have_count(0)
+    assert errors == [], errors
+    page.close()
+
+
+def test_reviewer_and_annotator_are_told_the_room_was_noisy(browser: Browser, live_server, users) -> None:
+    """The same think-aloud with white + pink noise 13 dB below the speech: the live pass already
+    tells the annotator (the state the workspace's recorder shows), and the reviewer reads a notice
+    with the measured figure above the step's words."""
+    audio, first_action, second_action = _recording_audio()
+    rng = np.random.default_rng(13)
+    noise = rng.standard_normal(len(audio))
+    speech = audio[np.abs(audio) > 1e-3]
+    noise *= np.sqrt(float(np.mean(speech**2)) / 10 ** (13 / 10) / float(np.mean(noise**2)))
+    noisy = (audio + noise).astype(np.float32)
+    recording = _transcribed(users, noisy, [first_action, second_action, len(audio) / SAMPLE_RATE - 0.8])
+    assert abs(recording.transcript["snr_db"] - 13.0) <= 2.0, recording.transcript["snr_db"]
+    live = [c.snr_db for c in recording.chunks.all() if c.snr_db is not None]  # a chunk needs 1 s of pause
+    assert live and all(v < 20 for v in live), live  # what the recorder showed while recording
+
+    page, errors = _review(browser, live_server, users, recording)
+    page.get_by_test_id("frame-0").click()
+    notice = page.get_by_test_id("speech-noisy")
+    expect(notice).to_contain_text(f"about {round(recording.transcript['snr_db'])} dB above the room's noise")
+    expect(page.get_by_test_id("speech-words")).to_contain_text("LibreOffice")
+    shots_dir = os.environ.get("FLYWHEEL_E2E_SCREENSHOTS")
+    if shots_dir:
+        page.screenshot(path=os.path.join(shots_dir, "review-noisy.png"))
     assert errors == [], errors
     page.close()

@@ -403,6 +403,9 @@ THINKALOUD_LIVE_BEAM_SIZE = env_int("THINKALOUD_LIVE_BEAM_SIZE", 1, minimum=1)
 # Each live chunk is decoded with this many seconds of the chunk before it in front (workers/asr/
 # pipeline.py, LIVE_OVERLAP_S); 0 decodes every chunk alone.
 THINKALOUD_LIVE_OVERLAP_S = env_float("THINKALOUD_LIVE_OVERLAP_S", 2.0)
+# A recording whose speech is less than this many dB above the room's noise is flagged noisy to the
+# annotator and the reviewer (Whisper mishears more there: benchmarks/HISTORY.md, asr).
+THINKALOUD_NOISY_SNR_DB = env_float("THINKALOUD_NOISY_SNR_DB", 20.0)
 THINKALOUD_MAX_CHUNK_BYTES = env_int("THINKALOUD_MAX_CHUNK_BYTES", 2_000_000, minimum=1)
 THINKALOUD_MAX_CHUNK_S = env_float("THINKALOUD_MAX_CHUNK_S", 120.0)
 THINKALOUD_CLOCK_TOLERANCE_S = env_float("THINKALOUD_CLOCK_TOLERANCE_S", 5.0)

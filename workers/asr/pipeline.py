@@ -15,7 +15,7 @@ import numpy as np
 
 from workers.asr.align import StepSpeech, align_words, window_of
 from workers.asr.audio import SAMPLE_RATE, AudioChunk, ChunkError, Timeline, build_timeline
-from workers.asr.speaker import split_by_level
+from workers.asr.speaker import speech_to_noise_db, split_by_level
 from workers.asr.transcribe import Transcriber, speech_regions
 from workers.asr.types import Transcript, Word, word_json
 from workers.asr.vocab import MAX_TERMS, Snap, hotwords, snap_words
@@ -32,6 +32,7 @@ class RecordingResult:
     audio_s: float
     snaps: tuple[Snap, ...] = ()
     uncertain: tuple[Word, ...] = ()  # much quieter than the annotator: another voice (workers.asr.speaker)
+    snr_db: float | None = None  # speech over the room's noise (workers.asr.speaker); None: none measured
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (times in session-clock seconds)."""
@@ -48,6 +49,7 @@ class RecordingResult:
             "snapped": [{"said": s.said, "term": s.term} for s in self.snaps],
             "audio_start_clock": self.audio_start_clock,
             "audio_s": round(self.audio_s, 3),
+            "snr_db": None if self.snr_db is None else round(self.snr_db, 1),
             "processing_s": round(self.transcript.processing_s, 3),
             "steps": [
                 {
@@ -158,7 +160,7 @@ def transcribe_timeline(
     is not offered to step 7's words, and a long session's steps keep their terms although the
     session's whole list is longer than hotwords hold (MAX_TERMS).
     Words far quieter than the session's main speaker are not aligned to steps but kept apart as
-    `uncertain` (workers.asr.speaker).
+    `uncertain`, and the recording's speech-to-noise ratio is measured (workers.asr.speaker).
     """
     if step_vocabularies and len(step_vocabularies) != len(action_times):
         raise ValueError(
@@ -201,9 +203,10 @@ def transcribe_timeline(
         steps = snapped_steps
         words = sorted((w for s in steps for w in s.words), key=lambda w: w.start)
     transcript = replace(transcript, words=tuple(words))
+    snr_db = speech_to_noise_db(timeline.audio, speech_regions(timeline.audio, transcriber.config))
     return RecordingResult(
         transcript, tuple(steps), timeline.errors, timeline.start_clock, timeline.duration_s, tuple(snaps),
-        tuple(uncertain),
+        tuple(uncertain), snr_db,
     )  # fmt: skip
 
 
@@ -224,6 +227,7 @@ class LiveChunk:
     cut: float
     words: tuple[Word, ...]
     uncertain: tuple[Word, ...] = ()
+    snr_db: float | None = None  # the chunk's own audio: speech over the room's noise (workers.asr.speaker)
 
 
 def live_cut(
@@ -246,8 +250,8 @@ def transcribe_live_chunk(
 ) -> LiveChunk:
     """The live pass for one chunk (16 kHz samples starting at `start_clock`): decoded with the last
     `overlap_s` of `previous` (its samples and start clock) in front when that chunk ends where
-    this one starts; task vocabulary as hotwords and snapping; much quieter phrases set apart
-    (workers.asr.speaker). Keeps the words from `live_cut` on; `join_live_words` drops the words
+    this one starts; task vocabulary as hotwords and snapping; much quieter phrases set apart and
+    the chunk's speech-to-noise ratio measured (workers.asr.speaker). Keeps the words from `live_cut` on; `join_live_words` drops the words
     a later chunk took over."""
     audio, offset = samples, start_clock
     previous_end = None if previous is None else previous[1] + len(previous[0]) / SAMPLE_RATE
@@ -260,8 +264,9 @@ def transcribe_live_chunk(
     words, _snaps = snap_words(result.words, vocabulary)
     words, uncertain = split_by_level(words, audio, offset)
     return LiveChunk(
-        cut, tuple(w for w in words if w.midpoint >= cut), tuple(w for w in uncertain if w.midpoint >= cut)
-    )
+        cut, tuple(w for w in words if w.midpoint >= cut), tuple(w for w in uncertain if w.midpoint >= cut),
+        speech_to_noise_db(samples, speech_regions(samples, transcriber.config)),
+    )  # fmt: skip
 
 
 def join_live_words(chunks: Sequence[LiveChunk]) -> list[Word]:

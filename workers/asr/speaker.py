@@ -8,6 +8,10 @@ thought of the annotator's); the transcript keeps them apart for the reviewer, s
 
 Only level consistency: no speaker-embedding model ships with the project's packages (faster-whisper
 has Silero VAD only), so a background voice as loud as the annotator's is not told apart.
+
+How noisy the room is (`speech_to_noise_db`): the speech's power over the noise floor between the
+speech, so the annotator and the reviewer are told when Whisper is likely to mishear (it does, below
+about 20 dB: benchmarks/HISTORY.md, asr).
 """
 
 from __future__ import annotations
@@ -66,3 +70,33 @@ def split_by_level(
     for level, run in zip(levels, runs, strict=True):
         (kept if level >= main - margin_db else quiet).extend(run)
     return kept, quiet
+
+
+NOISE_FRAME_S = 0.02
+MIN_MEASURED_S = 1.0  # at least this much speech and this much noise between it, or no figure
+DIGITAL_SILENCE = 1e-10  # mean power of a frame that holds no room noise at all (zeros, gaps)
+
+
+def speech_to_noise_db(audio: np.ndarray, regions: Sequence[tuple[float, float]]) -> float | None:
+    """Signal-to-noise ratio in dB: the mean power of the 20 ms frames inside the speech `regions`
+    (seconds into `audio`, from the VAD), less the noise, over the noise floor (the median power of
+    the frames outside every region; a median, so a cough or an undetected word does not raise it).
+    None when there is under MIN_MEASURED_S of either, or the gaps are digital silence (nothing to
+    measure: no room noise reached the recording)."""
+    size = round(NOISE_FRAME_S * SAMPLE_RATE)
+    n = len(audio) // size
+    if n == 0:
+        return None
+    power = np.mean(audio[: n * size].astype(np.float64).reshape(n, size) ** 2, axis=1)
+    inside = np.zeros(n, dtype=bool)
+    for start, end in regions:
+        first, last = int(start * SAMPLE_RATE) // size, int(np.ceil(end * SAMPLE_RATE / size))
+        inside[max(0, first) : max(0, last)] = True
+    noise = power[~inside]
+    noise = noise[noise > DIGITAL_SILENCE]
+    speech = power[inside]
+    enough = round(MIN_MEASURED_S / NOISE_FRAME_S)
+    if noise.size < enough or speech.size < enough:
+        return None
+    floor = float(np.median(noise))
+    return float(10 * np.log10(max(float(np.mean(speech)) - floor, DIGITAL_SILENCE) / floor))

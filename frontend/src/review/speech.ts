@@ -4,7 +4,7 @@
 
 import { api, ApiError, errorText } from "../lib/api";
 import { h } from "../lib/dom";
-import { playSpan, shownThought, wordAt, type StepSpeech, type ThinkAloudState } from "../workspace/thinkaloud";
+import { playSpan, reviewNoiseText, shownThought, wordAt, type StepSpeech, type ThinkAloudState } from "../workspace/thinkaloud";
 
 export class SpeechPanel {
   private state: ThinkAloudState | null = null;
@@ -98,12 +98,15 @@ export class SpeechPanel {
     const to = step.clock_end ?? Infinity;
     const others = state.uncertain_words.filter((w) => w.start > from && w.start <= to);
     // Speech the recogniser heard but could not put into words even on a second decode: listen.
+    // The room's noise was loud beside the speech: Whisper mishears more there.
+    const noisy = state.noisy && state.snr_db !== null ? h("p", { class: "notice notice-warn", "data-testid": "speech-noisy" }, reviewNoiseText(state.snr_db)) : null;
     const lost = state.lost_spans > 0 ? h("p", { class: "notice", "data-testid": "speech-lost" }, `${state.lost_spans} stretch${state.lost_spans === 1 ? "" : "es"} of speech gave no words even on a second decode: listen to the recording.`) : null;
     return h(
       "div",
       { class: "rv-speech", "data-testid": "speech" },
       h("div", { class: "rv-speech-head" }, h("strong", {}, "Think-aloud"), play, span !== null ? h("span", { class: "muted" }, `${span[0].toFixed(1)}–${span[1].toFixed(1)} s`) : null),
       status,
+      noisy,
       lost,
       step.words.length > 0 ? wordLine : null,
       others.length > 0 ? h("p", { class: "muted rv-words-other", "data-testid": "speech-other-voice", title: "Much quieter than the annotator: another voice in the room, not a thought" }, `Another voice near this step (not counted): ${others.map((w) => w.w).join(" ")}`) : null,

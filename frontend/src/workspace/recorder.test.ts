@@ -20,6 +20,8 @@ function speechState(verbatim: string): ThinkAloudState {
     lost_spans: 0,
     snapped: [],
     uncertain_words: [],
+    snr_db: null,
+    noisy: false,
     final: null,
     steps: [
       {
@@ -80,6 +82,18 @@ describe("ThinkAloudRecorder", () => {
     expect(card?.textContent).toContain("Your words");
     expect(card?.textContent).toContain("I open the menu.");
     expect(box.querySelector('[data-testid="said-text-0"]')?.getAttribute("title")).toBe("Said: uh open the menu");
+  });
+
+  it("tells the annotator when the room is noisy, and stops once it is not", () => {
+    const recorder = new ThinkAloudRecorder(7, () => undefined);
+    const notice = recorder.root.querySelector<HTMLElement>('[data-testid="record-noise"]');
+    recorder.onEvent(speechState("open the menu"));
+    expect(notice?.hidden).toBe(true);
+    recorder.onEvent({ ...speechState("open the menu"), snr_db: 13.6, noisy: true });
+    expect(notice?.hidden).toBe(false);
+    expect(notice?.textContent).toContain("about 14 dB above it");
+    recorder.onEvent({ ...speechState("open the menu"), snr_db: 31.0, noisy: false });
+    expect(notice?.hidden).toBe(true);
   });
 
   it("says clearly when the browser cannot record", async () => {

@@ -10,6 +10,7 @@ import { h, render } from "../lib/dom";
 import {
   clockSync,
   isFatal,
+  noiseText,
   pickMimeType,
   shownThought,
   toSessionClock,
@@ -83,6 +84,7 @@ export class ThinkAloudRecorder {
   private readonly status = h("span", { class: "ws-rec-status muted", "data-testid": "record-status", "aria-live": "polite" }, "Not recording");
   private readonly uploadBar = h("progress", { class: "ws-rec-progress", max: "1", value: "0", hidden: true, "data-testid": "upload-progress" });
   private readonly error = h("span", { class: "ws-rec-error", role: "alert", "data-testid": "record-error", hidden: true });
+  private readonly noise = h("span", { class: "ws-rec-noise", role: "status", "data-testid": "record-noise", hidden: true });
 
   constructor(
     private readonly sessionId: number,
@@ -102,7 +104,7 @@ export class ThinkAloudRecorder {
       if (this.paused) this.resume();
       else this.pause();
     });
-    render(this.root, this.toggleButton, this.pauseButton, this.meter, this.status, this.uploadBar, this.error);
+    render(this.root, this.toggleButton, this.pauseButton, this.meter, this.status, this.uploadBar, this.error, this.noise);
     // Leaving the tab flushes the chunk being recorded; leaving the page with uploads still queued
     // asks first (what is already on the server is safe either way).
     document.addEventListener("visibilitychange", () => {
@@ -143,6 +145,8 @@ export class ThinkAloudRecorder {
     this.nextIndex = Math.max(this.nextIndex, state.next_index);
     if (!this.recording) this.status.textContent = this.statusText();
     this.root.dataset.transcription = state.status;
+    this.noise.hidden = !state.noisy;
+    this.noise.textContent = state.noisy && state.snr_db !== null ? noiseText(state.snr_db) : "";
     this.onSpeech();
   }
 

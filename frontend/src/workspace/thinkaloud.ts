@@ -40,6 +40,10 @@ export interface ThinkAloudState {
   lost_spans: number;
   snapped: { said: string; term: string }[];
   uncertain_words: SpokenWord[];
+  /** The speech's level over the room's noise in dB (null: not measured) and whether that is low
+   *  enough for Whisper to mishear more (the server's THINKALOUD_NOISY_SNR_DB). */
+  snr_db: number | null;
+  noisy: boolean;
   final: { verbatim: string; words: SpokenWord[] } | null;
   steps: StepSpeech[];
 }
@@ -229,4 +233,14 @@ export function shownThought(step: StepSpeech): { text: string; kind: "edited" |
 export function pickMimeType(isSupported: (t: string) => boolean): string {
   for (const t of ["audio/webm;codecs=opus", "audio/ogg;codecs=opus", "audio/webm"]) if (isSupported(t)) return t;
   return "";
+}
+
+/** What the annotator is told while the room is noisy (the recorder's notice). */
+export function noiseText(snrDb: number): string {
+  return `Background noise: your voice is only about ${Math.round(snrDb)} dB above it, so words may be misheard. A headset or a quieter room helps.`;
+}
+
+/** What the reviewer is told about a noisy recording (the speech panel's notice). */
+export function reviewNoiseText(snrDb: number): string {
+  return `Noisy recording: the speech is only about ${Math.round(snrDb)} dB above the room's noise, where words are often misheard. Listen before trusting a thought.`;
 }
