@@ -180,7 +180,11 @@ export class ThinkAloudRecorder {
     this.toggleButton.disabled = true;
     this.status.textContent = "Asking for the microphone…";
     try {
-      this.stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true } });
+      // The browser's own noise suppression (and echo cancellation, its partner in Chromium) stays off:
+      // on noisy speech through Chromium's capture path it left Whisper's errors as they were (196 vs
+      // 195 of 828 words) while hiding the room's noise from the measurement behind the noise notice
+      // (28–38 dB measured where the room was at 11–20 dB): benchmarks/HISTORY.md, asr.
+      this.stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false } });
       await this.syncClock();
     } catch (error) {
       this.toggleButton.disabled = false;
