@@ -138,6 +138,7 @@ def test_annotator_thinks_aloud_and_the_reviewer_plays_it(
     expect(page.get_by_test_id("step-0")).to_be_visible(timeout=30_000)
     # The step's words arrive while the annotator goes on (its chunk was cut at the decision).
     expect(page.get_by_test_id("said-text-0")).to_contain_text("page", timeout=60_000)
+    expect(page.get_by_test_id("record-noise")).to_be_hidden()  # a quiet room: no noise notice
     page.screenshot(path=str(shots / "thinkaloud-live-words.png"))
 
     session.refresh_from_db()
