@@ -48,31 +48,21 @@ def test_a_background_voice_is_not_filed_as_thoughts(transcriber: Transcriber) -
     assert background_filed(unsplit, session) > 0.05 * len(reference)
 
 
-def _pink_white_noise(n: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    spectrum = np.fft.rfft(rng.standard_normal(n))
-    spectrum /= np.sqrt(np.maximum(np.arange(len(spectrum)), 1))
-    pink = np.fft.irfft(spectrum, n)
-    white = rng.standard_normal(n)
-    return white / white.std() + pink / pink.std()
-
-
 def test_the_rooms_noise_is_measured_against_the_speech() -> None:
-    """Real espeak-ng speech with pauses, noise mixed in at a known level below the speech (its
-    power over the speech samples), Silero VAD's regions: the estimate lands within 1.5 dB."""
-    clean = generate_session(seed=33, n_steps=4, voice="en-us", speed_wpm=160, start_clock=0.0).audio
-    speech = clean[np.abs(clean) > 1e-3]
-    noise = _pink_white_noise(len(clean), 33)
+    """Real espeak-ng speech with pauses, white + pink noise mixed in at a known level below the
+    speech (`add_noise`: its power over the speech samples), Silero VAD's regions: the estimate
+    lands within 1.5 dB."""
+    session = generate_session(seed=33, n_steps=4, voice="en-us", speed_wpm=160, start_clock=0.0)
     for snr in (12.0, 18.0, 28.0):
-        scaled = noise * np.sqrt(float(np.mean(speech**2)) / 10 ** (snr / 10) / float(np.mean(noise**2)))
-        audio = (clean + scaled).astype(np.float32)
+        audio = add_noise(session, snr, 33).audio
         estimate = speech_to_noise_db(audio, speech_edges(audio, 500, 200))
         assert estimate is not None and abs(estimate - snr) <= 1.5, (snr, estimate)
     # Pauses of digital silence hold no room noise: nothing to measure, no figure (not "infinite").
-    assert speech_to_noise_db(clean, speech_edges(clean, 500, 200)) is None
+    assert speech_to_noise_db(session.audio, speech_edges(session.audio, 500, 200)) is None
     # Under a second of pause, or no speech at all: no figure either.
-    assert speech_to_noise_db(noise[: SAMPLE_RATE // 2].astype(np.float32), [(0.0, 0.5)]) is None
-    assert speech_to_noise_db(noise.astype(np.float32), []) is None
+    noise = add_noise(session, 12.0, 33).audio - session.audio
+    assert speech_to_noise_db(noise[: SAMPLE_RATE // 2], [(0.0, 0.5)]) is None
+    assert speech_to_noise_db(noise, []) is None
 
 
 def test_the_full_pass_and_the_live_pass_report_the_noise(transcriber: Transcriber) -> None:

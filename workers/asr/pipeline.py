@@ -251,8 +251,8 @@ def transcribe_live_chunk(
     """The live pass for one chunk (16 kHz samples starting at `start_clock`): decoded with the last
     `overlap_s` of `previous` (its samples and start clock) in front when that chunk ends where
     this one starts; task vocabulary as hotwords and snapping; much quieter phrases set apart and
-    the chunk's speech-to-noise ratio measured (workers.asr.speaker). Keeps the words from `live_cut` on; `join_live_words` drops the words
-    a later chunk took over."""
+    the chunk's speech-to-noise ratio measured (workers.asr.speaker). Keeps the words from
+    `live_cut` on; `join_live_words` drops the words a later chunk took over."""
     audio, offset = samples, start_clock
     previous_end = None if previous is None else previous[1] + len(previous[0]) / SAMPLE_RATE
     cut = live_cut(start_clock, previous_end, overlap_s)

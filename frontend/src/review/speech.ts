@@ -97,9 +97,9 @@ export class SpeechPanel {
     const from = pos > 0 ? (state.steps[pos - 1]?.clock_end ?? -Infinity) : -Infinity;
     const to = step.clock_end ?? Infinity;
     const others = state.uncertain_words.filter((w) => w.start > from && w.start <= to);
-    // Speech the recogniser heard but could not put into words even on a second decode: listen.
     // The room's noise was loud beside the speech: Whisper mishears more there.
     const noisy = state.noisy && state.snr_db !== null ? h("p", { class: "notice notice-warn", "data-testid": "speech-noisy" }, reviewNoiseText(state.snr_db)) : null;
+    // Speech the recogniser heard but could not put into words even on a second decode: listen.
     const lost = state.lost_spans > 0 ? h("p", { class: "notice", "data-testid": "speech-lost" }, `${state.lost_spans} stretch${state.lost_spans === 1 ? "" : "es"} of speech gave no words even on a second decode: listen to the recording.`) : null;
     return h(
       "div",
